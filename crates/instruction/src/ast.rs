@@ -1,0 +1,158 @@
+//! The typed form of every instruction, before it is checked against a schema.
+//!
+//! Clients build it as JSON (serde's externally tagged form of these types, see
+//! `docs/instructions.md`); people type the text form, which [`crate::parse`] turns into the
+//! same values. Names are property and state names as written in the schema.
+
+use serde::{Deserialize, Serialize};
+
+use espalier_schema::Span;
+
+/// A key, a number or a text value that may be given literally, as a parameter (in commands
+/// and queries), or — only in benchmark files — as `index` / `random N`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    Int(i64),
+    Text(String),
+    /// `["a", "b"]` — a compound key, one component per dictionary on the reference's path.
+    Compound(Vec<Value>),
+    /// `$name`
+    Param(String),
+    /// `index` — the repetition counter of a benchmark (rejected outside benchmarks).
+    Index,
+    /// `random` / `random N` — a random entry, state or number below N (benchmarks only).
+    Random(Option<i64>),
+}
+
+/// One step of a node path, a collection path or a projection path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// `+ 'g'`
+    Group(String),
+    /// `. 'd' : key` in a node path; `. 'd'` (no key: every entry) in a collection path.
+    Dictionary { name: String, key: Option<Value> },
+    /// `% 'm' : key` / `% 'm'`
+    Matrix { name: String, key: Option<Value> },
+    /// `? 'sg' * 's'` — only while the stategroup is in that state.
+    State { stategroup: String, state: String },
+    /// `> 'r'` — follow a reference to its target entry.
+    Reference(String),
+}
+
+/// A step with the place it was written (spans are empty for JSON input).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Located<T> {
+    #[serde(flatten)]
+    pub item: T,
+    #[serde(skip, default)]
+    pub span: Span,
+}
+
+pub type Path = Vec<Located<Step>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Instruction {
+    /// `update <node path> ( items )`
+    Update { path: Path, items: Vec<Located<Item>> },
+    /// `collection <node path> select <collection path> projections [where …] [limit N] [offset N]`
+    Query(Query),
+    /// `get <node path>` — fine-grained read of one node and its subtree, as dump JSON.
+    Get { path: Path },
+    /// `command 'Name' ( 'param' -> value … )`
+    Command { name: String, args: Vec<(String, Value)> },
+    /// `transaction ( instruction , instruction … )` — all or nothing.
+    Transaction(Vec<Located<Instruction>>),
+}
+
+/// `'name' -> …` inside an update or initialisation block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub name: String,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// `number 5` / `integer 5`
+    SetNumber(Value),
+    /// `number + 1` / `number - 1`
+    AddNumber(Value),
+    /// `text "x"`
+    SetText(Value),
+    /// `reference "key"`
+    SetReference(Value),
+    /// `group ( items )` (the word `group` is optional)
+    Group(Vec<Located<Item>>),
+    /// `dictionary KEY ( items )` / `matrix KEY ( items )` — add a new entry (fails if it exists).
+    AddEntry { key: Value, items: Vec<Located<Item>> },
+    /// `dictionary KEY update ( items )` — change an existing entry (fails if missing).
+    UpdateEntry { key: Value, items: Vec<Located<Item>> },
+    /// `dictionary KEY remove` — fails if missing or referred to.
+    RemoveEntry { key: Value },
+    /// `stategroup 'S' set to ( items )` — switch to S, initialising its node (fails if already
+    /// in S). Inside a new node's initialisation `stategroup 'S' ( items )` means the same.
+    SwitchState { state: Value, items: Vec<Located<Item>> },
+    /// `stategroup 'S' ( items )` in an update: change the node of the current state, which
+    /// must be S.
+    UpdateState { state: String, items: Vec<Located<Item>> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Query {
+    /// From the root to the context node (entries chosen by key).
+    pub path: Path,
+    /// From the context node through collections (no keys): every entry reached is a row.
+    /// Empty: the context node itself is the only candidate row.
+    pub select: Path,
+    pub projections: Vec<Located<Projection>>,
+    pub limit: Option<u64>,
+    pub offset: Option<u64>,
+}
+
+/// `'alias' -> steps kind : 'property' [filter]`
+///
+/// A row whose projection path crosses a state that is not selected does not match.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Projection {
+    pub alias: String,
+    /// Group, state and reference steps from the row's node.
+    pub path: Path,
+    pub kind: LeafKind,
+    pub property: String,
+    pub filter: Option<Filter>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeafKind {
+    Number,
+    Text,
+    Stategroup,
+    Reference,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Comparison {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    /// `> 100`, `== "x"`, `== 'State'` (numbers, texts, states, reference keys)
+    Compare { op: Comparison, value: Value },
+    /// `( [ 'a' ] * )` — text starts with the prefix.
+    Prefix(Value),
+    /// `in ( 'S1' 'S2' )` — stategroup is in one of the states.
+    In(Vec<String>),
+}

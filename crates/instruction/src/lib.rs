@@ -1,0 +1,3 @@
+//! Layer 5: instructions — parse (text and JSON), type-check against the schema, execute.
+
+pub mod ast;

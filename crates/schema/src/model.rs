@@ -1,0 +1,264 @@
+//! The compiled schema: node types, properties with their byte offsets in a node record,
+//! resolved reference paths, commands and indexes. Built by [`crate::compile`]; everything
+//! above this layer reads it and never re-parses the schema text.
+//!
+//! Storage model (see ARCHITECTURE.md): a *record* is the fixed-size byte layout of one stored
+//! node. Root, dictionary entries, matrix entries and non-empty states each get a record;
+//! a group's properties live inline in the record of the node that holds the group.
+
+use std::collections::HashMap;
+
+use crate::diagnostic::Span;
+
+pub type NodeTypeId = u32;
+pub type PropertyId = u32;
+pub type StateIndex = u32;
+
+/// The root node type always has this id.
+pub const ROOT: NodeTypeId = 0;
+
+/// Byte sizes of the fixed slots in a record.
+pub mod slot {
+    /// `number`: i64, little endian.
+    pub const NUMBER: u32 = 8;
+    /// `text`: the u64 id of an interned string.
+    pub const TEXT: u32 = 8;
+    /// `reference`: the u64 node id of the target entry.
+    pub const REFERENCE: u32 = 8;
+    /// `stategroup`: u64 state index, then u64 node id of the state's record (0 if it has none).
+    pub const STATEGROUP: u32 = 16;
+    /// `dictionary` / `matrix`: u64 entry count.
+    pub const COLLECTION: u32 = 8;
+}
+
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// The schema text this was compiled from (kept for dumps and error rendering).
+    pub source: String,
+    /// Indexed by `NodeTypeId`; `types[ROOT]` is the root.
+    pub types: Vec<NodeType>,
+    /// Indexed by `PropertyId`.
+    pub properties: Vec<Property>,
+    pub commands: Vec<CommandDecl>,
+    pub indexes: Vec<IndexDecl>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// Has a record of its own of `size` bytes (root, entries, states with properties).
+    Record { size: u32 },
+    /// A group: its properties live in the record of `host`.
+    Inline { host: NodeTypeId },
+    /// A state with no properties at all: nothing is stored.
+    Empty,
+}
+
+/// How a node type hangs under its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParentLink {
+    Root,
+    /// The node of a group property.
+    Group { property: PropertyId },
+    /// The node of each entry of a dictionary.
+    DictionaryEntry { property: PropertyId },
+    /// The node of each entry of a matrix.
+    MatrixEntry { property: PropertyId },
+    /// The node of one state of a stategroup.
+    State { property: PropertyId, state: StateIndex },
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeType {
+    pub id: NodeTypeId,
+    pub parent: ParentLink,
+    pub storage: Storage,
+    /// In declaration order.
+    pub properties: Vec<PropertyId>,
+    pub by_name: HashMap<String, PropertyId>,
+    /// Where the node's `( … )` starts in the source.
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Property {
+    pub id: PropertyId,
+    pub name: String,
+    /// The node type the property is declared in (may be an inline group).
+    pub owner: NodeTypeId,
+    /// The node type whose record holds the property's slot (the owner, or the group's host).
+    pub host: NodeTypeId,
+    /// Byte offset of the slot in the host's record; groups have size 0 and the offset of
+    /// their first property.
+    pub offset: u32,
+    pub kind: PropertyKind,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub enum PropertyKind {
+    Number,
+    Text,
+    Group { node: NodeTypeId },
+    Dictionary { node: NodeTypeId },
+    /// Keys are references into `target`; each entry has a node of type `node`.
+    Matrix { node: NodeTypeId, target: ReferenceTarget },
+    Reference { target: ReferenceTarget },
+    StateGroup { states: Vec<State> },
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub name: String,
+    pub node: NodeTypeId,
+    pub span: Span,
+}
+
+/// A resolved path expression `( up-steps down-steps )` of a reference or matrix.
+///
+/// Evaluated from the node that declares the property (its `owner`): first every `up` step,
+/// then every `down` step. The last down step is always a `Dictionary` step: the dictionary
+/// whose entries are the targets. Every `Dictionary` step contributes one component to the
+/// key, so a reference into a dictionary nested in another has a compound key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferenceTarget {
+    pub up: Vec<UpStep>,
+    pub down: Vec<DownStep>,
+    /// The targeted dictionary property (the last down step).
+    pub dictionary: PropertyId,
+    /// The node type of its entries.
+    pub entry_type: NodeTypeId,
+    /// Number of key components (= number of `Dictionary` down steps).
+    pub key_arity: usize,
+    pub span: Span,
+}
+
+/// One `^` step: leaves the current node for the node that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpStep {
+    /// `+^` — out of a group's node.
+    Group,
+    /// `.^` — out of a dictionary entry's node.
+    DictionaryEntry,
+    /// `%^` — out of a matrix entry's node.
+    MatrixEntry,
+    /// `?^` (also written `*^`) — out of a state's node, to the node holding the stategroup.
+    State,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DownStep {
+    /// `+ 'g'`
+    Group(PropertyId),
+    /// `. 'd'` — consumes one key component.
+    Dictionary(PropertyId),
+    /// `? 'sg' * 's'` — only valid while the stategroup is in that state.
+    State { stategroup: PropertyId, state: StateIndex },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    Number,
+    Text,
+}
+
+/// `command 'Name' ( 'p' -> number … ) ( instructions )`.
+///
+/// The body is instruction text; the instruction layer parses and checks it when a database
+/// opens (and `espalier schema check` does the same), because instructions live above this layer.
+#[derive(Debug, Clone)]
+pub struct CommandDecl {
+    pub name: String,
+    pub params: Vec<(String, ParamKind)>,
+    /// The text between the body's parentheses.
+    pub body: String,
+    /// Where `body` starts in the schema source, so body errors can point into the schema.
+    pub body_span: Span,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    Equality,
+    Range,
+    Prefix,
+}
+
+/// `index 'Name' ( collection-path ) 'property' kind [unique]`.
+#[derive(Debug, Clone)]
+pub struct IndexDecl {
+    pub name: String,
+    /// The dictionary or matrix whose entries are indexed (every instance of it).
+    pub collection: PropertyId,
+    /// A number, text or stategroup property of the entry node (possibly inside groups).
+    pub property: PropertyId,
+    pub kind: IndexKind,
+    pub unique: bool,
+    pub span: Span,
+}
+
+impl Schema {
+    pub fn root(&self) -> &NodeType {
+        &self.types[ROOT as usize]
+    }
+
+    pub fn node_type(&self, id: NodeTypeId) -> &NodeType {
+        &self.types[id as usize]
+    }
+
+    pub fn property(&self, id: PropertyId) -> &Property {
+        &self.properties[id as usize]
+    }
+
+    /// The property called `name` on node type `node`.
+    pub fn find(&self, node: NodeTypeId, name: &str) -> Option<&Property> {
+        self.node_type(node).by_name.get(name).map(|&p| self.property(p))
+    }
+
+    /// The node type whose record holds `node`'s data, or `None` for an empty state.
+    pub fn record_of(&self, node: NodeTypeId) -> Option<NodeTypeId> {
+        match self.node_type(node).storage {
+            Storage::Record { .. } => Some(node),
+            Storage::Inline { host } => Some(host),
+            Storage::Empty => None,
+        }
+    }
+
+    /// Record size in bytes of a node type that has its own record.
+    pub fn record_size(&self, node: NodeTypeId) -> u32 {
+        match self.node_type(node).storage {
+            Storage::Record { size } => size,
+            _ => 0,
+        }
+    }
+
+    pub fn command(&self, name: &str) -> Option<&CommandDecl> {
+        self.commands.iter().find(|c| c.name == name)
+    }
+}
+
+impl PropertyKind {
+    /// The word used for this kind in the schema language.
+    pub fn keyword(&self) -> &'static str {
+        match self {
+            PropertyKind::Number => "number",
+            PropertyKind::Text => "text",
+            PropertyKind::Group { .. } => "group",
+            PropertyKind::Dictionary { .. } => "dictionary",
+            PropertyKind::Matrix { .. } => "matrix",
+            PropertyKind::Reference { .. } => "reference",
+            PropertyKind::StateGroup { .. } => "stategroup",
+        }
+    }
+
+    /// Bytes the property occupies in its host record (groups: 0, their properties count).
+    pub fn slot_size(&self) -> u32 {
+        match self {
+            PropertyKind::Number => slot::NUMBER,
+            PropertyKind::Text => slot::TEXT,
+            PropertyKind::Reference { .. } => slot::REFERENCE,
+            PropertyKind::StateGroup { .. } => slot::STATEGROUP,
+            PropertyKind::Dictionary { .. } | PropertyKind::Matrix { .. } => slot::COLLECTION,
+            PropertyKind::Group { .. } => 0,
+        }
+    }
+}
