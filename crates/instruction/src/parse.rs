@@ -1,0 +1,1259 @@
+//! The text and JSON forms of instructions, turned into [`crate::ast`] values; and back to
+//! canonical text with [`to_text`].
+//!
+//! The grammar is documented in `docs/instructions.md`. The parser is a hand-written recursive
+//! descent over the shared Alan tokens; nesting is bounded by [`MAX_DEPTH`] so no input can
+//! exhaust the stack, and every loop consumes a token per round.
+
+use std::fmt::Write as _;
+
+use espalier_schema::lexer::{tokenize, Token, TokenKind};
+use espalier_schema::{Diagnostic, Span};
+
+use crate::ast::{
+    Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step,
+    Value,
+};
+
+/// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
+pub const MAX_DEPTH: usize = 64;
+
+/// What the parser accepts beyond the client language.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ParseOptions {
+    /// Accept `index`, `random` and `random N` as values (benchmark `repeat` bodies only).
+    pub allow_bench_values: bool,
+}
+
+impl ParseOptions {
+    /// Instructions sent by clients: no `index` / `random`.
+    pub const CLIENT: ParseOptions = ParseOptions {
+        allow_bench_values: false,
+    };
+    /// Instructions inside a benchmark file.
+    pub const BENCHMARK: ParseOptions = ParseOptions {
+        allow_bench_values: true,
+    };
+}
+
+/// A syntax error; `Display` gives `line:column: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParseError(pub Diagnostic);
+
+/// Parses exactly one instruction (a `transaction ( … )` counts as one).
+pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction, ParseError> {
+    let tokens = tokenize(source).map_err(ParseError)?;
+    let mut parser = Parser::new(source, &tokens, opts);
+    let instr = parser.instruction()?;
+    let next = parser.peek();
+    if next.kind != TokenKind::Eof {
+        let what = if next.kind == TokenKind::Comma {
+            "expected one instruction, found `,` after it".to_string()
+        } else {
+            format!(
+                "expected the end of the instruction, found {}",
+                next.kind.describe()
+            )
+        };
+        return Err(parser.error(next.span, what));
+    }
+    Ok(instr.item)
+}
+
+/// Parses a comma- or line-break-separated list of instructions (possibly empty).
+pub fn parse_instructions(
+    source: &str,
+    opts: ParseOptions,
+) -> Result<Vec<Located<Instruction>>, ParseError> {
+    let tokens = tokenize(source).map_err(ParseError)?;
+    let mut parser = Parser::new(source, &tokens, opts);
+    let list = parser.instruction_list()?;
+    let next = parser.peek();
+    if next.kind != TokenKind::Eof {
+        return Err(parser.error(next.span, format!("unexpected {}", next.kind.describe())));
+    }
+    Ok(list)
+}
+
+/// Reads the JSON form (serde's externally tagged form of [`Instruction`]) as a client sends
+/// it: `index` and `random` are rejected.
+pub fn parse_json(json: &str) -> Result<Instruction, ParseError> {
+    parse_json_with(json, ParseOptions::CLIENT)
+}
+
+/// [`parse_json`] with options; spans of the result are empty.
+pub fn parse_json_with(json: &str, opts: ParseOptions) -> Result<Instruction, ParseError> {
+    let instr: Instruction = serde_json::from_str(json).map_err(|e| {
+        // serde reports line and byte column; turn them into an offset so the diagnostic
+        // reports the same place in characters, like every other error.
+        let offset = line_column_offset(json, e.line(), e.column());
+        let full = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let reason = full.strip_suffix(&suffix).unwrap_or(&full);
+        ParseError(Diagnostic::new(
+            json,
+            Span::new(offset, offset),
+            format!("invalid JSON instruction: {reason}"),
+        ))
+    })?;
+    if !opts.allow_bench_values {
+        if let Some(word) = bench_value_in(&instr) {
+            return Err(ParseError(Diagnostic::new(
+                json,
+                Span::default(),
+                format!("`{word}` is only allowed in benchmark files"),
+            )));
+        }
+    }
+    Ok(instr)
+}
+
+/// Byte offset of serde_json's 1-based line and 1-based byte column (clamped to the text).
+fn line_column_offset(text: &str, line: usize, column: usize) -> usize {
+    let mut start = 0usize;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            let mut off = (start + column.saturating_sub(1)).min(start + l.len());
+            while off > 0 && !text.is_char_boundary(off) {
+                off -= 1;
+            }
+            return off;
+        }
+        start += l.len();
+    }
+    text.len()
+}
+
+/// A token-level parser, public so the benchmark language can hand over mid-stream: build it
+/// over the whole token list, [`Parser::set_pos`] to the instruction, call
+/// [`Parser::instruction`] or [`Parser::instruction_list`], then continue at [`Parser::pos`].
+pub struct Parser<'a> {
+    source: &'a str,
+    tokens: &'a [Token],
+    pos: usize,
+    opts: ParseOptions,
+    depth: usize,
+    /// Span of the last consumed token: the end of every `Located` span.
+    last: Span,
+    /// Returned when peeking past the tokens (a slice need not end with `Eof`).
+    eof: Token,
+}
+
+type PResult<T> = std::result::Result<T, ParseError>;
+
+const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
+
+impl<'a> Parser<'a> {
+    pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions) -> Parser<'a> {
+        let end = tokens.last().map_or(0, |t| t.span.end);
+        let eof = Token {
+            kind: TokenKind::Eof,
+            span: Span { start: end, end },
+        };
+        let first = tokens.first().map_or(eof.span, |t| t.span);
+        Parser {
+            source,
+            tokens,
+            pos: 0,
+            opts,
+            depth: 0,
+            last: first,
+            eof,
+        }
+    }
+
+    /// Index of the next unread token.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Continues at token index `pos` (clamped to the token list).
+    pub fn set_pos(&mut self, pos: usize) {
+        self.pos = pos.min(self.tokens.len());
+        if let Some(t) = self.tokens.get(self.pos) {
+            self.last = t.span;
+        }
+    }
+
+    /// One instruction; stops before whatever follows it.
+    pub fn instruction(&mut self) -> PResult<Located<Instruction>> {
+        let start = self.peek().span;
+        let keyword = match &self.peek().kind {
+            TokenKind::Word(w) => w.clone(),
+            _ => return Err(self.expected_instruction()),
+        };
+        let item = match keyword.as_str() {
+            "update" => {
+                self.bump();
+                let path = self.node_path()?;
+                if self.peek().kind != TokenKind::LParen {
+                    return Err(self.expected(&format!("{STEP_EXPECTED} or `(`")));
+                }
+                let items = self.block()?;
+                Instruction::Update { path, items }
+            }
+            "collection" => Instruction::Query(self.query()?),
+            "get" => {
+                self.bump();
+                Instruction::Get {
+                    path: self.node_path()?,
+                }
+            }
+            "command" => self.command()?,
+            "transaction" => self.transaction()?,
+            _ => return Err(self.expected_instruction()),
+        };
+        Ok(Located {
+            item,
+            span: start.to(self.last),
+        })
+    }
+
+    /// Instructions separated by `,` or line breaks, up to (not including) `)` or the end.
+    pub fn instruction_list(&mut self) -> PResult<Vec<Located<Instruction>>> {
+        let mut list = Vec::new();
+        while !self.at_list_end() {
+            list.push(self.instruction()?);
+            let next = self.peek().clone();
+            match next.kind {
+                TokenKind::Comma => {
+                    self.bump();
+                    if self.at_list_end() {
+                        return Err(self.expected("an instruction after `,`"));
+                    }
+                }
+                TokenKind::Eof | TokenKind::RParen => break,
+                _ => {
+                    let gap = self
+                        .source
+                        .get(self.last.end as usize..next.span.start as usize);
+                    if !gap.is_some_and(|g| g.contains('\n')) {
+                        return Err(self.expected("`,` or a line break between instructions"));
+                    }
+                }
+            }
+        }
+        Ok(list)
+    }
+
+    // ---- token helpers ----
+
+    fn peek(&self) -> &Token {
+        self.tokens.get(self.pos).unwrap_or(&self.eof)
+    }
+
+    fn bump(&mut self) -> Token {
+        let tok = self.peek().clone();
+        if self.pos < self.tokens.len() && tok.kind != TokenKind::Eof {
+            self.pos += 1;
+            self.last = tok.span;
+        }
+        tok
+    }
+
+    fn at_list_end(&self) -> bool {
+        matches!(self.peek().kind, TokenKind::Eof | TokenKind::RParen)
+    }
+
+    fn error(&self, span: Span, message: impl Into<String>) -> ParseError {
+        ParseError(Diagnostic::new(self.source, span, message))
+    }
+
+    /// "expected {what}, found {next token}" at the next token.
+    fn expected(&self, what: &str) -> ParseError {
+        let next = self.peek();
+        self.error(
+            next.span,
+            format!("expected {what}, found {}", next.kind.describe()),
+        )
+    }
+
+    fn expected_instruction(&self) -> ParseError {
+        self.expected("an instruction (`update`, `collection`, `get`, `command` or `transaction`)")
+    }
+
+    fn eat_word(&mut self, word: &str) -> bool {
+        if self.peek().kind.is_word(word) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, kind: &TokenKind, what: &str) -> PResult<Token> {
+        if &self.peek().kind == kind {
+            Ok(self.bump())
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    /// A `'quoted'` name; `what` says which, e.g. "a dictionary name after `.`".
+    fn name(&mut self, what: &str) -> PResult<String> {
+        match &self.peek().kind {
+            TokenKind::Name(n) => {
+                let n = n.clone();
+                self.bump();
+                Ok(n)
+            }
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    /// Runs `f` one nesting level deeper; `open` is the token that opened the level.
+    fn nested<T>(&mut self, open: Span, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.error(open, format!("nesting is deeper than {MAX_DEPTH} levels")));
+        }
+        self.depth += 1;
+        let out = f(self);
+        self.depth -= 1;
+        out
+    }
+
+    // ---- paths ----
+
+    /// Steps from the root to one node: dictionary and matrix steps carry a key.
+    fn node_path(&mut self) -> PResult<Path> {
+        let mut path = Vec::new();
+        while let Some(step) = self.step(StepKind::Node)? {
+            path.push(step);
+        }
+        Ok(path)
+    }
+
+    fn step(&mut self, kind: StepKind) -> PResult<Option<Located<Step>>> {
+        let start = self.peek().span;
+        let step = match self.peek().kind {
+            TokenKind::Dot | TokenKind::Percent => {
+                let is_dict = self.bump().kind == TokenKind::Dot;
+                let (sym, coll) = if is_dict {
+                    ("`.`", "dictionary")
+                } else {
+                    ("`%`", "matrix")
+                };
+                if kind == StepKind::Projection {
+                    return Err(self.error(
+                        start,
+                        format!(
+                            "a projection path cannot enter a {coll}; put it in the collection \
+                             path after `select`"
+                        ),
+                    ));
+                }
+                let name = self.name(&format!("a {coll} name after {sym}"))?;
+                let key = match kind {
+                    StepKind::Node => {
+                        if self.peek().kind != TokenKind::Colon {
+                            return Err(self.expected(&format!(
+                                "`:` and a key after {coll} '{name}' (a node path picks one entry)"
+                            )));
+                        }
+                        self.bump();
+                        Some(self.value()?)
+                    }
+                    _ => {
+                        if self.peek().kind == TokenKind::Colon {
+                            let at = self.peek().span;
+                            return Err(self.error(
+                                at,
+                                format!(
+                                    "a collection path takes every entry: no key after {coll} \
+                                     '{name}' (pick entries in the node path before `select`)"
+                                ),
+                            ));
+                        }
+                        None
+                    }
+                };
+                if is_dict {
+                    Step::Dictionary { name, key }
+                } else {
+                    Step::Matrix { name, key }
+                }
+            }
+            TokenKind::Plus => {
+                self.bump();
+                Step::Group(self.name("a group name after `+`")?)
+            }
+            TokenKind::Question => {
+                self.bump();
+                let stategroup = self.name("a stategroup name after `?`")?;
+                self.expect(
+                    &TokenKind::Star,
+                    &format!("`*` and a state after stategroup '{stategroup}'"),
+                )?;
+                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
+                Step::State { stategroup, state }
+            }
+            TokenKind::Gt => {
+                self.bump();
+                Step::Reference(self.name("a reference name after `>`")?)
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(Located {
+            item: step,
+            span: start.to(self.last),
+        }))
+    }
+
+    // ---- values ----
+
+    fn value(&mut self) -> PResult<Value> {
+        let tok = self.peek().clone();
+        let value = match &tok.kind {
+            TokenKind::Str(s) => Value::Text(s.clone()),
+            TokenKind::Int(i) => Value::Int(*i),
+            TokenKind::Param(p) => Value::Param(p.clone()),
+            TokenKind::LBracket => return self.compound(),
+            TokenKind::Word(w) if w == "index" || w == "random" => {
+                if !self.opts.allow_bench_values {
+                    return Err(self.error(
+                        tok.span,
+                        format!("`{w}` is only allowed in benchmark files"),
+                    ));
+                }
+                self.bump();
+                if w == "index" {
+                    return Ok(Value::Index);
+                }
+                return match self.peek().kind {
+                    TokenKind::Int(n) if n > 0 => {
+                        self.bump();
+                        Ok(Value::Random(Some(n)))
+                    }
+                    TokenKind::Int(n) => {
+                        let at = self.peek().span;
+                        Err(self.error(at, format!("`random` needs a positive bound, not {n}")))
+                    }
+                    _ => Ok(Value::Random(None)),
+                };
+            }
+            TokenKind::Name(n) => {
+                return Err(self.error(
+                    tok.span,
+                    format!(
+                        "expected a value, found name '{n}' (texts and keys are written in \
+                         double quotes: \"{n}\")"
+                    ),
+                ))
+            }
+            _ => {
+                let what = if self.opts.allow_bench_values {
+                    "a value (a \"string\", a number, a $parameter, `[ … ]`, `index` or `random`)"
+                } else {
+                    "a value (a \"string\", a number, a $parameter or `[ … ]`)"
+                };
+                return Err(self.expected(what));
+            }
+        };
+        self.bump();
+        Ok(value)
+    }
+
+    /// `[ value , value … ]`
+    fn compound(&mut self) -> PResult<Value> {
+        let open = self.bump().span;
+        self.nested(open, |p| {
+            let mut parts = vec![p.value()?];
+            loop {
+                match p.peek().kind {
+                    TokenKind::Comma => {
+                        p.bump();
+                        parts.push(p.value()?);
+                    }
+                    TokenKind::RBracket => {
+                        p.bump();
+                        return Ok(Value::Compound(parts));
+                    }
+                    TokenKind::Eof => return Err(p.error(open, "`[` is never closed")),
+                    _ => return Err(p.expected("`,` or `]` in a compound key")),
+                }
+            }
+        })
+    }
+
+    // ---- update items ----
+
+    /// `( item* )`
+    fn block(&mut self) -> PResult<Vec<Located<Item>>> {
+        let open = self.expect(&TokenKind::LParen, "`(`")?.span;
+        self.nested(open, |p| {
+            let mut items = Vec::new();
+            loop {
+                match p.peek().kind {
+                    TokenKind::RParen => {
+                        p.bump();
+                        return Ok(items);
+                    }
+                    TokenKind::Name(_) => items.push(p.item()?),
+                    TokenKind::Eof => return Err(p.error(open, "`(` is never closed")),
+                    _ => return Err(p.expected("a property name ('name' -> …) or `)`")),
+                }
+            }
+        })
+    }
+
+    /// `'name' -> op`
+    fn item(&mut self) -> PResult<Located<Item>> {
+        let start = self.peek().span;
+        let name = self.name("a property name")?;
+        self.expect(
+            &TokenKind::Arrow,
+            &format!("`->` after property name '{name}'"),
+        )?;
+        let op = self.op(&name)?;
+        Ok(Located {
+            item: Item { name, op },
+            span: start.to(self.last),
+        })
+    }
+
+    fn op(&mut self, name: &str) -> PResult<Op> {
+        let word = match &self.peek().kind {
+            TokenKind::LParen => return Ok(Op::Group(self.block()?)),
+            TokenKind::Word(w) => w.clone(),
+            _ => return Err(self.expected_op(name)),
+        };
+        match word.as_str() {
+            "number" | "integer" => {
+                self.bump();
+                match self.peek().kind {
+                    TokenKind::Plus => {
+                        self.bump();
+                        match self.peek().kind {
+                            TokenKind::Int(_) | TokenKind::Param(_) => {
+                                Ok(Op::AddNumber(self.value()?))
+                            }
+                            _ => Err(self.expected("a number or $parameter after `+`")),
+                        }
+                    }
+                    TokenKind::Minus => {
+                        self.bump();
+                        let tok = self.peek().clone();
+                        match tok.kind {
+                            TokenKind::Int(n) => {
+                                let neg = n.checked_neg().ok_or_else(|| {
+                                    self.error(tok.span, format!("cannot negate {n}"))
+                                })?;
+                                self.bump();
+                                Ok(Op::AddNumber(Value::Int(neg)))
+                            }
+                            _ => Err(self.expected("a number after `-`")),
+                        }
+                    }
+                    _ => Ok(Op::SetNumber(self.value()?)),
+                }
+            }
+            "text" => {
+                self.bump();
+                Ok(Op::SetText(self.value()?))
+            }
+            "reference" => {
+                self.bump();
+                Ok(Op::SetReference(self.value()?))
+            }
+            "group" => {
+                self.bump();
+                if self.peek().kind != TokenKind::LParen {
+                    return Err(self.expected(&format!("`(` after `group` for '{name}'")));
+                }
+                Ok(Op::Group(self.block()?))
+            }
+            "dictionary" | "matrix" => {
+                self.bump();
+                let key = self.value()?;
+                if self.peek().kind == TokenKind::LParen {
+                    Ok(Op::AddEntry {
+                        key,
+                        items: self.block()?,
+                    })
+                } else if self.eat_word("remove") {
+                    Ok(Op::RemoveEntry { key })
+                } else if self.eat_word("update") {
+                    if self.peek().kind != TokenKind::LParen {
+                        return Err(self.expected("`(` after `update`"));
+                    }
+                    Ok(Op::UpdateEntry {
+                        key,
+                        items: self.block()?,
+                    })
+                } else {
+                    Err(self.expected(&format!(
+                        "`(`, `remove` or `update` after the key of {word} '{name}'"
+                    )))
+                }
+            }
+            "stategroup" => {
+                self.bump();
+                self.stategroup_op(name)
+            }
+            _ => Err(self.expected_op(name)),
+        }
+    }
+
+    fn expected_op(&self, name: &str) -> ParseError {
+        self.expected(&format!(
+            "an operation for '{name}' (`number`, `integer`, `text`, `reference`, `group`, `(`, \
+             `dictionary`, `matrix` or `stategroup`)"
+        ))
+    }
+
+    /// After `stategroup`: `'S' set to ( … )`, `set to 'S' ( … )`, `random set to ( … )`, or
+    /// `'S' ( … )`.
+    fn stategroup_op(&mut self, name: &str) -> PResult<Op> {
+        if self.eat_word("set") {
+            self.expect_to()?;
+            let state = self.state_value(name)?;
+            return Ok(Op::SwitchState {
+                state,
+                items: self.state_block()?,
+            });
+        }
+        let state = self.state_value(name)?;
+        if self.eat_word("set") {
+            self.expect_to()?;
+            return Ok(Op::SwitchState {
+                state,
+                items: self.state_block()?,
+            });
+        }
+        match state {
+            Value::Text(state) if self.peek().kind == TokenKind::LParen => Ok(Op::UpdateState {
+                state,
+                items: self.block()?,
+            }),
+            Value::Text(_) => Err(self.expected("`set to` or `(` after the state")),
+            _ => Err(self.expected("`set to` after the state")),
+        }
+    }
+
+    fn expect_to(&mut self) -> PResult<()> {
+        if self.eat_word("to") {
+            Ok(())
+        } else {
+            Err(self.expected("`to` after `set`"))
+        }
+    }
+
+    fn state_block(&mut self) -> PResult<Vec<Located<Item>>> {
+        if self.peek().kind != TokenKind::LParen {
+            return Err(self.expected("`(` with the state's properties (may be empty: `( )`)"));
+        }
+        self.block()
+    }
+
+    /// A state: a `'Name'`, or a value (`random` in benchmarks, a `$parameter` in commands).
+    fn state_value(&mut self, stategroup: &str) -> PResult<Value> {
+        match &self.peek().kind {
+            TokenKind::Name(n) => {
+                let n = n.clone();
+                self.bump();
+                Ok(Value::Text(n))
+            }
+            TokenKind::Str(_)
+            | TokenKind::Param(_)
+            | TokenKind::Word(_)
+            | TokenKind::Int(_)
+            | TokenKind::LBracket => {
+                if matches!(&self.peek().kind, TokenKind::Word(w) if w != "index" && w != "random")
+                {
+                    return Err(self.expected(&format!("a state name for '{stategroup}'")));
+                }
+                self.value()
+            }
+            _ => Err(self.expected(&format!("a state name for '{stategroup}'"))),
+        }
+    }
+
+    // ---- queries ----
+
+    fn query(&mut self) -> PResult<Query> {
+        self.bump(); // `collection`
+        let path = self.node_path()?;
+        if !self.eat_word("select") {
+            return Err(self.expected(&format!("{STEP_EXPECTED} or `select`")));
+        }
+        let mut select = Vec::new();
+        while let Some(step) = self.step(StepKind::Collection)? {
+            select.push(step);
+        }
+        let mut projections = Vec::new();
+        while matches!(self.peek().kind, TokenKind::Name(_)) {
+            projections.push(self.projection()?);
+        }
+        let limit = if self.eat_word("limit") {
+            Some(self.count("limit")?)
+        } else {
+            None
+        };
+        let offset = if self.eat_word("offset") {
+            Some(self.count("offset")?)
+        } else {
+            None
+        };
+        Ok(Query {
+            path,
+            select,
+            projections,
+            limit,
+            offset,
+        })
+    }
+
+    fn count(&mut self, what: &str) -> PResult<u64> {
+        let tok = self.peek().clone();
+        match tok.kind {
+            TokenKind::Int(n) => {
+                let n = u64::try_from(n)
+                    .map_err(|_| self.error(tok.span, format!("`{what}` cannot be negative")))?;
+                self.bump();
+                Ok(n)
+            }
+            _ => Err(self.expected(&format!("a number after `{what}`"))),
+        }
+    }
+
+    /// `'alias' -> steps kind : property [filter]`
+    fn projection(&mut self) -> PResult<Located<Projection>> {
+        let start = self.peek().span;
+        let alias = self.name("a projection name")?;
+        self.expect(
+            &TokenKind::Arrow,
+            &format!("`->` after projection name '{alias}'"),
+        )?;
+        let mut path = Vec::new();
+        while let Some(step) = self.step(StepKind::Projection)? {
+            path.push(step);
+        }
+        let kind = match &self.peek().kind {
+            TokenKind::Word(w) => match w.as_str() {
+                "number" => Some(LeafKind::Number),
+                "text" => Some(LeafKind::Text),
+                "stategroup" => Some(LeafKind::Stategroup),
+                "reference" => Some(LeafKind::Reference),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(kind) = kind else {
+            return Err(self.expected(&format!(
+                "a step (`?`, `+`, `>`) or a property kind (`number`, `text`, `stategroup`, \
+                 `reference`) in projection '{alias}'"
+            )));
+        };
+        self.bump();
+        self.expect(
+            &TokenKind::Colon,
+            "`:` and the property name after the kind",
+        )?;
+        // The thesis also writes the property as a bare word (`number : n`).
+        let property = match &self.peek().kind {
+            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
+            _ => return Err(self.expected("a property name after `:`")),
+        };
+        self.bump();
+        let filter = self.filter()?;
+        Ok(Located {
+            item: Projection {
+                alias,
+                path,
+                kind,
+                property,
+                filter,
+            },
+            span: start.to(self.last),
+        })
+    }
+
+    fn filter(&mut self) -> PResult<Option<Filter>> {
+        if self.peek().kind.is_word("in") {
+            return self.in_filter().map(Some);
+        }
+        let op = match self.peek().kind {
+            TokenKind::EqEq => Comparison::Eq,
+            TokenKind::Ne => Comparison::Ne,
+            TokenKind::Lt => Comparison::Lt,
+            TokenKind::Le => Comparison::Le,
+            TokenKind::Gt => Comparison::Gt,
+            TokenKind::Ge => Comparison::Ge,
+            TokenKind::LParen => return self.prefix_filter().map(Some),
+            _ => return Ok(None),
+        };
+        self.bump();
+        // States are compared by name: `== 'Yes'`.
+        let value = match &self.peek().kind {
+            TokenKind::Name(n) => {
+                let n = n.clone();
+                self.bump();
+                Value::Text(n)
+            }
+            _ => self.value()?,
+        };
+        Ok(Some(Filter::Compare { op, value }))
+    }
+
+    /// `in ( 'S1' 'S2' … )`
+    fn in_filter(&mut self) -> PResult<Filter> {
+        self.bump(); // `in`
+        let open = self
+            .expect(&TokenKind::LParen, "`(` and state names after `in`")?
+            .span;
+        let mut states = Vec::new();
+        loop {
+            match &self.peek().kind {
+                TokenKind::Name(n) => {
+                    states.push(n.clone());
+                    self.bump();
+                }
+                TokenKind::RParen if !states.is_empty() => {
+                    self.bump();
+                    return Ok(Filter::In(states));
+                }
+                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                _ => {
+                    let what = if states.is_empty() {
+                        "a state name"
+                    } else {
+                        "a state name or `)`"
+                    };
+                    return Err(self.expected(what));
+                }
+            }
+        }
+    }
+
+    /// `( [ 'prefix' ] * )`
+    fn prefix_filter(&mut self) -> PResult<Filter> {
+        let open = self.bump().span;
+        self.expect(
+            &TokenKind::LBracket,
+            "`[` in a prefix filter `( [ 'prefix' ] * )`",
+        )?;
+        let value = match &self.peek().kind {
+            TokenKind::Name(s) | TokenKind::Str(s) => Value::Text(s.clone()),
+            TokenKind::Param(p) => Value::Param(p.clone()),
+            _ => return Err(self.expected("a prefix ('text' or \"text\") after `[`")),
+        };
+        self.bump();
+        self.expect(&TokenKind::RBracket, "`]` after the prefix")?;
+        self.expect(&TokenKind::Star, "`*` after `]` in a prefix filter")?;
+        if self.peek().kind == TokenKind::Eof {
+            return Err(self.error(open, "`(` is never closed"));
+        }
+        self.expect(&TokenKind::RParen, "`)` to end the prefix filter")?;
+        Ok(Filter::Prefix(value))
+    }
+
+    // ---- command and transaction ----
+
+    fn command(&mut self) -> PResult<Instruction> {
+        self.bump(); // `command`
+        let name = self.name("the command's 'name' after `command`")?;
+        let open = self
+            .expect(&TokenKind::LParen, "`(` with the command's arguments")?
+            .span;
+        let mut args = Vec::new();
+        loop {
+            match &self.peek().kind {
+                TokenKind::RParen => {
+                    self.bump();
+                    return Ok(Instruction::Command { name, args });
+                }
+                TokenKind::Name(arg) => {
+                    let arg = arg.clone();
+                    self.bump();
+                    self.expect(
+                        &TokenKind::Arrow,
+                        &format!("`->` after argument name '{arg}'"),
+                    )?;
+                    args.push((arg, self.value()?));
+                }
+                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                _ => return Err(self.expected("an argument ('name' -> value) or `)`")),
+            }
+        }
+    }
+
+    fn transaction(&mut self) -> PResult<Instruction> {
+        self.bump(); // `transaction`
+        let open = self
+            .expect(&TokenKind::LParen, "`(` after `transaction`")?
+            .span;
+        self.nested(open, |p| {
+            let list = p.instruction_list()?;
+            match p.peek().kind {
+                TokenKind::RParen if list.is_empty() => {
+                    let at = p.peek().span;
+                    Err(p.error(at, "a transaction needs at least one instruction"))
+                }
+                TokenKind::RParen => {
+                    p.bump();
+                    Ok(Instruction::Transaction(list))
+                }
+                _ => Err(p.error(open, "`(` is never closed")),
+            }
+        })
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepKind {
+    /// Keys on dictionary and matrix steps.
+    Node,
+    /// No keys.
+    Collection,
+    /// Groups, states and references only.
+    Projection,
+}
+
+/// The first `index` / `random` in an instruction, if any.
+fn bench_value_in(instr: &Instruction) -> Option<&'static str> {
+    fn value(v: &Value) -> Option<&'static str> {
+        match v {
+            Value::Index => Some("index"),
+            Value::Random(_) => Some("random"),
+            Value::Compound(vs) => vs.iter().find_map(value),
+            Value::Int(_) | Value::Text(_) | Value::Param(_) => None,
+        }
+    }
+    fn path(p: &Path) -> Option<&'static str> {
+        p.iter().find_map(|s| match &s.item {
+            Step::Dictionary { key: Some(k), .. } | Step::Matrix { key: Some(k), .. } => value(k),
+            _ => None,
+        })
+    }
+    fn items(list: &[Located<Item>]) -> Option<&'static str> {
+        list.iter().find_map(|i| match &i.item.op {
+            Op::SetNumber(v) | Op::AddNumber(v) | Op::SetText(v) | Op::SetReference(v) => value(v),
+            Op::Group(is) | Op::UpdateState { items: is, .. } => items(is),
+            Op::AddEntry { key, items: is } | Op::UpdateEntry { key, items: is } => {
+                value(key).or_else(|| items(is))
+            }
+            Op::RemoveEntry { key } => value(key),
+            Op::SwitchState { state, items: is } => value(state).or_else(|| items(is)),
+        })
+    }
+    match instr {
+        Instruction::Update { path: p, items: is } => path(p).or_else(|| items(is)),
+        Instruction::Query(q) => path(&q.path).or_else(|| path(&q.select)).or_else(|| {
+            q.projections.iter().find_map(|pr| match &pr.item.filter {
+                Some(Filter::Compare { value: v, .. }) | Some(Filter::Prefix(v)) => value(v),
+                _ => None,
+            })
+        }),
+        Instruction::Get { path: p } => path(p),
+        Instruction::Command { args, .. } => args.iter().find_map(|(_, v)| value(v)),
+        Instruction::Transaction(list) => list.iter().find_map(|i| bench_value_in(&i.item)),
+    }
+}
+
+/// Sets every span in `instr` to the empty span, so parses of different texts compare equal.
+pub fn clear_spans(instr: &mut Instruction) {
+    fn path(p: &mut Path) {
+        p.iter_mut().for_each(|s| s.span = Span::default());
+    }
+    fn items(list: &mut [Located<Item>]) {
+        for i in list {
+            i.span = Span::default();
+            match &mut i.item.op {
+                Op::Group(is)
+                | Op::UpdateState { items: is, .. }
+                | Op::AddEntry { items: is, .. }
+                | Op::UpdateEntry { items: is, .. }
+                | Op::SwitchState { items: is, .. } => items(is),
+                Op::SetNumber(_)
+                | Op::AddNumber(_)
+                | Op::SetText(_)
+                | Op::SetReference(_)
+                | Op::RemoveEntry { .. } => {}
+            }
+        }
+    }
+    match instr {
+        Instruction::Update { path: p, items: is } => {
+            path(p);
+            items(is);
+        }
+        Instruction::Query(q) => {
+            path(&mut q.path);
+            path(&mut q.select);
+            for pr in &mut q.projections {
+                pr.span = Span::default();
+                path(&mut pr.item.path);
+            }
+        }
+        Instruction::Get { path: p } => path(p),
+        Instruction::Command { .. } => {}
+        Instruction::Transaction(list) => {
+            for i in list {
+                i.span = Span::default();
+                clear_spans(&mut i.item);
+            }
+        }
+    }
+}
+
+// ---- canonical text ----
+
+/// The canonical one-line text form: `parse_instruction(&to_text(x), …)` gives `x` back (up to
+/// spans) for every instruction the text grammar can express. Forms only JSON can build (a
+/// keyless step in a node path, `[ ]`, …) are printed as closely as the grammar allows.
+/// Entry operations print as `dictionary` (the AST does not record `matrix`).
+pub fn to_text(instr: &Instruction) -> String {
+    let mut out = String::new();
+    write_instruction(&mut out, instr);
+    out
+}
+
+fn write_instruction(out: &mut String, instr: &Instruction) {
+    match instr {
+        Instruction::Update { path, items } => {
+            out.push_str("update");
+            write_path(out, path);
+            write_items(out, items);
+        }
+        Instruction::Query(q) => {
+            out.push_str("collection");
+            write_path(out, &q.path);
+            out.push_str(" select");
+            write_path(out, &q.select);
+            for p in &q.projections {
+                write_projection(out, &p.item);
+            }
+            if let Some(n) = q.limit {
+                let _ = write!(out, " limit {n}");
+            }
+            if let Some(n) = q.offset {
+                let _ = write!(out, " offset {n}");
+            }
+        }
+        Instruction::Get { path } => {
+            out.push_str("get");
+            write_path(out, path);
+        }
+        Instruction::Command { name, args } => {
+            out.push_str("command ");
+            write_name(out, name);
+            out.push_str(" (");
+            for (arg, v) in args {
+                out.push(' ');
+                write_name(out, arg);
+                out.push_str(" -> ");
+                write_value(out, v);
+            }
+            out.push_str(" )");
+        }
+        Instruction::Transaction(list) => {
+            out.push_str("transaction (");
+            for (i, instr) in list.iter().enumerate() {
+                out.push_str(if i == 0 { " " } else { " , " });
+                write_instruction(out, &instr.item);
+            }
+            out.push_str(" )");
+        }
+    }
+}
+
+fn write_path(out: &mut String, path: &Path) {
+    for step in path {
+        out.push(' ');
+        match &step.item {
+            Step::Group(g) => {
+                out.push_str("+ ");
+                write_name(out, g);
+            }
+            Step::Dictionary { name, key } | Step::Matrix { name, key } => {
+                out.push_str(if matches!(step.item, Step::Dictionary { .. }) {
+                    ". "
+                } else {
+                    "% "
+                });
+                write_name(out, name);
+                if let Some(k) = key {
+                    out.push_str(" : ");
+                    write_value(out, k);
+                }
+            }
+            Step::State { stategroup, state } => {
+                out.push_str("? ");
+                write_name(out, stategroup);
+                out.push_str(" * ");
+                write_name(out, state);
+            }
+            Step::Reference(r) => {
+                out.push_str("> ");
+                write_name(out, r);
+            }
+        }
+    }
+}
+
+fn write_items(out: &mut String, items: &[Located<Item>]) {
+    out.push_str(" (");
+    for item in items {
+        out.push(' ');
+        write_name(out, &item.item.name);
+        out.push_str(" -> ");
+        write_op(out, &item.item.op);
+    }
+    out.push_str(" )");
+}
+
+fn write_op(out: &mut String, op: &Op) {
+    match op {
+        Op::SetNumber(v) => {
+            out.push_str("number ");
+            write_value(out, v);
+        }
+        Op::AddNumber(Value::Int(n)) if *n < 0 && *n != i64::MIN => {
+            let _ = write!(out, "number - {}", n.unsigned_abs());
+        }
+        Op::AddNumber(v) => {
+            out.push_str("number + ");
+            write_value(out, v);
+        }
+        Op::SetText(v) => {
+            out.push_str("text ");
+            write_value(out, v);
+        }
+        Op::SetReference(v) => {
+            out.push_str("reference ");
+            write_value(out, v);
+        }
+        Op::Group(items) => {
+            out.push_str("group");
+            write_items(out, items);
+        }
+        Op::AddEntry { key, items } => {
+            out.push_str("dictionary ");
+            write_value(out, key);
+            write_items(out, items);
+        }
+        Op::UpdateEntry { key, items } => {
+            out.push_str("dictionary ");
+            write_value(out, key);
+            out.push_str(" update");
+            write_items(out, items);
+        }
+        Op::RemoveEntry { key } => {
+            out.push_str("dictionary ");
+            write_value(out, key);
+            out.push_str(" remove");
+        }
+        Op::SwitchState { state, items } => {
+            out.push_str("stategroup ");
+            match state {
+                Value::Text(s) => write_name(out, s),
+                other => write_value(out, other),
+            }
+            out.push_str(" set to");
+            write_items(out, items);
+        }
+        Op::UpdateState { state, items } => {
+            out.push_str("stategroup ");
+            write_name(out, state);
+            write_items(out, items);
+        }
+    }
+}
+
+fn write_projection(out: &mut String, p: &Projection) {
+    out.push(' ');
+    write_name(out, &p.alias);
+    out.push_str(" ->");
+    write_path(out, &p.path);
+    out.push_str(match p.kind {
+        LeafKind::Number => " number : ",
+        LeafKind::Text => " text : ",
+        LeafKind::Stategroup => " stategroup : ",
+        LeafKind::Reference => " reference : ",
+    });
+    write_name(out, &p.property);
+    match &p.filter {
+        None => {}
+        Some(Filter::Compare { op, value }) => {
+            out.push_str(match op {
+                Comparison::Eq => " == ",
+                Comparison::Ne => " != ",
+                Comparison::Lt => " < ",
+                Comparison::Le => " <= ",
+                Comparison::Gt => " > ",
+                Comparison::Ge => " >= ",
+            });
+            match value {
+                Value::Text(s) if p.kind == LeafKind::Stategroup => write_name(out, s),
+                v => write_value(out, v),
+            }
+        }
+        Some(Filter::Prefix(v)) => {
+            out.push_str(" ( [ ");
+            match v {
+                Value::Text(s) => write_name(out, s),
+                v => write_value(out, v),
+            }
+            out.push_str(" ] * )");
+        }
+        Some(Filter::In(states)) => {
+            out.push_str(" in (");
+            for s in states {
+                out.push(' ');
+                write_name(out, s);
+            }
+            out.push_str(" )");
+        }
+    }
+}
+
+fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Text(s) => write_quoted(out, s, '"'),
+        Value::Compound(parts) => {
+            out.push('[');
+            for (i, p) in parts.iter().enumerate() {
+                out.push_str(if i == 0 { " " } else { ", " });
+                write_value(out, p);
+            }
+            out.push_str(" ]");
+        }
+        Value::Param(p) => {
+            out.push('$');
+            out.push_str(p);
+        }
+        Value::Index => out.push_str("index"),
+        Value::Random(None) => out.push_str("random"),
+        Value::Random(Some(n)) => {
+            let _ = write!(out, "random {n}");
+        }
+    }
+}
+
+fn write_name(out: &mut String, name: &str) {
+    write_quoted(out, name, '\'');
+}
+
+/// Quotes `s` with the escapes the lexer understands.
+fn write_quoted(out: &mut String, s: &str, quote: char) {
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+}
