@@ -1,10 +1,18 @@
 //! Layer 1: the schema language (Alan-Application notation) — parse, check, compile.
 //!
-//! Start at [`compile`]: source text in, a [`model::Schema`] or [`Diagnostics`] out.
+//! Start at [`compile`]: source text in, a [`model::Schema`] or [`Diagnostics`] out;
+//! [`describe`] summarises a compiled schema for people. The language is documented in
+//! `docs/schema-language.md`.
 
+mod compile;
+mod describe;
 pub mod diagnostic;
 pub mod lexer;
 pub mod model;
+mod parse;
 
+pub use compile::compile;
+pub use describe::describe;
 pub use diagnostic::{Diagnostic, Diagnostics, Span};
 pub use model::*;
+pub use parse::MAX_DEPTH;
