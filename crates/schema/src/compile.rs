@@ -57,14 +57,7 @@ fn id32(n: usize) -> u32 {
 }
 
 fn placeholder(span: Span) -> ReferenceTarget {
-    ReferenceTarget {
-        up: Vec::new(),
-        down: Vec::new(),
-        dictionary: 0,
-        entry_type: 0,
-        key_arity: 0,
-        span,
-    }
+    ReferenceTarget { up: Vec::new(), down: Vec::new(), dictionary: 0, entry_type: 0, key_arity: 0, span }
 }
 
 fn quoted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
@@ -74,8 +67,7 @@ fn quoted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 
 impl Builder {
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        self.errors
-            .push(Diagnostic::new(&self.schema.source, span, message));
+        self.errors.push(Diagnostic::new(&self.schema.source, span, message));
     }
 
     fn at(&self, span: Span) -> String {
@@ -90,8 +82,7 @@ impl Builder {
         for (pid, path) in pending {
             if let Some(target) = self.resolve_target(pid, &path) {
                 match &mut self.schema.properties[pid as usize].kind {
-                    PropertyKind::Reference { target: t }
-                    | PropertyKind::Matrix { target: t, .. } => *t = target,
+                    PropertyKind::Reference { target: t } | PropertyKind::Matrix { target: t, .. } => *t = target,
                     other => unreachable!("pending path on a {}", other.keyword()),
                 }
             }
@@ -131,9 +122,7 @@ impl Builder {
             );
             self.error(syn.name_span, msg);
         } else {
-            self.schema.types[owner as usize]
-                .by_name
-                .insert(syn.name.clone(), pid);
+            self.schema.types[owner as usize].by_name.insert(syn.name.clone(), pid);
         }
         self.schema.types[owner as usize].properties.push(pid);
         self.schema.properties.push(Property {
@@ -148,19 +137,16 @@ impl Builder {
         let kind = match syn.kind {
             SynKind::Number => PropertyKind::Number,
             SynKind::Text => PropertyKind::Text,
-            SynKind::Group(node) => PropertyKind::Group {
-                node: self.add_node(ParentLink::Group { property: pid }, node),
-            },
-            SynKind::Dictionary(node) => PropertyKind::Dictionary {
-                node: self.add_node(ParentLink::DictionaryEntry { property: pid }, node),
-            },
+            SynKind::Group(node) => {
+                PropertyKind::Group { node: self.add_node(ParentLink::Group { property: pid }, node) }
+            }
+            SynKind::Dictionary(node) => {
+                PropertyKind::Dictionary { node: self.add_node(ParentLink::DictionaryEntry { property: pid }, node) }
+            }
             SynKind::Matrix(path, node) => {
                 let target = placeholder(path.span);
                 self.pending.push((pid, path));
-                PropertyKind::Matrix {
-                    node: self.add_node(ParentLink::MatrixEntry { property: pid }, node),
-                    target,
-                }
+                PropertyKind::Matrix { node: self.add_node(ParentLink::MatrixEntry { property: pid }, node), target }
             }
             SynKind::Reference(path) => {
                 let target = placeholder(path.span);
@@ -188,18 +174,8 @@ impl Builder {
                         );
                         self.error(s.span, msg);
                     }
-                    let node = self.add_node(
-                        ParentLink::State {
-                            property: pid,
-                            state: id32(i),
-                        },
-                        s.node,
-                    );
-                    states.push(State {
-                        name: s.name,
-                        node,
-                        span: s.span,
-                    });
+                    let node = self.add_node(ParentLink::State { property: pid, state: id32(i) }, s.node);
+                    states.push(State { name: s.name, node, span: s.span });
                 }
                 PropertyKind::StateGroup { states }
             }
@@ -222,9 +198,7 @@ impl Builder {
                     return None;
                 }
                 ParentLink::Group { property } => (UpStep::Group, property, "+^"),
-                ParentLink::DictionaryEntry { property } => {
-                    (UpStep::DictionaryEntry, property, ".^")
-                }
+                ParentLink::DictionaryEntry { property } => (UpStep::DictionaryEntry, property, ".^"),
                 ParentLink::MatrixEntry { property } => (UpStep::MatrixEntry, property, "%^"),
                 ParentLink::State { property, .. } => (UpStep::State, property, "?^"),
             };
@@ -278,61 +252,40 @@ impl Builder {
                     }
                     (name, "%", "a matrix", *span)
                 }
-                SynDown::State {
-                    stategroup, span, ..
-                } => (stategroup, "?", "a stategroup", *span),
+                SynDown::State { stategroup, span, .. } => (stategroup, "?", "a stategroup", *span),
             };
             let Some(prop) = self.schema.find(cur, name) else {
                 let node = self.schema.node_type(cur);
                 let has = if node.properties.is_empty() {
                     "it has no properties".to_string()
                 } else {
-                    let names = node
-                        .properties
-                        .iter()
-                        .map(|&p| self.schema.property(p).name.as_str());
+                    let names = node.properties.iter().map(|&p| self.schema.property(p).name.as_str());
                     format!("it has {}", quoted_list(names))
                 };
-                let msg = format!(
-                    "no property '{name}' in {}; {has}",
-                    self.schema.describe_node_type(cur)
-                );
+                let msg = format!("no property '{name}' in {}; {has}", self.schema.describe_node_type(cur));
                 self.error(name_span, msg);
                 return None;
             };
             let pid = prop.id;
             let step = match (d, &prop.kind) {
-                (SynDown::Group { .. }, PropertyKind::Group { node }) => {
-                    (Step::Down(DownStep::Group(pid)), *node)
-                }
+                (SynDown::Group { .. }, PropertyKind::Group { node }) => (Step::Down(DownStep::Group(pid)), *node),
                 (SynDown::Dictionary { .. }, PropertyKind::Dictionary { node }) => {
                     (Step::Down(DownStep::Dictionary(pid)), *node)
                 }
-                (SynDown::Matrix { .. }, PropertyKind::Matrix { node, .. }) => {
-                    (Step::Matrix(pid), *node)
-                }
-                (
-                    SynDown::State {
-                        state, state_span, ..
-                    },
-                    PropertyKind::StateGroup { states },
-                ) => match states.iter().position(|s| &s.name == state) {
-                    Some(i) => (
-                        Step::Down(DownStep::State {
-                            stategroup: pid,
-                            state: id32(i),
-                        }),
-                        states[i].node,
-                    ),
-                    None => {
-                        let msg = format!(
-                            "stategroup '{name}' has no state '{state}'; it has {}",
-                            quoted_list(states.iter().map(|s| s.name.as_str()))
-                        );
-                        self.error(*state_span, msg);
-                        return None;
+                (SynDown::Matrix { .. }, PropertyKind::Matrix { node, .. }) => (Step::Matrix(pid), *node),
+                (SynDown::State { state, state_span, .. }, PropertyKind::StateGroup { states }) => {
+                    match states.iter().position(|s| &s.name == state) {
+                        Some(i) => (Step::Down(DownStep::State { stategroup: pid, state: id32(i) }), states[i].node),
+                        None => {
+                            let msg = format!(
+                                "stategroup '{name}' has no state '{state}'; it has {}",
+                                quoted_list(states.iter().map(|s| s.name.as_str()))
+                            );
+                            self.error(*state_span, msg);
+                            return None;
+                        }
                     }
-                },
+                }
                 (_, kind) => {
                     let hint = match kind {
                         PropertyKind::Group { .. } => format!("; use `+ '{name}'`"),
@@ -340,19 +293,11 @@ impl Builder {
                         PropertyKind::Matrix { .. } if !in_reference => {
                             format!("; use `% '{name}'`")
                         }
-                        PropertyKind::Matrix { .. } => {
-                            "; a reference path cannot pass through a matrix".to_string()
-                        }
+                        PropertyKind::Matrix { .. } => "; a reference path cannot pass through a matrix".to_string(),
                         PropertyKind::StateGroup { .. } => format!("; use `? '{name}' * 'State'`"),
-                        _ => {
-                            "; a path can only step into groups, dictionaries, matrices and states"
-                                .to_string()
-                        }
+                        _ => "; a path can only step into groups, dictionaries, matrices and states".to_string(),
                     };
-                    let msg = format!(
-                        "'{name}' is {}, but `{symbol}` steps into {want}{hint}",
-                        article(kind)
-                    );
+                    let msg = format!("'{name}' is {}, but `{symbol}` steps into {want}{hint}", article(kind));
                     self.error(name_span, msg);
                     return None;
                 }
@@ -393,18 +338,8 @@ impl Builder {
                 return None;
             }
         };
-        let key_arity = down
-            .iter()
-            .filter(|s| matches!(s, DownStep::Dictionary(_)))
-            .count();
-        Some(ReferenceTarget {
-            up,
-            down,
-            dictionary,
-            entry_type,
-            key_arity,
-            span: path.span,
-        })
+        let key_arity = down.iter().filter(|s| matches!(s, DownStep::Dictionary(_))).count();
+        Some(ReferenceTarget { up, down, dictionary, entry_type, key_arity, span: path.span })
     }
 
     /// Describes where a down walk ended, for "must end with a dictionary" errors.
@@ -432,11 +367,7 @@ impl Builder {
     fn commands(&mut self, commands: Vec<crate::parse::SynCommand>) {
         for c in commands {
             if let Some(first) = self.schema.commands.iter().find(|d| d.name == c.name) {
-                let msg = format!(
-                    "command '{}' is declared twice; the first is at {}",
-                    c.name,
-                    self.at(first.span)
-                );
+                let msg = format!("command '{}' is declared twice; the first is at {}", c.name, self.at(first.span));
                 self.error(c.span, msg);
                 continue;
             }
@@ -468,11 +399,7 @@ impl Builder {
     fn indexes(&mut self, indexes: Vec<crate::parse::SynIndex>) {
         for ix in indexes {
             if let Some(first) = self.schema.indexes.iter().find(|d| d.name == ix.name) {
-                let msg = format!(
-                    "index '{}' is declared twice; the first is at {}",
-                    ix.name,
-                    self.at(first.span)
-                );
+                let msg = format!("index '{}' is declared twice; the first is at {}", ix.name, self.at(first.span));
                 self.error(ix.span, msg);
                 continue;
             }
@@ -515,10 +442,8 @@ impl Builder {
                     continue;
                 }
                 many => {
-                    let places: Vec<String> = many
-                        .iter()
-                        .map(|&p| self.schema.node_type_name(self.schema.property(p).owner))
-                        .collect();
+                    let places: Vec<String> =
+                        many.iter().map(|&p| self.schema.node_type_name(self.schema.property(p).owner)).collect();
                     let msg = format!(
                         "'{}' is ambiguous: {} of {} have a property of that name",
                         ix.property,
@@ -534,25 +459,17 @@ impl Builder {
                 (_, PropertyKind::Group { .. }) => {
                     unreachable!("find_in_entry never returns groups")
                 }
-                (
-                    IndexKind::Equality,
-                    PropertyKind::Number | PropertyKind::Text | PropertyKind::StateGroup { .. },
-                ) => None,
-                (IndexKind::Equality, _) => {
-                    Some("an index needs a number, text or stategroup property")
+                (IndexKind::Equality, PropertyKind::Number | PropertyKind::Text | PropertyKind::StateGroup { .. }) => {
+                    None
                 }
+                (IndexKind::Equality, _) => Some("an index needs a number, text or stategroup property"),
                 (IndexKind::Range, PropertyKind::Number | PropertyKind::Text) => None,
                 (IndexKind::Range, _) => Some("a `range` index needs a number or text property"),
                 (IndexKind::Prefix, PropertyKind::Text) => None,
                 (IndexKind::Prefix, _) => Some("a `prefix` index needs a text property"),
             };
             if let Some(why) = fits {
-                let msg = format!(
-                    "index '{}' is on '{}', {}; {why}",
-                    ix.name,
-                    ix.property,
-                    article(kind)
-                );
+                let msg = format!("index '{}' is on '{}', {}; {why}", ix.name, ix.property, article(kind));
                 self.error(ix.property_span, msg);
                 continue;
             }
@@ -589,9 +506,7 @@ impl Builder {
     fn layout(&mut self) {
         for t in 0..self.schema.types.len() {
             let own_record = match self.schema.types[t].parent {
-                ParentLink::Root
-                | ParentLink::DictionaryEntry { .. }
-                | ParentLink::MatrixEntry { .. } => true,
+                ParentLink::Root | ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. } => true,
                 ParentLink::State { .. } => !self.schema.types[t].properties.is_empty(),
                 ParentLink::Group { .. } => false,
             };
@@ -605,10 +520,7 @@ impl Builder {
                     self.error(span, "this node's record would be larger than 4 GiB");
                     return;
                 }
-            } else if matches!(
-                self.schema.types[t as usize].parent,
-                ParentLink::State { .. }
-            ) {
+            } else if matches!(self.schema.types[t as usize].parent, ParentLink::State { .. }) {
                 self.schema.types[t as usize].storage = Storage::Empty;
             }
         }
@@ -640,18 +552,10 @@ impl Builder {
     fn check_invariants(&self) {
         let s = &self.schema;
         for p in &s.properties {
-            debug_assert!(
-                s.record_of(p.host) == Some(p.host),
-                "host of '{}' has no record",
-                p.name
-            );
-            if let PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } =
-                &p.kind
-            {
+            debug_assert!(s.record_of(p.host) == Some(p.host), "host of '{}' has no record", p.name);
+            if let PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } = &p.kind {
                 debug_assert!(target.key_arity >= 1, "unresolved target on '{}'", p.name);
-                debug_assert!(
-                    matches!(target.down.last(), Some(DownStep::Dictionary(d)) if *d == target.dictionary)
-                );
+                debug_assert!(matches!(target.down.last(), Some(DownStep::Dictionary(d)) if *d == target.dictionary));
             }
         }
         for t in &s.types {
@@ -665,4 +569,43 @@ impl Builder {
 /// "a group", "a number", … for messages.
 fn article(kind: &PropertyKind) -> String {
     format!("a {}", kind.keyword())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_layout_follows_the_host_record() {
+        let s = compile(
+            "root ( 'sg' -> stategroup ( 'a' -> ( 'g' -> group ( ) ) 'b' -> ( 'g' -> group ( 'x' -> number ) 'y' -> text ) ) )",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let PropertyKind::StateGroup { states } = &s.property(0).kind else { panic!("stategroup") };
+        // A state whose only property is an empty group still has a property, so a record.
+        assert_eq!(s.node_type(states[0].node).storage, Storage::Record { size: 0 });
+        let b = states[1].node;
+        assert_eq!(s.node_type(b).storage, Storage::Record { size: 16 });
+        let g = s.find(b, "g").map(|p| p.id).expect("g");
+        let inner = s.child_node(g).expect("group node");
+        assert_eq!(s.node_type(inner).storage, Storage::Inline { host: b });
+        let x = s.find(inner, "x").expect("x");
+        assert_eq!((x.owner, x.host, x.offset), (inner, b, 0));
+        assert_eq!(s.find(b, "y").map(|p| p.offset), Some(8));
+    }
+
+    #[test]
+    fn nested_groups_share_the_entry_record() {
+        let s = compile(
+            "root ( 'd' -> dictionary ( 'a' -> number 'g' -> group ( 'h' -> group ( 'n' -> number ) 't' -> text ) ) )",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let entry = s.child_node(0).expect("entry");
+        assert_eq!(s.record_size(entry), 24);
+        let n = s.properties.iter().find(|p| p.name == "n").expect("n");
+        assert_eq!((n.host, n.offset), (entry, 8));
+        assert_eq!(s.node_type_name(n.owner), "root.'d'+'g'+'h'");
+        let t = s.properties.iter().find(|p| p.name == "t").expect("t");
+        assert_eq!((t.host, t.offset), (entry, 16));
+    }
 }

@@ -97,18 +97,9 @@ pub enum SynDown {
     /// `. 'd'`
     Dictionary { name: String, span: Span },
     /// `% 'm'`; `symbol` is the `%`, rejected in reference paths.
-    Matrix {
-        name: String,
-        symbol: Span,
-        span: Span,
-    },
+    Matrix { name: String, symbol: Span, span: Span },
     /// `? 'sg' * 's'`
-    State {
-        stategroup: String,
-        span: Span,
-        state: String,
-        state_span: Span,
-    },
+    State { stategroup: String, span: Span, state: String, state_span: Span },
 }
 
 impl SynDown {
@@ -157,22 +148,8 @@ struct Parser<'a> {
 
 /// Parses a token stream (ending with `Eof`, as `lexer::tokenize` returns it).
 pub fn parse(source: &str, tokens: &[Token]) -> Result<SynFile, Vec<Diagnostic>> {
-    assert!(
-        matches!(
-            tokens.last(),
-            Some(Token {
-                kind: TokenKind::Eof,
-                ..
-            })
-        ),
-        "token stream must end with Eof"
-    );
-    let mut p = Parser {
-        source,
-        tokens,
-        pos: 0,
-        errors: Vec::new(),
-    };
+    assert!(matches!(tokens.last(), Some(Token { kind: TokenKind::Eof, .. })), "token stream must end with Eof");
+    let mut p = Parser { source, tokens, pos: 0, errors: Vec::new() };
     let file = p.file();
     match file {
         Ok(file) if p.errors.is_empty() => Ok(file),
@@ -201,8 +178,7 @@ impl<'a> Parser<'a> {
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        self.errors
-            .push(Diagnostic::new(self.source, span, message));
+        self.errors.push(Diagnostic::new(self.source, span, message));
     }
 
     fn stop<T>(&mut self, span: Span, message: impl Into<String>) -> PResult<T> {
@@ -219,7 +195,7 @@ impl<'a> Parser<'a> {
     fn unclosed<T>(&mut self, open: Span, what: &str) -> PResult<T> {
         self.stop(
             open,
-            format!("this `(` {what} is never closed; expected `)` before the end of the input"),
+            format!("this `(`, which opens {what}, is never closed; expected `)` before the end of the input"),
         )
     }
 
@@ -228,10 +204,7 @@ impl<'a> Parser<'a> {
         if t.kind == kind {
             return Ok(self.bump());
         }
-        self.stop(
-            t.span,
-            format!("expected {what}, found {}", t.kind.describe()),
-        )
+        self.stop(t.span, format!("expected {what}, found {}", t.kind.describe()))
     }
 
     fn expect_name(&mut self, what: &str) -> PResult<(String, Span)> {
@@ -246,29 +219,17 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok((n.clone(), t.span))
             }
-            other => self.stop(
-                t.span,
-                format!(
-                    "expected {what} in quotes, like 'Name', found {}",
-                    other.describe()
-                ),
-            ),
+            other => self.stop(t.span, format!("expected {what} in quotes, like 'Name', found {}", other.describe())),
         }
     }
 
     fn file(&mut self) -> PResult<SynFile> {
         let t = self.peek();
         if !t.kind.is_word("root") {
-            return self.stop(
-                t.span,
-                format!(
-                    "expected `root` to start the schema, found {}",
-                    t.kind.describe()
-                ),
-            );
+            return self.stop(t.span, format!("expected `root` to start the schema, found {}", t.kind.describe()));
         }
         self.bump();
-        let root = self.node(0, "of the root node")?;
+        let root = self.node(0, "the root node")?;
         let mut commands = Vec::new();
         let mut indexes = Vec::new();
         loop {
@@ -288,23 +249,14 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        Ok(SynFile {
-            root,
-            commands,
-            indexes,
-        })
+        Ok(SynFile { root, commands, indexes })
     }
 
     /// `( property* )`; `depth` counts the node definitions around this one.
     fn node(&mut self, depth: usize, what: &str) -> PResult<SynNode> {
-        let open = self
-            .expect(TokenKind::LParen, &format!("`(` to open the node {what}"))?
-            .span;
+        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
         if depth >= MAX_DEPTH {
-            return self.stop(
-                open,
-                format!("node definitions are nested more than {MAX_DEPTH} levels deep"),
-            );
+            return self.stop(open, format!("node definitions are nested more than {MAX_DEPTH} levels deep"));
         }
         let mut properties = Vec::new();
         loop {
@@ -319,7 +271,7 @@ impl<'a> Parser<'a> {
                         properties.push(p);
                     }
                 }
-                TokenKind::Eof => return self.unclosed(open, &format!("of the node {what}")),
+                TokenKind::Eof => return self.unclosed(open, what),
                 other => {
                     return self.stop(
                         t.span,
@@ -337,27 +289,21 @@ impl<'a> Parser<'a> {
     /// `'name' -> kind`; `None` when the kind was wrong but parsing could go on.
     fn property(&mut self, depth: usize) -> PResult<Option<SynProperty>> {
         let (name, name_span) = self.expect_name("a property name")?;
-        self.expect(
-            TokenKind::Arrow,
-            &format!("`->` after the property name '{name}'"),
-        )?;
+        self.expect(TokenKind::Arrow, &format!("`->` after the property name '{name}'"))?;
         let kt = self.peek();
         let word = match &kt.kind {
             TokenKind::Word(w) => w.as_str(),
             other => {
                 self.error(
                     kt.span,
-                    format!(
-                        "expected a property kind ({KINDS}) for '{name}', found {}",
-                        other.describe()
-                    ),
+                    format!("expected a property kind ({KINDS}) for '{name}', found {}", other.describe()),
                 );
                 self.skip_garbage()?;
                 return Ok(None);
             }
         };
         self.bump();
-        let what = format!("of '{name}'");
+        let what = format!("the node of '{name}'");
         let kind = match word {
             "number" => SynKind::Number,
             "text" => SynKind::Text,
@@ -371,26 +317,18 @@ impl<'a> Parser<'a> {
             }
             "matrix" => {
                 self.no_size("matrix")?;
-                let path = self.path(&format!("of the matrix '{name}'"))?;
+                let path = self.path(&format!("the path of the matrix '{name}'"))?;
                 SynKind::Matrix(path, self.node(depth + 1, &what)?)
             }
-            "reference" => SynKind::Reference(self.path(&format!("of the reference '{name}'"))?),
+            "reference" => SynKind::Reference(self.path(&format!("the path of the reference '{name}'"))?),
             "stategroup" => SynKind::StateGroup(self.states(depth, &name)?),
             other => {
-                self.error(
-                    kt.span,
-                    format!("unknown property kind `{other}`; expected {KINDS}"),
-                );
+                self.error(kt.span, format!("unknown property kind `{other}`; expected {KINDS}"));
                 self.skip_garbage()?;
                 return Ok(None);
             }
         };
-        Ok(Some(SynProperty {
-            name,
-            name_span,
-            kind_span: kt.span,
-            kind,
-        }))
+        Ok(Some(SynProperty { name, name_span, kind_span: kt.span, kind }))
     }
 
     /// Benchmark files give collection sizes (`dictionary 1000 ( … )`); a model must not.
@@ -417,7 +355,7 @@ impl<'a> Parser<'a> {
                     self.bump();
                 }
                 TokenKind::LParen => {
-                    self.balanced()?;
+                    self.balanced("a parenthesised group")?;
                 }
                 _ => return Ok(()),
             }
@@ -425,7 +363,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Consumes `( … )` with any tokens inside; returns the spans of both parentheses.
-    fn balanced(&mut self) -> PResult<(Span, Span)> {
+    fn balanced(&mut self, what: &str) -> PResult<(Span, Span)> {
         let open = self.expect(TokenKind::LParen, "`(`")?.span;
         let mut depth = 1usize;
         loop {
@@ -438,7 +376,7 @@ impl<'a> Parser<'a> {
                         return Ok((open, t.span));
                     }
                 }
-                TokenKind::Eof => return self.unclosed(open, ""),
+                TokenKind::Eof => return self.unclosed(open, what),
                 _ => {}
             }
         }
@@ -446,12 +384,7 @@ impl<'a> Parser<'a> {
 
     /// `( ('State' -> node)* )`; an empty list is reported by `compile`.
     fn states(&mut self, depth: usize, name: &str) -> PResult<Vec<SynState>> {
-        let open = self
-            .expect(
-                TokenKind::LParen,
-                &format!("`(` to open the states of '{name}'"),
-            )?
-            .span;
+        let open = self.expect(TokenKind::LParen, &format!("`(` to open the states of '{name}'"))?.span;
         let mut states = Vec::new();
         loop {
             let t = self.peek();
@@ -463,10 +396,10 @@ impl<'a> Parser<'a> {
                 TokenKind::Name(_) => {
                     let (state, span) = self.expect_name("a state name")?;
                     self.expect(TokenKind::Arrow, &format!("`->` after the state name '{state}'"))?;
-                    let node = self.node(depth + 1, &format!("of the state '{state}'"))?;
+                    let node = self.node(depth + 1, &format!("the node of the state '{state}'"))?;
                     states.push(SynState { name: state, span, node });
                 }
-                TokenKind::Eof => return self.unclosed(open, &format!("of the states of '{name}'")),
+                TokenKind::Eof => return self.unclosed(open, &format!("the states of '{name}'")),
                 other => {
                     return self.stop(
                         t.span,
@@ -482,9 +415,7 @@ impl<'a> Parser<'a> {
 
     /// `( up* down* )`
     fn path(&mut self, what: &str) -> PResult<SynPath> {
-        let open = self
-            .expect(TokenKind::LParen, &format!("`(` to open the path {what}"))?
-            .span;
+        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
         let mut up: Vec<SynUp> = Vec::new();
         let mut down: Vec<SynDown> = Vec::new();
         loop {
@@ -492,24 +423,15 @@ impl<'a> Parser<'a> {
             let symbol = match t.kind {
                 TokenKind::RParen => {
                     self.bump();
-                    return Ok(SynPath {
-                        span: open.to(t.span),
-                        up,
-                        down,
-                    });
+                    return Ok(SynPath { span: open.to(t.span), up, down });
                 }
-                TokenKind::Eof => return self.unclosed(open, &format!("of the path {what}")),
+                TokenKind::Eof => return self.unclosed(open, what),
                 TokenKind::Plus => UpSymbol::Plus,
                 TokenKind::Dot => UpSymbol::Dot,
                 TokenKind::Percent => UpSymbol::Percent,
                 TokenKind::Question => UpSymbol::Question,
                 TokenKind::Star => UpSymbol::Star,
-                ref other => {
-                    return self.stop(
-                        t.span,
-                        format!("expected {STEPS} or `)`, found {}", other.describe()),
-                    )
-                }
+                ref other => return self.stop(t.span, format!("expected {STEPS} or `)`, found {}", other.describe())),
             };
             self.bump();
             let next = self.peek();
@@ -529,43 +451,29 @@ impl<'a> Parser<'a> {
                 up.push(SynUp { symbol, span });
                 continue;
             }
-            let step =
-                match symbol {
-                    UpSymbol::Plus => {
-                        let (name, span) = self.expect_name("a group name after `+`")?;
-                        SynDown::Group { name, span }
-                    }
-                    UpSymbol::Dot => {
-                        let (name, span) = self.expect_name("a dictionary name after `.`")?;
-                        SynDown::Dictionary { name, span }
-                    }
-                    UpSymbol::Percent => {
-                        let (name, span) = self.expect_name("a matrix name after `%`")?;
-                        SynDown::Matrix {
-                            name,
-                            symbol: t.span,
-                            span,
-                        }
-                    }
-                    UpSymbol::Question => {
-                        let (stategroup, span) = self.expect_name("a stategroup name after `?`")?;
-                        self.expect(
-                            TokenKind::Star,
-                            &format!("`*` and a state name after `? '{stategroup}'`"),
-                        )?;
-                        let (state, state_span) = self.expect_name("a state name after `*`")?;
-                        SynDown::State {
-                            stategroup,
-                            span,
-                            state,
-                            state_span,
-                        }
-                    }
-                    UpSymbol::Star => return self.stop(
-                        t.span,
-                        "a state step `* 'State'` must follow a stategroup step `? 'Stategroup'`",
-                    ),
-                };
+            let step = match symbol {
+                UpSymbol::Plus => {
+                    let (name, span) = self.expect_name("a group name after `+`")?;
+                    SynDown::Group { name, span }
+                }
+                UpSymbol::Dot => {
+                    let (name, span) = self.expect_name("a dictionary name after `.`")?;
+                    SynDown::Dictionary { name, span }
+                }
+                UpSymbol::Percent => {
+                    let (name, span) = self.expect_name("a matrix name after `%`")?;
+                    SynDown::Matrix { name, symbol: t.span, span }
+                }
+                UpSymbol::Question => {
+                    let (stategroup, span) = self.expect_name("a stategroup name after `?`")?;
+                    self.expect(TokenKind::Star, &format!("`*` and a state name after `? '{stategroup}'`"))?;
+                    let (state, state_span) = self.expect_name("a state name after `*`")?;
+                    SynDown::State { stategroup, span, state, state_span }
+                }
+                UpSymbol::Star => {
+                    return self.stop(t.span, "a state step `* 'State'` must follow a stategroup step `? 'Stategroup'`")
+                }
+            };
             down.push(step);
         }
     }
@@ -574,12 +482,7 @@ impl<'a> Parser<'a> {
     fn command(&mut self) -> PResult<SynCommand> {
         self.bump();
         let (name, span) = self.expect_name("a command name")?;
-        let open = self
-            .expect(
-                TokenKind::LParen,
-                &format!("`(` to open the parameters of command '{name}'"),
-            )?
-            .span;
+        let open = self.expect(TokenKind::LParen, &format!("`(` to open the parameters of command '{name}'"))?.span;
         let mut params = Vec::new();
         loop {
             let t = self.peek();
@@ -605,7 +508,7 @@ impl<'a> Parser<'a> {
                     self.bump();
                     params.push((p, pspan, kind));
                 }
-                TokenKind::Eof => return self.unclosed(open, &format!("of the parameters of command '{name}'")),
+                TokenKind::Eof => return self.unclosed(open, &format!("the parameters of command '{name}'")),
                 other => {
                     return self.stop(
                         t.span,
@@ -621,32 +524,22 @@ impl<'a> Parser<'a> {
             let t = self.peek();
             return self.stop(
                 t.span,
-                format!(
-                    "expected `(` to open the body of command '{name}', found {}",
-                    t.kind.describe()
-                ),
+                format!("expected `(` to open the body of command '{name}', found {}", t.kind.describe()),
             );
         }
-        let (open, close) = self.balanced()?;
+        let (open, close) = self.balanced(&format!("the body of command '{name}'"))?;
         let (start, end) = (open.end as usize, close.start as usize);
         debug_assert!(start <= end && end <= self.source.len());
         let body = self.source.get(start..end).unwrap_or_default().to_string();
-        Ok(SynCommand {
-            name,
-            span,
-            params,
-            body,
-            body_span: Span::new(start, end),
-        })
+        Ok(SynCommand { name, span, params, body, body_span: Span::new(start, end) })
     }
 
     /// `index 'Name' ( collection-path ) 'property' equality|range|prefix [unique]`
     fn index(&mut self) -> PResult<SynIndex> {
         self.bump();
         let (name, span) = self.expect_name("an index name")?;
-        let path = self.path(&format!("of index '{name}'"))?;
-        let (property, property_span) =
-            self.expect_name(&format!("the indexed property of index '{name}'"))?;
+        let path = self.path(&format!("the path of index '{name}'"))?;
+        let (property, property_span) = self.expect_name(&format!("the indexed property of index '{name}'"))?;
         let t = self.peek();
         let kind = match &t.kind {
             TokenKind::Word(w) if w == "equality" => crate::model::IndexKind::Equality,
@@ -655,27 +548,12 @@ impl<'a> Parser<'a> {
             other => {
                 return self.stop(
                     t.span,
-                    format!(
-                        "expected the index kind `equality`, `range` or `prefix`, found {}",
-                        other.describe()
-                    ),
+                    format!("expected the index kind `equality`, `range` or `prefix`, found {}", other.describe()),
                 )
             }
         };
         self.bump();
-        let unique = if self.peek().kind.is_word("unique") {
-            Some(self.bump().span)
-        } else {
-            None
-        };
-        Ok(SynIndex {
-            name,
-            span,
-            path,
-            property,
-            property_span,
-            kind,
-            unique,
-        })
+        let unique = if self.peek().kind.is_word("unique") { Some(self.bump().span) } else { None };
+        Ok(SynIndex { name, span, path, property, property_span, kind, unique })
     }
 }
