@@ -16,23 +16,12 @@ impl Schema {
             let link = self.node_type(cur).parent;
             let (text, property) = match link {
                 ParentLink::Root => break,
-                ParentLink::Group { property } => {
-                    (format!("+'{}'", self.property(property).name), property)
+                ParentLink::Group { property } => (format!("+'{}'", self.property(property).name), property),
+                ParentLink::DictionaryEntry { property } => (format!(".'{}'", self.property(property).name), property),
+                ParentLink::MatrixEntry { property } => (format!("%'{}'", self.property(property).name), property),
+                ParentLink::State { property, state } => {
+                    (format!("?'{}'*'{}'", self.property(property).name, self.state_name(property, state)), property)
                 }
-                ParentLink::DictionaryEntry { property } => {
-                    (format!(".'{}'", self.property(property).name), property)
-                }
-                ParentLink::MatrixEntry { property } => {
-                    (format!("%'{}'", self.property(property).name), property)
-                }
-                ParentLink::State { property, state } => (
-                    format!(
-                        "?'{}'*'{}'",
-                        self.property(property).name,
-                        self.state_name(property, state)
-                    ),
-                    property,
-                ),
             };
             parts.push(text);
             cur = self.property(property).owner;
@@ -50,10 +39,7 @@ impl Schema {
                 format!("the group '{}'", self.property(property).name)
             }
             ParentLink::DictionaryEntry { property } => {
-                format!(
-                    "an entry of the dictionary '{}'",
-                    self.property(property).name
-                )
+                format!("an entry of the dictionary '{}'", self.property(property).name)
             }
             ParentLink::MatrixEntry { property } => {
                 format!("an entry of the matrix '{}'", self.property(property).name)
@@ -75,9 +61,7 @@ impl Schema {
     /// The name of state `state` of stategroup `stategroup` ("?" if either is wrong).
     pub fn state_name(&self, stategroup: PropertyId, state: StateIndex) -> &str {
         match &self.property(stategroup).kind {
-            PropertyKind::StateGroup { states } => {
-                states.get(state as usize).map_or("?", |s| s.name.as_str())
-            }
+            PropertyKind::StateGroup { states } => states.get(state as usize).map_or("?", |s| s.name.as_str()),
             _ => "?",
         }
     }
@@ -85,10 +69,9 @@ impl Schema {
     /// The index of the state called `name` of a stategroup property.
     pub fn state_index(&self, stategroup: PropertyId, name: &str) -> Option<StateIndex> {
         match &self.property(stategroup).kind {
-            PropertyKind::StateGroup { states } => states
-                .iter()
-                .position(|s| s.name == name)
-                .and_then(|i| u32::try_from(i).ok()),
+            PropertyKind::StateGroup { states } => {
+                states.iter().position(|s| s.name == name).and_then(|i| u32::try_from(i).ok())
+            }
             _ => None,
         }
     }
@@ -96,9 +79,9 @@ impl Schema {
     /// The node type under a group, dictionary or matrix property.
     pub fn child_node(&self, property: PropertyId) -> Option<NodeTypeId> {
         match self.property(property).kind {
-            PropertyKind::Group { node }
-            | PropertyKind::Dictionary { node }
-            | PropertyKind::Matrix { node, .. } => Some(node),
+            PropertyKind::Group { node } | PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => {
+                Some(node)
+            }
             _ => None,
         }
     }
@@ -118,9 +101,7 @@ impl Schema {
     /// The reference or matrix target of a property.
     pub fn target(&self, property: PropertyId) -> Option<&ReferenceTarget> {
         match &self.property(property).kind {
-            PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => {
-                Some(target)
-            }
+            PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => Some(target),
             _ => None,
         }
     }
@@ -128,9 +109,7 @@ impl Schema {
     /// Every reference and matrix property with its resolved target, in declaration order.
     pub fn links(&self) -> impl Iterator<Item = (&Property, &ReferenceTarget)> + '_ {
         self.properties.iter().filter_map(|p| match &p.kind {
-            PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => {
-                Some((p, target))
-            }
+            PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => Some((p, target)),
             _ => None,
         })
     }
@@ -155,11 +134,7 @@ impl Schema {
                 DownStep::Group(p) => format!("+ '{}'", self.property(*p).name),
                 DownStep::Dictionary(p) => format!(". '{}'", self.property(*p).name),
                 DownStep::State { stategroup, state } => {
-                    format!(
-                        "? '{}' * '{}'",
-                        self.property(*stategroup).name,
-                        self.state_name(*stategroup, *state)
-                    )
+                    format!("? '{}' * '{}'", self.property(*stategroup).name, self.state_name(*stategroup, *state))
                 }
             });
         }
@@ -194,36 +169,14 @@ pub fn describe(schema: &Schema) -> String {
         by_link[1],
         by_link[4]
     );
-    let kinds = [
-        "number",
-        "text",
-        "group",
-        "dictionary",
-        "matrix",
-        "reference",
-        "stategroup",
-    ];
+    let kinds = ["number", "text", "group", "dictionary", "matrix", "reference", "stategroup"];
     let counts: Vec<String> = kinds
         .iter()
-        .map(|k| {
-            (
-                k,
-                schema
-                    .properties
-                    .iter()
-                    .filter(|p| p.kind.keyword() == *k)
-                    .count(),
-            )
-        })
+        .map(|k| (k, schema.properties.iter().filter(|p| p.kind.keyword() == *k).count()))
         .filter(|(_, n)| *n > 0)
         .map(|(k, n)| format!("{n} {k}"))
         .collect();
-    let _ = writeln!(
-        out,
-        "{} properties: {}",
-        schema.properties.len(),
-        counts.join(", ")
-    );
+    let _ = writeln!(out, "{} properties: {}", schema.properties.len(), counts.join(", "));
 
     let _ = writeln!(out, "records:");
     let mut empty = 0usize;

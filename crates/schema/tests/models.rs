@@ -20,22 +20,16 @@ fn prop<'a>(s: &'a Schema, path: &[&str]) -> &'a Property {
     let mut found = None;
     for step in path {
         if let Some(n) = found.map(|p: &Property| p.id) {
-            node = s
-                .child_node(n)
-                .unwrap_or_else(|| panic!("{step}: not a container"));
+            node = s.child_node(n).unwrap_or_else(|| panic!("{step}: not a container"));
         }
         let (name, state) = match step.split_once('*') {
             Some((a, b)) => (a, Some(b)),
             None => (*step, None),
         };
-        let p = s
-            .find(node, name)
-            .unwrap_or_else(|| panic!("no '{name}' in {}", s.node_type_name(node)));
+        let p = s.find(node, name).unwrap_or_else(|| panic!("no '{name}' in {}", s.node_type_name(node)));
         if let Some(state) = state {
             let i = s.state_index(p.id, state).expect("state");
-            let PropertyKind::StateGroup { states } = &p.kind else {
-                panic!("not a stategroup")
-            };
+            let PropertyKind::StateGroup { states } = &p.kind else { panic!("not a stategroup") };
             node = states[i as usize].node;
             found = None;
             continue;
@@ -55,9 +49,7 @@ fn target<'a>(s: &'a Schema, path: &[&str]) -> &'a ReferenceTarget {
 
 fn state_node(s: &Schema, path: &[&str], state: &str) -> NodeTypeId {
     let p = prop(s, path);
-    let PropertyKind::StateGroup { states } = &p.kind else {
-        panic!("not a stategroup")
-    };
+    let PropertyKind::StateGroup { states } = &p.kind else { panic!("not a stategroup") };
     states.iter().find(|x| x.name == state).expect("state").node
 }
 
@@ -97,13 +89,7 @@ fn every_model_file_compiles_and_is_listed() {
     let dir = format!("{}/tests/models", env!("CARGO_MANIFEST_DIR"));
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .expect("models dir")
-        .map(|e| {
-            e.expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .trim_end_matches(".alan")
-                .to_string()
-        })
+        .map(|e| e.expect("entry").file_name().to_string_lossy().trim_end_matches(".alan").to_string())
         .collect();
     files.sort();
     let mut listed: Vec<String> = ALL.iter().map(|s| s.to_string()).collect();
@@ -115,11 +101,7 @@ fn every_model_file_compiles_and_is_listed() {
         // Every property is hosted by a record and fits inside it.
         for p in &s.properties {
             let size = s.record_size(p.host);
-            assert!(
-                p.offset + p.kind.slot_size() <= size,
-                "{name}: {}",
-                s.property_name(p.id)
-            );
+            assert!(p.offset + p.kind.slot_size() <= size, "{name}: {}", s.property_name(p.id));
         }
         assert!(!describe(&s).is_empty());
     }
@@ -136,43 +118,24 @@ fn thesis_orders_example() {
     let tools = prop(&s, &["Company Property", "Tools"]);
     assert_eq!((tools.host, tools.offset), (ROOT, 8));
     assert_eq!(prop(&s, &["Company Property", "Machines"]).offset, 24);
-    assert_eq!(
-        s.node_type(node_of(&s, &["Company Property"])).storage,
-        Storage::Inline { host: ROOT }
-    );
+    assert_eq!(s.node_type(node_of(&s, &["Company Property"])).storage, Storage::Inline { host: ROOT });
 
     let orders = node_of(&s, &["Orders"]);
     assert_eq!(s.node_type(orders).storage, Storage::Record { size: 24 });
-    assert_eq!(
-        s.node_type(state_node(&s, &["Orders", "Status"], "Started"))
-            .storage,
-        Storage::Record { size: 8 }
-    );
+    assert_eq!(s.node_type(state_node(&s, &["Orders", "Status"], "Started")).storage, Storage::Record { size: 8 });
     let finished = state_node(&s, &["Orders", "Status"], "Finished");
     assert_eq!(s.node_type(finished).storage, Storage::Record { size: 16 });
-    assert_eq!(
-        s.node_type_name(finished),
-        "root.'Orders'?'Status'*'Finished'"
-    );
+    assert_eq!(s.node_type_name(finished), "root.'Orders'?'Status'*'Finished'");
     let success = state_node(&s, &["Orders", "Status*Finished", "Result"], "Success");
     assert_eq!(s.node_type(success).storage, Storage::Empty);
 
     // 'Order' -> reference ( +^ .^ +^ . 'Orders' ), declared in the group 'Current Process'.
     let machines = node_of(&s, &["Company Property", "Machines"]);
     assert_eq!(s.node_type(machines).storage, Storage::Record { size: 24 });
-    let order = prop(
-        &s,
-        &["Company Property", "Machines", "Current Process", "Order"],
-    );
+    let order = prop(&s, &["Company Property", "Machines", "Current Process", "Order"]);
     assert_eq!((order.host, order.offset), (machines, 8));
-    let t = target(
-        &s,
-        &["Company Property", "Machines", "Current Process", "Order"],
-    );
-    assert_eq!(
-        t.up,
-        vec![UpStep::Group, UpStep::DictionaryEntry, UpStep::Group]
-    );
+    let t = target(&s, &["Company Property", "Machines", "Current Process", "Order"]);
+    assert_eq!(t.up, vec![UpStep::Group, UpStep::DictionaryEntry, UpStep::Group]);
     assert_eq!(t.down, vec![DownStep::Dictionary(prop(&s, &["Orders"]).id)]);
     assert_eq!((t.entry_type, t.key_arity), (orders, 1));
     assert_eq!(s.path_text(t), "+^ .^ +^ . 'Orders'");
@@ -181,14 +144,8 @@ fn thesis_orders_example() {
     assert_eq!(t.up, vec![UpStep::DictionaryEntry]);
     assert_eq!(t.dictionary, prop(&s, &["Company Property", "Tools"]).id);
     let t = target(&s, &["Company Property", "Machines", "Required Tools"]);
-    assert_eq!(
-        t.entry_type,
-        node_of(&s, &["Company Property", "Tool Lists"])
-    );
-    assert_eq!(
-        prop(&s, &["Company Property", "Machines", "Required Tools"]).offset,
-        16
-    );
+    assert_eq!(t.entry_type, node_of(&s, &["Company Property", "Tool Lists"]));
+    assert_eq!(prop(&s, &["Company Property", "Machines", "Required Tools"]).offset, 16);
 }
 
 #[test]
@@ -204,10 +161,7 @@ fn products_with_subtypes() {
     let album = state_node(&s, &["products", "type"], "album");
     assert_eq!(s.node_type(album).storage, Storage::Record { size: 24 });
     assert_eq!(s.record_size(node_of(&s, &["products"])), 32);
-    assert_eq!(
-        prop(&s, &["products", "type*album", "track list"]).offset,
-        16
-    );
+    assert_eq!(prop(&s, &["products", "type*album", "track list"]).offset, 16);
 }
 
 #[test]
@@ -216,21 +170,11 @@ fn small_benchmark_models() {
     assert_eq!(s.record_size(node_of(&s, &["d1"])), 24);
     assert_eq!(prop(&s, &["d1", "sg"]).offset, 8);
 
-    for name in [
-        "add",
-        "remove_all",
-        "remove_in_100000",
-        "add_failure",
-        "remove_failure",
-    ] {
+    for name in ["add", "remove_all", "remove_in_100000", "add_failure", "remove_failure"] {
         let s = load(name);
         assert_eq!((s.types.len(), s.properties.len()), (2, 1), "{name}");
         assert_eq!(s.root().storage, Storage::Record { size: 8 });
-        assert_eq!(
-            s.node_type(1).storage,
-            Storage::Record { size: 0 },
-            "empty entries still get a record"
-        );
+        assert_eq!(s.node_type(1).storage, Storage::Record { size: 0 }, "empty entries still get a record");
     }
 
     let s = load("add_big");
@@ -247,28 +191,19 @@ fn small_benchmark_models() {
     assert!(t.up.is_empty());
     assert_eq!((t.key_arity, t.entry_type), (1, node_of(&s, &["d"])));
     assert_eq!(s.record_size(node_of(&s, &["m"])), 0);
-    assert!(matches!(
-        s.node_type(node_of(&s, &["m"])).parent,
-        ParentLink::MatrixEntry { .. }
-    ));
+    assert!(matches!(s.node_type(node_of(&s, &["m"])).parent, ParentLink::MatrixEntry { .. }));
 
     for name in ["set_state", "set_state_failure"] {
         let s = load(name);
         assert_eq!(s.root().storage, Storage::Record { size: 16 });
         let sg = prop(&s, &["sg"]).id;
         assert_eq!(s.state_index(sg, "s1"), Some(1));
-        assert_eq!(
-            s.node_type(state_node(&s, &["sg"], "s0")).storage,
-            Storage::Empty
-        );
+        assert_eq!(s.node_type(state_node(&s, &["sg"], "s0")).storage, Storage::Empty);
     }
 
     let s = load("set_reference");
     assert_eq!(prop(&s, &["r"]).offset, 8);
-    assert_eq!(
-        target(&s, &["r"]).down,
-        vec![DownStep::Dictionary(prop(&s, &["d"]).id)]
-    );
+    assert_eq!(target(&s, &["r"]).down, vec![DownStep::Dictionary(prop(&s, &["d"]).id)]);
 
     for name in ["set_in_x", "number_filter"] {
         let s = load(name);
@@ -281,10 +216,7 @@ fn small_benchmark_models() {
         let s = load(name);
         assert_eq!(s.record_size(node_of(&s, &["d"])), 16);
         assert_eq!(s.record_size(state_node(&s, &["d", "sg"], "s1")), 8);
-        assert_eq!(
-            s.node_type(state_node(&s, &["d", "sg"], "s0")).storage,
-            Storage::Empty
-        );
+        assert_eq!(s.node_type(state_node(&s, &["d", "sg"], "s0")).storage, Storage::Empty);
     }
 }
 
@@ -300,10 +232,7 @@ fn depth_models_nest_dictionaries() {
         assert_eq!((n.offset, s.record_size(n.host)), (0, 8));
         assert_eq!(
             s.node_type_name(n.owner),
-            names
-                .iter()
-                .map(|d| format!(".'{d}'"))
-                .fold("root".to_string(), |a, b| a + &b)
+            names.iter().map(|d| format!(".'{d}'")).fold("root".to_string(), |a, b| a + &b)
         );
     }
 }
@@ -321,10 +250,7 @@ fn b6_use_case() {
     assert_eq!(s.record_size(orders), 120);
     assert_eq!(prop(&s, &["Orders", "Planning Pool"]).offset, 112);
     let t = target(&s, &["Orders", "Client"]);
-    assert_eq!(
-        (t.up.clone(), t.entry_type),
-        (vec![UpStep::DictionaryEntry], clients)
-    );
+    assert_eq!((t.up.clone(), t.entry_type), (vec![UpStep::DictionaryEntry], clients));
     let t = target(&s, &["Orders", "Modifications", "Added Materials"]);
     assert_eq!(t.up, vec![UpStep::DictionaryEntry, UpStep::DictionaryEntry]);
     assert_eq!(t.entry_type, node_of(&s, &["Materials"]));
@@ -334,15 +260,8 @@ fn b6_use_case() {
     assert_eq!((t.entry_type, t.key_arity), (orders, 1));
     let selected = state_node(&s, &["Machines", "Current Task"], "Selected");
     assert_eq!(s.record_size(selected), 24);
-    assert_eq!(
-        s.node_type_name(selected),
-        "root.'Machines'?'Current Task'*'Selected'"
-    );
-    let not_started = state_node(
-        &s,
-        &["Machines", "Current Task*Selected", "Status"],
-        "Not Started",
-    );
+    assert_eq!(s.node_type_name(selected), "root.'Machines'?'Current Task'*'Selected'");
+    let not_started = state_node(&s, &["Machines", "Current Task*Selected", "Status"], "Not Started");
     assert_eq!(s.node_type(not_started).storage, Storage::Empty);
 }
 
@@ -352,17 +271,11 @@ fn social_self_reference() {
     let people = node_of(&s, &["People"]);
     let t = target(&s, &["People", "Friends"]);
     assert_eq!(t.up, vec![UpStep::DictionaryEntry]);
-    assert_eq!(
-        (t.entry_type, t.dictionary),
-        (people, prop(&s, &["People"]).id)
-    );
+    assert_eq!((t.entry_type, t.dictionary), (people, prop(&s, &["People"]).id));
     let friends = node_of(&s, &["People", "Friends"]);
     assert_eq!(s.record_size(friends), 24);
     let t = target(&s, &["People", "Partner*Some", "Who"]);
-    assert_eq!(
-        (t.up.clone(), t.entry_type),
-        (vec![UpStep::State, UpStep::DictionaryEntry], people)
-    );
+    assert_eq!((t.up.clone(), t.entry_type), (vec![UpStep::State, UpStep::DictionaryEntry], people));
     assert_eq!(target(&s, &["Groups", "Members"]).entry_type, people);
 }
 
@@ -372,10 +285,7 @@ fn compound_keys() {
     let lines = prop(&s, &["Orders", "Lines"]).id;
     let orders = prop(&s, &["Orders"]).id;
     let t = target(&s, &["Shipments", "Line"]);
-    assert_eq!(
-        t.down,
-        vec![DownStep::Dictionary(orders), DownStep::Dictionary(lines)]
-    );
+    assert_eq!(t.down, vec![DownStep::Dictionary(orders), DownStep::Dictionary(lines)]);
     assert_eq!((t.key_arity, t.dictionary), (2, lines));
     assert_eq!(target(&s, &["Shipments", "Parcels"]).key_arity, 2);
     assert_eq!(target(&s, &["Top Line"]).key_arity, 2);
@@ -386,13 +296,7 @@ fn compound_keys() {
     let t = target(&s, &["Settings", "Default Template"]);
     let mode = prop(&s, &["Settings", "Mode"]).id;
     assert!(t.up.is_empty(), "declared in the group that holds 'Mode'");
-    assert_eq!(
-        t.down[0],
-        DownStep::State {
-            stategroup: mode,
-            state: 1
-        }
-    );
+    assert_eq!(t.down[0], DownStep::State { stategroup: mode, state: 1 });
     assert_eq!(t.key_arity, 1);
 }
 
@@ -402,25 +306,10 @@ fn commands_and_indexes() {
     let src = source("commands_indexes");
     assert_eq!(s.commands.len(), 2);
     let c = s.command("Set Quantity").expect("command");
-    assert_eq!(
-        c.params,
-        vec![
-            ("order".to_string(), ParamKind::Text),
-            ("quantity".to_string(), ParamKind::Number)
-        ]
-    );
-    assert_eq!(
-        c.body.trim(),
-        "update . 'Orders' : $order ( 'Quantity' -> number $quantity )"
-    );
-    assert_eq!(
-        &src[c.body_span.start as usize..c.body_span.end as usize],
-        c.body
-    );
-    assert_eq!(
-        &src[c.span.start as usize..c.span.end as usize],
-        "'Set Quantity'"
-    );
+    assert_eq!(c.params, vec![("order".to_string(), ParamKind::Text), ("quantity".to_string(), ParamKind::Number)]);
+    assert_eq!(c.body.trim(), "update . 'Orders' : $order ( 'Quantity' -> number $quantity )");
+    assert_eq!(&src[c.body_span.start as usize..c.body_span.end as usize], c.body);
+    assert_eq!(&src[c.span.start as usize..c.span.end as usize], "'Set Quantity'");
 
     assert_eq!(s.indexes.len(), 5);
     let i = s.index("Client E-mail").expect("index");
@@ -429,33 +318,19 @@ fn commands_and_indexes() {
     assert_eq!(i.property, prop(&s, &["Clients", "Contact", "E-mail"]).id);
     let i = s.index("Line Amount").expect("index");
     assert_eq!(i.collection, prop(&s, &["Orders", "Lines"]).id);
-    assert_eq!(
-        s.index("Client Name").map(|i| i.kind),
-        Some(IndexKind::Prefix)
-    );
+    assert_eq!(s.index("Client Name").map(|i| i.kind), Some(IndexKind::Prefix));
     assert!(s.index("Client Tier").is_some());
 
     let d = describe(&s);
-    assert!(
-        d.contains("'Set Quantity' ( 'order' -> text 'quantity' -> number )"),
-        "{d}"
-    );
-    assert!(
-        d.contains("'Client E-mail' on 'E-mail' of root.'Clients'+'Contact' equality unique"),
-        "{d}"
-    );
+    assert!(d.contains("'Set Quantity' ( 'order' -> text 'quantity' -> number )"), "{d}");
+    assert!(d.contains("'Client E-mail' on 'E-mail' of root.'Clients'+'Contact' equality unique"), "{d}");
 }
 
 #[test]
 fn describe_summarises() {
     let s = load("thesis_orders");
     let d = describe(&s);
-    assert!(
-        d.starts_with(
-            "13 node types: 1 root, 4 dictionary entries, 1 matrix entries, 2 groups, 5 states"
-        ),
-        "{d}"
-    );
+    assert!(d.starts_with("13 node types: 1 root, 4 dictionary entries, 1 matrix entries, 2 groups, 5 states"), "{d}");
     assert!(d.contains("  root  32 bytes\n"), "{d}");
     assert!(d.contains("  root.'Orders'  24 bytes\n"), "{d}");
     assert!(
