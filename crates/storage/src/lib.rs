@@ -8,7 +8,7 @@
 mod store;
 mod undo;
 
-pub use store::{Durability, ReadTxn, Reader, Store, StoreOptions, WriteTxn};
+pub use store::{Durability, Prefix, ReadTxn, Reader, Savepoint, Scan, Store, StoreOptions, WriteTxn};
 
 /// The tables of a database. Each is its own LMDB B+tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,14 +28,8 @@ pub enum Table {
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
-        Table::Nodes,
-        Table::Entries,
-        Table::Links,
-        Table::Strings,
-        Table::StringIndex,
-        Table::Meta,
-    ];
+    pub const ALL: [Table; 6] =
+        [Table::Nodes, Table::Entries, Table::Links, Table::Strings, Table::StringIndex, Table::Meta];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,31 +47,19 @@ impl Table {
 pub enum StorageError {
     #[error("the database at {path} could not be opened: {source}")]
     Open { path: String, source: heed::Error },
-    #[error(
-        "{path} is not an Espalier database directory (no data.mdb); run `espalier init` first"
-    )]
+    #[error("{path} is not an Espalier database directory (no data.mdb); run `espalier init` first")]
     NotADatabase { path: String },
     /// The memory map is full; the caller aborts the transaction, calls [`Store::grow`] and retries.
     #[error("the database map is full ({map_size} bytes)")]
     MapFull { map_size: usize },
     #[error("key of {len} bytes in table {table} is longer than the limit of {max} bytes")]
-    KeyTooLong {
-        table: &'static str,
-        len: usize,
-        max: usize,
-    },
+    KeyTooLong { table: &'static str, len: usize, max: usize },
     #[error("storage error in table {table}: {source}")]
-    Lmdb {
-        table: &'static str,
-        source: heed::Error,
-    },
+    Lmdb { table: &'static str, source: heed::Error },
     #[error("storage error: {0}")]
     Env(heed::Error),
     #[error("I/O error on {path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

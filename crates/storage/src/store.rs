@@ -38,12 +38,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions {
-            durability: Durability::Sync,
-            initial_map_size: 64 << 20,
-            write_map: true,
-            max_readers: 1022,
-        }
+        StoreOptions { durability: Durability::Sync, initial_map_size: 64 << 20, write_map: true, max_readers: 1022 }
     }
 }
 
@@ -72,10 +67,7 @@ impl std::fmt::Debug for Store {
 fn lmdb(table: Table) -> impl Fn(heed::Error) -> StorageError {
     move |source| match source {
         heed::Error::Mdb(heed::MdbError::MapFull) => StorageError::MapFull { map_size: 0 },
-        source => StorageError::Lmdb {
-            table: table.name(),
-            source,
-        },
+        source => StorageError::Lmdb { table: table.name(), source },
     }
 }
 
@@ -84,10 +76,7 @@ impl Store {
     pub fn open(path: &Path, create: bool, options: StoreOptions) -> Result<Arc<Store>> {
         let display = path.display().to_string();
         if create {
-            std::fs::create_dir_all(path).map_err(|source| StorageError::Io {
-                path: display.clone(),
-                source,
-            })?;
+            std::fs::create_dir_all(path).map_err(|source| StorageError::Io { path: display.clone(), source })?;
         } else if !path.join("data.mdb").exists() {
             return Err(StorageError::NotADatabase { path: display });
         }
@@ -99,9 +88,7 @@ impl Store {
             flags |= EnvFlags::NO_SYNC;
         }
         // Reopen with at least the current file size as map size, so a grown database opens.
-        let file_size = std::fs::metadata(path.join("data.mdb"))
-            .map(|m| m.len() as usize)
-            .unwrap_or(0);
+        let file_size = std::fs::metadata(path.join("data.mdb")).map(|m| m.len() as usize).unwrap_or(0);
         let map_size = round_to_page(options.initial_map_size.max(file_size.saturating_mul(2)));
         let env = unsafe {
             // SAFETY: the directory is opened once per process (the caller holds the only Store
@@ -114,16 +101,11 @@ impl Store {
                 .flags(flags)
                 .open(path)
         }
-        .map_err(|source| StorageError::Open {
-            path: display.clone(),
-            source,
-        })?;
+        .map_err(|source| StorageError::Open { path: display.clone(), source })?;
         let mut wtxn = env.write_txn().map_err(StorageError::Env)?;
         let mut tables = Vec::with_capacity(Table::ALL.len());
         for table in Table::ALL {
-            let db = env
-                .create_database::<Bytes, Bytes>(&mut wtxn, Some(table.name()))
-                .map_err(lmdb(table))?;
+            let db = env.create_database::<Bytes, Bytes>(&mut wtxn, Some(table.name())).map_err(lmdb(table))?;
             tables.push(db);
         }
         wtxn.commit().map_err(StorageError::Env)?;
@@ -141,19 +123,9 @@ impl Store {
                         let _ = env.force_sync();
                     }
                 })
-                .map_err(|source| StorageError::Io {
-                    path: display.clone(),
-                    source,
-                })?;
+                .map_err(|source| StorageError::Io { path: display.clone(), source })?;
         }
-        Ok(Arc::new(Store {
-            env,
-            tables,
-            gate: RwLock::new(()),
-            path: path.to_path_buf(),
-            options,
-            syncer_stop,
-        }))
+        Ok(Arc::new(Store { env, tables, gate: RwLock::new(()), path: path.to_path_buf(), options, syncer_stop }))
     }
 
     pub fn path(&self) -> &Path {
@@ -172,11 +144,7 @@ impl Store {
     pub fn read(&self) -> Result<ReadTxn<'_>> {
         let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let txn = self.env.read_txn().map_err(StorageError::Env)?;
-        Ok(ReadTxn {
-            store: self,
-            txn,
-            _gate: gate,
-        })
+        Ok(ReadTxn { store: self, txn, _gate: gate })
     }
 
     /// The one write transaction (LMDB serialises writers). Grows the map first if it is
@@ -189,14 +157,7 @@ impl Store {
         }
         let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let txn = self.env.write_txn().map_err(StorageError::Env)?;
-        Ok(WriteTxn {
-            store: self,
-            txn,
-            undo: Vec::new(),
-            undo_enabled: false,
-            map_full: false,
-            _gate: gate,
-        })
+        Ok(WriteTxn { store: self, txn, undo: Vec::new(), undo_enabled: false, map_full: false, _gate: gate })
     }
 
     fn page_size(&self) -> usize {
@@ -222,9 +183,7 @@ impl Store {
     /// Bytes the data file occupies on disk (allocated blocks, not the sparse map size).
     pub fn disk_size(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(self.path.join("data.mdb"))
-            .map(|m| m.blocks() * 512)
-            .unwrap_or(0)
+        std::fs::metadata(self.path.join("data.mdb")).map(|m| m.blocks() * 512).unwrap_or(0)
     }
 
     /// Makes every commit so far durable (used on close and by `Durability::None` callers).
@@ -270,12 +229,8 @@ pub trait Reader {
     fn scan<'t>(&'t self, table: Table, start: &[u8]) -> Result<Scan<'t>>;
 
     /// Entries whose key starts with `prefix`, in key order.
-    fn prefix<'t>(&'t self, table: Table, prefix: &'t [u8]) -> Result<Prefix<'t>> {
-        Ok(Prefix {
-            inner: self.scan(table, prefix)?,
-            prefix,
-            table,
-        })
+    fn prefix<'t>(&'t self, table: Table, prefix: &[u8]) -> Result<Prefix<'t>> {
+        Ok(Prefix { inner: self.scan(table, prefix)?, prefix: prefix.to_vec() })
     }
 
     /// Is there any key starting with `prefix`?
@@ -303,30 +258,21 @@ impl<'t> Iterator for Scan<'t> {
 
 pub struct Prefix<'t> {
     inner: Scan<'t>,
-    prefix: &'t [u8],
-    table: Table,
+    prefix: Vec<u8>,
 }
 
 impl<'t> Iterator for Prefix<'t> {
     type Item = Result<(&'t [u8], &'t [u8])>;
     fn next(&mut self) -> Option<Self::Item> {
         match self.inner.next()? {
-            Ok((k, v)) if k.starts_with(self.prefix) => Some(Ok((k, v))),
+            Ok((k, v)) if k.starts_with(&self.prefix) => Some(Ok((k, v))),
             Ok(_) => None,
-            Err(e) => {
-                let _ = self.table;
-                Some(Err(e))
-            }
+            Err(e) => Some(Err(e)),
         }
     }
 }
 
-fn get_in<'t>(
-    store: &Store,
-    txn: &'t RoTxn<'_>,
-    table: Table,
-    key: &[u8],
-) -> Result<Option<&'t [u8]>> {
+fn get_in<'t>(store: &Store, txn: &'t RoTxn<'_>, table: Table, key: &[u8]) -> Result<Option<&'t [u8]>> {
     store.db(table).get(txn, key).map_err(lmdb(table))
 }
 
@@ -379,11 +325,7 @@ impl<'s> WriteTxn<'s> {
     fn check_key(&self, table: Table, key: &[u8]) -> Result<()> {
         let max = 511;
         if key.len() > max {
-            return Err(StorageError::KeyTooLong {
-                table: table.name(),
-                len: key.len(),
-                max,
-            });
+            return Err(StorageError::KeyTooLong { table: table.name(), len: key.len(), max });
         }
         Ok(())
     }
@@ -395,26 +337,18 @@ impl<'s> WriteTxn<'s> {
         if self.undo.len() >= MAX_UNDO_ENTRIES {
             return Err(StorageError::Io {
                 path: self.store.path.display().to_string(),
-                source: std::io::Error::other(
-                    "transaction too large to undo: more than 64M writes",
-                ),
+                source: std::io::Error::other("transaction too large to undo: more than 64M writes"),
             });
         }
         let old = get_in(self.store, &self.txn, table, key)?.map(<[u8]>::to_vec);
-        self.undo.push(UndoEntry {
-            table,
-            key: key.to_vec(),
-            old,
-        });
+        self.undo.push(UndoEntry { table, key: key.to_vec(), old });
         Ok(())
     }
 
     fn note_full(&mut self, e: StorageError) -> StorageError {
         if let StorageError::MapFull { .. } = e {
             self.map_full = true;
-            return StorageError::MapFull {
-                map_size: self.store.map_size(),
-            };
+            return StorageError::MapFull { map_size: self.store.map_size() };
         }
         e
     }
@@ -422,22 +356,14 @@ impl<'s> WriteTxn<'s> {
     pub fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> Result<()> {
         self.check_key(table, key)?;
         self.remember(table, key)?;
-        let r = self
-            .store
-            .db(table)
-            .put(&mut self.txn, key, value)
-            .map_err(lmdb(table));
+        let r = self.store.db(table).put(&mut self.txn, key, value).map_err(lmdb(table));
         r.map_err(|e| self.note_full(e))
     }
 
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&mut self, table: Table, key: &[u8]) -> Result<bool> {
         self.remember(table, key)?;
-        let r = self
-            .store
-            .db(table)
-            .delete(&mut self.txn, key)
-            .map_err(lmdb(table));
+        let r = self.store.db(table).delete(&mut self.txn, key).map_err(lmdb(table));
         r.map_err(|e| self.note_full(e))
     }
 
@@ -447,21 +373,13 @@ impl<'s> WriteTxn<'s> {
     }
 
     pub fn savepoint(&self) -> Savepoint {
-        assert!(
-            self.undo_enabled,
-            "savepoint taken without enable_savepoints"
-        );
+        assert!(self.undo_enabled, "savepoint taken without enable_savepoints");
         Savepoint(self.undo.len())
     }
 
     /// Undoes every write made since `sp`, newest first.
     pub fn rollback_to(&mut self, sp: Savepoint) -> Result<()> {
-        assert!(
-            sp.0 <= self.undo.len(),
-            "savepoint {} beyond undo log {}",
-            sp.0,
-            self.undo.len()
-        );
+        assert!(sp.0 <= self.undo.len(), "savepoint {} beyond undo log {}", sp.0, self.undo.len());
         while self.undo.len() > sp.0 {
             let Some(entry) = self.undo.pop() else { break };
             let db = self.store.db(entry.table);
@@ -469,8 +387,7 @@ impl<'s> WriteTxn<'s> {
                 Some(old) => db.put(&mut self.txn, &entry.key, &old).map(|_| ()),
                 None => db.delete(&mut self.txn, &entry.key).map(|_| ()),
             };
-            r.map_err(lmdb(entry.table))
-                .map_err(|e| self.note_full(e))?;
+            r.map_err(lmdb(entry.table)).map_err(|e| self.note_full(e))?;
         }
         Ok(())
     }
@@ -482,14 +399,9 @@ impl<'s> WriteTxn<'s> {
     }
 
     pub fn commit(self) -> Result<()> {
-        assert!(
-            !self.map_full,
-            "commit after a map-full write; abort and grow instead"
-        );
+        assert!(!self.map_full, "commit after a map-full write; abort and grow instead");
         self.txn.commit().map_err(|e| match e {
-            heed::Error::Mdb(heed::MdbError::MapFull) => StorageError::MapFull {
-                map_size: self.store.map_size(),
-            },
+            heed::Error::Mdb(heed::MdbError::MapFull) => StorageError::MapFull { map_size: self.store.map_size() },
             e => StorageError::Env(e),
         })
     }
@@ -509,11 +421,7 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path) -> Arc<Store> {
-        let opts = StoreOptions {
-            durability: Durability::None,
-            initial_map_size: 1 << 20,
-            ..Default::default()
-        };
+        let opts = StoreOptions { durability: Durability::None, initial_map_size: 1 << 20, ..Default::default() };
         Store::open(dir, true, opts).unwrap()
     }
 
@@ -530,16 +438,8 @@ mod tests {
         let mut w = store.write().unwrap();
         w.put(Table::Meta, b"a3", b"x").unwrap();
         w.commit().unwrap();
-        let keys: Vec<_> = snap
-            .prefix(Table::Meta, b"a")
-            .unwrap()
-            .map(|r| r.unwrap().0.to_vec())
-            .collect();
-        assert_eq!(
-            keys,
-            vec![b"a1".to_vec(), b"a2".to_vec()],
-            "snapshot must not see later commit"
-        );
+        let keys: Vec<_> = snap.prefix(Table::Meta, b"a").unwrap().map(|r| r.unwrap().0.to_vec()).collect();
+        assert_eq!(keys, vec![b"a1".to_vec(), b"a2".to_vec()], "snapshot must not see later commit");
         drop(snap);
         let r = store.read().unwrap();
         assert_eq!(r.prefix(Table::Meta, b"a").unwrap().count(), 3);

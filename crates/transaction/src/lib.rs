@@ -1,1 +1,41 @@
+//! Layer 4: transactions — atomic requests, group commit, versions and change sets.
+//!
+//! A request is a closure over a [`WriteGraph`]. Requests from many threads queue up; one of
+//! the waiting threads leads: it runs a batch of them in one LMDB write transaction, each
+//! under its own savepoint (a failing request is rolled back alone and keeps its error),
+//! commits once (one fsync for the whole batch), then wakes everyone with their own result.
+//! A lone writer leads its own one-request batch, so there is no thread hand-off.
 
+mod database;
+mod feed;
+mod group_commit;
+
+pub use database::{Committed, Database, DatabaseOptions, Snapshot};
+pub use espalier_data::{Change, ChangeSet, DataError, Graph, NodePath, NodeRef, WriteGraph};
+pub use espalier_storage::Durability;
+pub use feed::{FeedItem, Subscription};
+
+/// Failures of the transaction machinery itself (not of a request's own logic).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TxError {
+    #[error("commit failed: {0}")]
+    Commit(String),
+    #[error("the request panicked: {0}")]
+    Panicked(String),
+    #[error("the database map could not grow: {0}")]
+    MapFull(String),
+    #[error("{0}")]
+    Open(String),
+}
+
+impl From<DataError> for TxError {
+    fn from(e: DataError) -> TxError {
+        TxError::Commit(e.to_string())
+    }
+}
+
+impl From<espalier_storage::StorageError> for TxError {
+    fn from(e: espalier_storage::StorageError) -> TxError {
+        TxError::Commit(e.to_string())
+    }
+}

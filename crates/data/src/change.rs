@@ -1,0 +1,123 @@
+//! Change sets: what one committed instruction (or transaction) changed, in order, with old
+//! and new values. Subscriptions, derived properties, indexes and the change log read these.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// One step from the root towards a node, in instruction notation when displayed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathStep {
+    /// `+ 'g'`
+    Group(String),
+    /// `. 'd' : "k"` (or `% 'm' : ["a", "b"]` for a matrix; `matrix` tells which)
+    Entry { collection: String, key: Vec<String>, matrix: bool },
+    /// `? 'sg' * 's'`
+    State { stategroup: String, state: String },
+}
+
+/// The path of a node from the root. Displays as an instruction node path.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodePath(pub Vec<PathStep>);
+
+fn quote_name(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    write!(f, "'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Writes a key as the instruction language does: `"k"` or `["a", "b"]`.
+pub fn fmt_key(f: &mut fmt::Formatter<'_>, key: &[String]) -> fmt::Result {
+    let one = |f: &mut fmt::Formatter<'_>, k: &str| write!(f, "{}", serde_json::Value::from(k));
+    match key {
+        [single] => one(f, single),
+        many => {
+            write!(f, "[")?;
+            for (i, k) in many.iter().enumerate() {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                one(f, k)?;
+            }
+            write!(f, "]")
+        }
+    }
+}
+
+impl fmt::Display for NodePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "root");
+        }
+        for (i, step) in self.0.iter().enumerate() {
+            if i > 0 {
+                write!(f, " ")?;
+            }
+            match step {
+                PathStep::Group(g) => {
+                    write!(f, "+ ")?;
+                    quote_name(f, g)?;
+                }
+                PathStep::Entry { collection, key, matrix } => {
+                    write!(f, "{} ", if *matrix { '%' } else { '.' })?;
+                    quote_name(f, collection)?;
+                    write!(f, " : ")?;
+                    fmt_key(f, key)?;
+                }
+                PathStep::State { stategroup, state } => {
+                    write!(f, "? ")?;
+                    quote_name(f, stategroup)?;
+                    write!(f, " * ")?;
+                    quote_name(f, state)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
+pub enum Change {
+    Number {
+        node: NodePath,
+        property: String,
+        old: i64,
+        new: i64,
+    },
+    Text {
+        node: NodePath,
+        property: String,
+        old: String,
+        new: String,
+    },
+    /// `old` is `None` when the reference is set on a node created by the same instruction.
+    Reference {
+        node: NodePath,
+        property: String,
+        old: Option<Vec<String>>,
+        new: Vec<String>,
+    },
+    EntryAdded {
+        node: NodePath,
+        collection: String,
+        key: Vec<String>,
+    },
+    EntryRemoved {
+        node: NodePath,
+        collection: String,
+        key: Vec<String>,
+    },
+    StateSwitched {
+        node: NodePath,
+        stategroup: String,
+        old: String,
+        new: String,
+    },
+}
+
+/// Everything one committed request changed, stamped with its version (commit order).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSet {
+    pub version: u64,
+    pub changes: Vec<Change>,
+}

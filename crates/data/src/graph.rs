@@ -1,0 +1,346 @@
+//! Reading the typed graph: properties of nodes, entries of collections, states, references
+//! forwards and backwards, and the path of any node.
+
+use std::borrow::Cow;
+
+use espalier_schema::{
+    DownStep, NodeTypeId, ParentLink, PropertyId, PropertyKind, ReferenceTarget, Schema, StateIndex, UpStep,
+};
+use espalier_storage::{Reader, Table};
+
+use crate::change::{NodePath, PathStep};
+use crate::keys::{self, u64_be, u64_le};
+use crate::record::{self, Header, NodeId, NodeRef};
+use crate::{strings, DataError, Result};
+
+/// Longest walk up or down a path; schemas are far shallower, so hitting it means corruption.
+const MAX_DEPTH: usize = 1024;
+
+/// The key of an entry: a dictionary's text key, or the target record of a matrix entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKey<'k> {
+    Text(&'k str),
+    Target(NodeId),
+}
+
+impl EntryKey<'_> {
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            EntryKey::Text(t) => Cow::Borrowed(t.as_bytes()),
+            EntryKey::Target(id) => Cow::Owned(id.to_be_bytes().to_vec()),
+        }
+    }
+}
+
+/// Read access to the graph in one snapshot (or in the write transaction).
+#[derive(Clone, Copy)]
+pub struct Graph<'a> {
+    pub schema: &'a Schema,
+    pub txn: &'a dyn Reader,
+}
+
+impl<'a> Graph<'a> {
+    pub fn new(schema: &'a Schema, txn: &'a dyn Reader) -> Graph<'a> {
+        Graph { schema, txn }
+    }
+
+    pub fn record(&self, id: NodeId) -> Result<&'a [u8]> {
+        self.txn
+            .get(Table::Nodes, &keys::node(id))?
+            .ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
+    }
+
+    pub fn exists(&self, id: NodeId) -> Result<bool> {
+        Ok(self.txn.get(Table::Nodes, &keys::node(id))?.is_some())
+    }
+
+    pub fn header(&self, id: NodeId) -> Result<Header> {
+        record::header(self.record(id)?)
+    }
+
+    /// The record holding `node`'s slots.
+    fn host(&self, node: NodeRef) -> Result<&'a [u8]> {
+        if node.id == 0 {
+            return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
+        }
+        self.record(node.id)
+    }
+
+    fn slot_u64(&self, node: NodeRef, property: PropertyId, extra: usize) -> Result<u64> {
+        debug_assert_eq!(self.schema.property(property).owner, node.ty, "property of another node type");
+        record::read_u64(self.host(node)?, record::slot(self.schema, property) + extra)
+    }
+
+    pub fn number(&self, node: NodeRef, property: PropertyId) -> Result<i64> {
+        Ok(self.slot_u64(node, property, 0)? as i64)
+    }
+
+    pub fn text_id(&self, node: NodeRef, property: PropertyId) -> Result<u64> {
+        self.slot_u64(node, property, 0)
+    }
+
+    pub fn text(&self, node: NodeRef, property: PropertyId) -> Result<String> {
+        strings::get(self.txn, self.text_id(node, property)?)
+    }
+
+    pub fn string(&self, id: u64) -> Result<String> {
+        strings::get(self.txn, id)
+    }
+
+    pub fn string_count(&self, id: u64) -> Result<u64> {
+        strings::count(self.txn, id)
+    }
+
+    /// The target record of a reference (0 only while the creating instruction runs).
+    pub fn reference(&self, node: NodeRef, property: PropertyId) -> Result<NodeId> {
+        self.slot_u64(node, property, 0)
+    }
+
+    /// Number of entries in a dictionary or matrix.
+    pub fn count(&self, node: NodeRef, property: PropertyId) -> Result<u64> {
+        self.slot_u64(node, property, 0)
+    }
+
+    /// The selected state and its node.
+    pub fn state(&self, node: NodeRef, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
+        let record = self.host(node)?;
+        let at = record::slot(self.schema, property);
+        let index = record::read_u64(record, at)?;
+        let id = record::read_u64(record, at + 8)?;
+        let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
+            return Err(DataError::Corrupt(format!("property {property} is not a stategroup")));
+        };
+        let state = states
+            .get(index as usize)
+            .ok_or_else(|| DataError::Corrupt(format!("state index {index} out of range")))?;
+        Ok((index as StateIndex, NodeRef { id, ty: state.node }))
+    }
+
+    pub fn state_name(&self, property: PropertyId, index: StateIndex) -> &'a str {
+        match &self.schema.property(property).kind {
+            PropertyKind::StateGroup { states } => states.get(index as usize).map_or("?", |s| s.name.as_str()),
+            _ => "?",
+        }
+    }
+
+    /// The node of a group property.
+    pub fn group(&self, node: NodeRef, property: PropertyId) -> NodeRef {
+        match self.schema.property(property).kind {
+            PropertyKind::Group { node: ty } => NodeRef { id: node.id, ty },
+            _ => panic!("property {property} is not a group"),
+        }
+    }
+
+    /// The node type of the entries of a dictionary or matrix.
+    pub fn entry_type(&self, property: PropertyId) -> NodeTypeId {
+        match self.schema.property(property).kind {
+            PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => node,
+            _ => panic!("property {property} is not a collection"),
+        }
+    }
+
+    pub fn find_entry(&self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<Option<NodeRef>> {
+        let k = keys::entry(owner.id, property, &key.bytes());
+        match self.txn.get(Table::Entries, &k)? {
+            Some(v) => {
+                let id = u64_le(v).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
+                Ok(Some(NodeRef { id, ty: self.entry_type(property) }))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The entries of a collection in key order: (key bytes, entry node).
+    pub fn entries(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+    ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeRef)>> + 'a> {
+        let ty = self.entry_type(property);
+        let iter = self.txn.prefix(Table::Entries, &keys::collection(owner.id, property))?;
+        Ok(iter.map(move |item| {
+            let (k, v) = item?;
+            let id = u64_le(v).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
+            Ok((&k[12..], NodeRef { id, ty }))
+        }))
+    }
+
+    /// The node `node` hangs under, or `None` for the root.
+    pub fn parent(&self, node: NodeRef) -> Result<Option<NodeRef>> {
+        let nt = self.schema.node_type(node.ty);
+        let property = match nt.parent {
+            ParentLink::Root => return Ok(None),
+            ParentLink::Group { property } => {
+                return Ok(Some(NodeRef { id: node.id, ty: self.schema.property(property).owner }))
+            }
+            ParentLink::DictionaryEntry { property }
+            | ParentLink::MatrixEntry { property }
+            | ParentLink::State { property, .. } => property,
+        };
+        if node.id == 0 {
+            return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
+        }
+        let h = self.header(node.id)?;
+        Ok(Some(NodeRef { id: h.parent, ty: self.schema.property(property).owner }))
+    }
+
+    /// The key of entry `node` as the instruction language writes it: one text for a
+    /// dictionary entry, the target's (possibly compound) key for a matrix entry.
+    pub fn entry_key(&self, node: NodeRef) -> Result<Vec<String>> {
+        let record = self.record(node.id)?;
+        let raw = record::key(self.schema, record)?;
+        match self.schema.node_type(node.ty).parent {
+            ParentLink::DictionaryEntry { .. } => Ok(vec![String::from_utf8_lossy(raw).into_owned()]),
+            ParentLink::MatrixEntry { property } => {
+                let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
+                    return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
+                };
+                let id = u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))?;
+                self.target_key(id, target)
+            }
+            _ => Err(DataError::Corrupt(format!("record {} is not an entry", node.id))),
+        }
+    }
+
+    /// The target record of a matrix entry.
+    pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
+        let raw = record::key(self.schema, self.record(node.id)?)?;
+        u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))
+    }
+
+    /// The path from the root to `node`.
+    pub fn path(&self, node: NodeRef) -> Result<NodePath> {
+        let mut steps = Vec::new();
+        let mut at = node;
+        for _ in 0..MAX_DEPTH {
+            let nt = self.schema.node_type(at.ty);
+            let step = match nt.parent {
+                ParentLink::Root => {
+                    steps.reverse();
+                    return Ok(NodePath(steps));
+                }
+                ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
+                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => PathStep::Entry {
+                    collection: self.schema.property(property).name.clone(),
+                    key: self.entry_key(at)?,
+                    matrix: matches!(nt.parent, ParentLink::MatrixEntry { .. }),
+                },
+                ParentLink::State { property, state } => PathStep::State {
+                    stategroup: self.schema.property(property).name.clone(),
+                    state: self.state_name(property, state).to_string(),
+                },
+            };
+            steps.push(step);
+            at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?;
+        }
+        Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
+    }
+
+    /// Path of a node for messages; never fails (falls back to the record id).
+    pub fn describe(&self, node: NodeRef) -> String {
+        match self.path(node) {
+            Ok(p) => p.to_string(),
+            Err(_) => format!("record {}", node.id),
+        }
+    }
+
+    /// Finds the entry a reference or matrix key designates, starting from `from` (the node
+    /// that declares the reference). `key` has one component per dictionary on the path.
+    pub fn resolve(&self, from: NodeRef, target: &ReferenceTarget, key: &[String]) -> Result<NodeRef> {
+        assert_eq!(key.len(), target.key_arity, "key arity checked by the caller");
+        let mut at = from;
+        for step in &target.up {
+            let parent_ok = matches!(
+                (step, self.schema.node_type(at.ty).parent),
+                (UpStep::Group, ParentLink::Group { .. })
+                    | (UpStep::DictionaryEntry, ParentLink::DictionaryEntry { .. })
+                    | (UpStep::MatrixEntry, ParentLink::MatrixEntry { .. })
+                    | (UpStep::State, ParentLink::State { .. })
+            );
+            assert!(parent_ok, "schema checked up step {step:?} from type {}", at.ty);
+            at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("up step from the root".into()))?;
+        }
+        let mut components = key.iter();
+        for step in &target.down {
+            at = match *step {
+                DownStep::Group(p) => self.group(at, p),
+                DownStep::State { stategroup, state } => {
+                    let (current, node) = self.state(at, stategroup)?;
+                    if current != state {
+                        return Err(DataError::StateNotSelected {
+                            node: self.describe(at),
+                            stategroup: self.schema.property(stategroup).name.clone(),
+                            expected: self.state_name(stategroup, state).to_string(),
+                            actual: self.state_name(stategroup, current).to_string(),
+                        });
+                    }
+                    node
+                }
+                DownStep::Dictionary(p) => {
+                    let k = components.next().map(String::as_str).unwrap_or_default();
+                    match self.find_entry(at, p, EntryKey::Text(k))? {
+                        Some(entry) => entry,
+                        None => {
+                            return Err(DataError::KeyMissing {
+                                collection: self.collection_path(at, p),
+                                key: format!("{:?}", k),
+                            })
+                        }
+                    }
+                }
+            };
+        }
+        Ok(at)
+    }
+
+    /// `<owner path> . 'name'` for messages.
+    pub fn collection_path(&self, owner: NodeRef, property: PropertyId) -> String {
+        let p = self.schema.property(property);
+        let sym = if matches!(p.kind, PropertyKind::Matrix { .. }) { '%' } else { '.' };
+        let owner = self.describe(owner);
+        if owner == "root" {
+            format!("{sym} '{}'", p.name)
+        } else {
+            format!("{owner} {sym} '{}'", p.name)
+        }
+    }
+
+    /// The key a reference holds when it points at `target_id`.
+    pub fn target_key(&self, target_id: NodeId, target: &ReferenceTarget) -> Result<Vec<String>> {
+        let mut key = Vec::with_capacity(target.key_arity);
+        let mut at = NodeRef { id: target_id, ty: target.entry_type };
+        for _ in 0..MAX_DEPTH {
+            if key.len() == target.key_arity {
+                key.reverse();
+                return Ok(key);
+            }
+            if let ParentLink::DictionaryEntry { .. } = self.schema.node_type(at.ty).parent {
+                let raw = record::key(self.schema, self.record(at.id)?)?;
+                key.push(String::from_utf8_lossy(raw).into_owned());
+            }
+            at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("reference key walk reached the root".into()))?;
+        }
+        Err(DataError::Corrupt("reference key walk too deep".into()))
+    }
+
+    /// Every (source record, property) that links to `target` (references and matrix keys).
+    pub fn links_to(&self, target: NodeId) -> Result<impl Iterator<Item = Result<(NodeId, PropertyId)>> + 'a> {
+        let iter = self.txn.prefix(Table::Links, &target.to_be_bytes())?;
+        Ok(iter.map(|item| {
+            let (k, _) = item?;
+            let (_, source, property) = keys::parse_link(k).ok_or_else(|| DataError::Corrupt("bad link key".into()))?;
+            Ok((source, property))
+        }))
+    }
+
+    /// The node that declares property `property` inside record `source` (for messages and
+    /// backwards navigation): the record's node, or one of its inline groups.
+    pub fn declaring_node(&self, source: NodeId, property: PropertyId) -> Result<NodeRef> {
+        let p = self.schema.property(property);
+        if let PropertyKind::Matrix { node, .. } = p.kind {
+            // A matrix link's source is the matrix entry itself.
+            return Ok(NodeRef { id: source, ty: node });
+        }
+        Ok(NodeRef { id: source, ty: p.owner })
+    }
+}

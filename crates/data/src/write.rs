@@ -1,0 +1,434 @@
+//! Changing the typed graph inside the write transaction, keeping the reverse-link index,
+//! string counts and entry counts exact, enforcing the integrity rule (nothing referred to
+//! can be removed), and recording every change for the change set.
+
+use espalier_schema::{NodeTypeId, PropertyId, PropertyKind, Schema, StateIndex, Storage};
+use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
+
+use crate::change::{Change, ChangeSet};
+use crate::graph::{EntryKey, Graph};
+use crate::keys::{self, meta, MAX_KEY_BYTES};
+use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
+use crate::{strings, DataError, Result};
+
+/// Deepest ancestry walk when checking whether a referrer lies inside a removed subtree.
+const MAX_DEPTH: usize = 1024;
+
+pub struct WriteGraph<'a, 's> {
+    pub schema: &'a Schema,
+    txn: &'a mut WriteTxn<'s>,
+    next_node: u64,
+    next_string: u64,
+    changes: Vec<Change>,
+}
+
+/// Where to roll one instruction back to.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphSavepoint {
+    storage: Savepoint,
+    changes: usize,
+}
+
+fn read_counter(txn: &dyn Reader, name: &[u8], default: u64) -> Result<u64> {
+    match txn.get(Table::Meta, name)? {
+        Some(v) => keys::u64_le(v).ok_or_else(|| DataError::Corrupt(format!("meta counter {:?}", name))),
+        None => Ok(default),
+    }
+}
+
+impl<'a, 's> WriteGraph<'a, 's> {
+    pub fn new(schema: &'a Schema, txn: &'a mut WriteTxn<'s>) -> Result<WriteGraph<'a, 's>> {
+        let next_node = read_counter(txn, meta::NEXT_NODE, ROOT_ID)?;
+        let next_string = read_counter(txn, meta::NEXT_STRING, 1)?;
+        Ok(WriteGraph { schema, txn, next_node, next_string, changes: Vec::new() })
+    }
+
+    /// Read access that sees this transaction's own writes.
+    pub fn graph(&self) -> Graph<'_> {
+        Graph::new(self.schema, &*self.txn)
+    }
+
+    pub fn txn(&mut self) -> &mut WriteTxn<'s> {
+        self.txn
+    }
+
+    pub fn savepoint(&mut self) -> GraphSavepoint {
+        self.txn.enable_savepoints();
+        GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len() }
+    }
+
+    /// Undoes every write and forgets every change since `sp`.
+    pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
+        self.txn.rollback_to(sp.storage)?;
+        self.changes.truncate(sp.changes);
+        Ok(())
+    }
+
+    /// Takes the changes recorded since the last call (one request's change set).
+    pub fn take_changes(&mut self, version: u64) -> ChangeSet {
+        ChangeSet { version, changes: std::mem::take(&mut self.changes) }
+    }
+
+    pub fn pending_changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Writes the id counters back; call once before commit.
+    pub fn finish(&mut self) -> Result<()> {
+        self.txn.put(Table::Meta, meta::NEXT_NODE, &self.next_node.to_le_bytes())?;
+        self.txn.put(Table::Meta, meta::NEXT_STRING, &self.next_string.to_le_bytes())?;
+        Ok(())
+    }
+
+    /// Creates the root record of an empty database (id 1) with default values.
+    pub fn init_root(&mut self) -> Result<NodeRef> {
+        assert_eq!(self.next_node, ROOT_ID, "root created twice");
+        let id = self.create_node(espalier_schema::ROOT, 0, NO_PARENT, &[])?;
+        assert_eq!(id, ROOT_ID);
+        Ok(NodeRef::ROOT)
+    }
+
+    /// Allocates and stores a record for a node of type `ty` (0 for an empty state), with
+    /// defaults: numbers 0, texts "", collections empty, each stategroup in its first state
+    /// (whose node is created likewise). References stay 0 until the caller sets them.
+    fn create_node(
+        &mut self,
+        ty: NodeTypeId,
+        parent: NodeId,
+        parent_property: PropertyId,
+        key: &[u8],
+    ) -> Result<NodeId> {
+        if self.schema.node_type(ty).storage == Storage::Empty {
+            return Ok(0);
+        }
+        assert!(matches!(self.schema.node_type(ty).storage, Storage::Record { .. }), "inline node has no record");
+        let id = self.next_node;
+        self.next_node += 1;
+        let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
+        self.fill_defaults(&mut rec, id, ty)?;
+        self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
+        Ok(id)
+    }
+
+    fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<()> {
+        let schema = self.schema;
+        for &p in &schema.node_type(logical).properties {
+            match &schema.property(p).kind {
+                PropertyKind::StateGroup { states } => {
+                    let first = states.first().ok_or_else(|| DataError::Corrupt("stategroup without states".into()))?;
+                    let child = self.create_node(first.node, id, p, &[])?;
+                    let at = record::slot(schema, p);
+                    record::write_u64(rec, at, 0)?;
+                    record::write_u64(rec, at + 8, child)?;
+                }
+                PropertyKind::Group { node } => self.fill_defaults(rec, id, *node)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn load(&self, id: NodeId) -> Result<Vec<u8>> {
+        Ok(self.graph().record(id)?.to_vec())
+    }
+
+    fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
+        self.txn.put(Table::Nodes, &keys::node(id), rec)?;
+        Ok(())
+    }
+
+    fn path(&self, node: NodeRef) -> Result<crate::NodePath> {
+        self.graph().path(node)
+    }
+
+    pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
+        debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
+        let mut rec = self.load(node.id)?;
+        let at = record::slot(self.schema, property);
+        let old = record::read_u64(&rec, at)? as i64;
+        record::write_u64(&mut rec, at, value as u64)?;
+        self.store(node.id, &rec)?;
+        let change = Change::Number {
+            node: self.path(node)?,
+            property: self.schema.property(property).name.clone(),
+            old,
+            new: value,
+        };
+        self.changes.push(change);
+        Ok(old)
+    }
+
+    pub fn set_text(&mut self, node: NodeRef, property: PropertyId, value: &str) -> Result<String> {
+        debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Text));
+        let mut rec = self.load(node.id)?;
+        let at = record::slot(self.schema, property);
+        let old_id = record::read_u64(&rec, at)?;
+        let old = strings::get(&*self.txn, old_id)?;
+        // Acquire before release: setting the same text must not free it in between.
+        let new_id = strings::acquire(self.txn, value, &mut self.next_string)?;
+        strings::release(self.txn, old_id)?;
+        record::write_u64(&mut rec, at, new_id)?;
+        self.store(node.id, &rec)?;
+        let change = Change::Text {
+            node: self.path(node)?,
+            property: self.schema.property(property).name.clone(),
+            old: old.clone(),
+            new: value.to_string(),
+        };
+        self.changes.push(change);
+        Ok(old)
+    }
+
+    /// Points a reference at `target` (an entry the caller resolved); returns the old target.
+    pub fn set_reference(&mut self, node: NodeRef, property: PropertyId, target: NodeId) -> Result<NodeId> {
+        let PropertyKind::Reference { target: path } = &self.schema.property(property).kind else {
+            panic!("property {property} is not a reference");
+        };
+        assert_ne!(target, 0, "reference set to no record");
+        let mut rec = self.load(node.id)?;
+        let at = record::slot(self.schema, property);
+        let old = record::read_u64(&rec, at)?;
+        let old_key = if old != 0 { Some(self.graph().target_key(old, path)?) } else { None };
+        if old != 0 {
+            self.txn.delete(Table::Links, &keys::link(old, node.id, property))?;
+        }
+        self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
+        record::write_u64(&mut rec, at, target)?;
+        self.store(node.id, &rec)?;
+        let change = Change::Reference {
+            node: self.path(node)?,
+            property: self.schema.property(property).name.clone(),
+            old: old_key,
+            new: self.graph().target_key(target, path)?,
+        };
+        self.changes.push(change);
+        Ok(old)
+    }
+
+    fn bump_count(&mut self, owner: NodeRef, property: PropertyId, delta: i64) -> Result<()> {
+        let mut rec = self.load(owner.id)?;
+        let at = record::slot(self.schema, property);
+        let count = record::read_u64(&rec, at)?;
+        let next = count
+            .checked_add_signed(delta)
+            .ok_or_else(|| DataError::Corrupt(format!("entry count {count} {delta:+}")))?;
+        record::write_u64(&mut rec, at, next)?;
+        self.store(owner.id, &rec)
+    }
+
+    /// Adds an entry with a default node; fails if the key exists.
+    pub fn add_entry(&mut self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<NodeRef> {
+        let raw = key.bytes();
+        if raw.len() > MAX_KEY_BYTES {
+            return Err(DataError::KeyTooLong { len: raw.len(), max: MAX_KEY_BYTES });
+        }
+        let ty = self.graph().entry_type(property);
+        let k = keys::entry(owner.id, property, &raw);
+        if self.txn.get(Table::Entries, &k)?.is_some() {
+            let g = self.graph();
+            let shown = match key {
+                EntryKey::Text(t) => format!("{t:?}"),
+                EntryKey::Target(id) => format!("{:?}", g.describe(NodeRef { id, ty })),
+            };
+            return Err(DataError::KeyExists { collection: g.collection_path(owner, property), key: shown });
+        }
+        let id = self.create_node(ty, owner.id, property, &raw)?;
+        self.txn.put(Table::Entries, &k, &id.to_le_bytes())?;
+        if let EntryKey::Target(target) = key {
+            self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
+        }
+        self.bump_count(owner, property, 1)?;
+        let entry = NodeRef { id, ty };
+        let change = Change::EntryAdded {
+            node: self.path(owner)?,
+            collection: self.schema.property(property).name.clone(),
+            key: self.graph().entry_key(entry)?,
+        };
+        self.changes.push(change);
+        Ok(entry)
+    }
+
+    /// Removes an entry and everything under it; fails if it is missing or if anything outside
+    /// it refers to it or to anything under it.
+    pub fn remove_entry(&mut self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<()> {
+        let Some(entry) = self.graph().find_entry(owner, property, key)? else {
+            let g = self.graph();
+            let shown = match key {
+                EntryKey::Text(t) => format!("{t:?}"),
+                EntryKey::Target(id) => g.describe(NodeRef { id, ty: g.entry_type(property) }),
+            };
+            return Err(DataError::KeyMissing { collection: g.collection_path(owner, property), key: shown });
+        };
+        let entry_key = self.graph().entry_key(entry)?;
+        let owner_path = self.path(owner)?;
+        self.delete_subtree(entry, entry.id)?;
+        self.txn.delete(Table::Entries, &keys::entry(owner.id, property, &key.bytes()))?;
+        self.bump_count(owner, property, -1)?;
+        self.changes.push(Change::EntryRemoved {
+            node: owner_path,
+            collection: self.schema.property(property).name.clone(),
+            key: entry_key,
+        });
+        Ok(())
+    }
+
+    /// Switches a stategroup to `state` with a default node; fails if it is in that state
+    /// already or if anything refers into the node of the state it leaves.
+    pub fn switch_state(&mut self, node: NodeRef, property: PropertyId, state: StateIndex) -> Result<NodeRef> {
+        let (current, current_node) = self.graph().state(node, property)?;
+        let g = self.graph();
+        let name = |i| g.state_name(property, i).to_string();
+        if current == state {
+            return Err(DataError::AlreadyInState {
+                node: g.describe(node),
+                stategroup: self.schema.property(property).name.clone(),
+                state: name(state),
+            });
+        }
+        let (old_name, new_name) = (name(current), name(state));
+        if current_node.id != 0 {
+            self.delete_subtree(current_node, current_node.id)?;
+        }
+        let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
+            panic!("property {property} is not a stategroup");
+        };
+        let ty = states[state as usize].node;
+        let child = self.create_node(ty, node.id, property, &[])?;
+        let mut rec = self.load(node.id)?;
+        let at = record::slot(self.schema, property);
+        record::write_u64(&mut rec, at, u64::from(state))?;
+        record::write_u64(&mut rec, at + 8, child)?;
+        self.store(node.id, &rec)?;
+        self.changes.push(Change::StateSwitched {
+            node: self.path(node)?,
+            stategroup: self.schema.property(property).name.clone(),
+            old: old_name,
+            new: new_name,
+        });
+        Ok(NodeRef { id: child, ty })
+    }
+
+    /// Is record `source` inside the subtree rooted at record `boundary`?
+    fn is_within(&self, source: NodeId, boundary: NodeId) -> Result<bool> {
+        let g = self.graph();
+        let mut at = source;
+        for _ in 0..MAX_DEPTH {
+            if at == boundary {
+                return Ok(true);
+            }
+            if at == 0 || at == ROOT_ID {
+                return Ok(false);
+            }
+            at = g.header(at)?.parent;
+        }
+        Err(DataError::Corrupt(format!("ancestry of record {source} deeper than {MAX_DEPTH}")))
+    }
+
+    /// Deletes record `node` and all below it, releasing strings and links. Fails (leaving a
+    /// partial deletion for the caller's savepoint to undo) if something outside `boundary`
+    /// refers to any of it.
+    fn delete_subtree(&mut self, node: NodeRef, boundary: NodeId) -> Result<()> {
+        assert_ne!(node.id, 0, "delete of a node without record");
+        let incoming: Vec<(NodeId, PropertyId)> = self.graph().links_to(node.id)?.collect::<Result<_>>()?;
+        for (source, property) in incoming {
+            if !self.is_within(source, boundary)? {
+                let g = self.graph();
+                let referrer = g.declaring_node(source, property)?;
+                return Err(DataError::Referenced {
+                    target: g.describe(node),
+                    referrer: g.describe(referrer),
+                    property: self.schema.property(property).name.clone(),
+                });
+            }
+        }
+        let rec = self.load(node.id)?;
+        self.release_slots(&rec, node.id, node.ty, boundary)?;
+        if let espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
+            let target = self.graph().matrix_target(node)?;
+            self.txn.delete(Table::Links, &keys::link(target, node.id, property))?;
+        }
+        self.txn.delete(Table::Nodes, &keys::node(node.id))?;
+        Ok(())
+    }
+
+    /// Releases what the slots of logical node `logical` (in record `rec`) hold.
+    fn release_slots(&mut self, rec: &[u8], id: NodeId, logical: NodeTypeId, boundary: NodeId) -> Result<()> {
+        let schema = self.schema;
+        for &p in &schema.node_type(logical).properties {
+            let at = record::slot(schema, p);
+            match &schema.property(p).kind {
+                PropertyKind::Number => {}
+                PropertyKind::Text => strings::release(self.txn, record::read_u64(rec, at)?)?,
+                PropertyKind::Reference { .. } => {
+                    let target = record::read_u64(rec, at)?;
+                    if target != 0 {
+                        self.txn.delete(Table::Links, &keys::link(target, id, p))?;
+                    }
+                }
+                PropertyKind::Group { node } => self.release_slots(rec, id, *node, boundary)?,
+                PropertyKind::StateGroup { states } => {
+                    let index = record::read_u64(rec, at)? as usize;
+                    let child = record::read_u64(rec, at + 8)?;
+                    if child != 0 {
+                        let ty = states
+                            .get(index)
+                            .map(|s| s.node)
+                            .ok_or_else(|| DataError::Corrupt("state index".into()))?;
+                        self.delete_subtree(NodeRef { id: child, ty }, boundary)?;
+                    }
+                }
+                PropertyKind::Dictionary { .. } | PropertyKind::Matrix { .. } => {
+                    let owner = NodeRef { id, ty: logical };
+                    let entries: Vec<(Vec<u8>, NodeRef)> = self
+                        .graph()
+                        .entries(owner, p)?
+                        .map(|e| e.map(|(k, n)| (k.to_vec(), n)))
+                        .collect::<Result<_>>()?;
+                    for (k, entry) in entries {
+                        self.delete_subtree(entry, boundary)?;
+                        self.txn.delete(Table::Entries, &keys::entry(id, p, &k))?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first reference in `node` (through groups and states, not collections) that was
+    /// never set — a new node must have all of them set before its instruction ends.
+    pub fn unset_reference(&self, node: NodeRef) -> Result<Option<(NodeRef, PropertyId)>> {
+        if node.id == 0 {
+            return Ok(None);
+        }
+        let g = self.graph();
+        for &p in &self.schema.node_type(node.ty).properties {
+            match &self.schema.property(p).kind {
+                PropertyKind::Reference { .. } if g.reference(node, p)? == 0 => return Ok(Some((node, p))),
+                PropertyKind::Group { .. } => {
+                    if let Some(found) = self.unset_reference(g.group(node, p))? {
+                        return Ok(Some(found));
+                    }
+                }
+                PropertyKind::StateGroup { .. } => {
+                    let (_, state) = g.state(node, p)?;
+                    if let Some(found) = self.unset_reference(state)? {
+                        return Ok(Some(found));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// `unset_reference` as an error.
+    pub fn require_references(&self, node: NodeRef) -> Result<()> {
+        match self.unset_reference(node)? {
+            None => Ok(()),
+            Some((at, p)) => Err(DataError::ReferenceUnset {
+                node: self.graph().describe(at),
+                property: self.schema.property(p).name.clone(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! `Database`: a store, its compiled schema, the write queue and the change feed.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use espalier_data::{meta, ChangeSet, DataError, Graph, WriteGraph};
+use espalier_schema::Schema;
+use espalier_storage::{Durability, ReadTxn, Reader, Store, StoreOptions, Table};
+
+use crate::feed::{Feed, Subscription};
+use crate::group_commit::{BatchRunner, Job, Outcome, TypedJob, WriteQueue};
+use crate::TxError;
+
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    pub durability: Durability,
+    /// Most requests sharing one commit.
+    pub max_batch: usize,
+    pub store: StoreOptions,
+}
+
+impl Default for DatabaseOptions {
+    fn default() -> Self {
+        DatabaseOptions { durability: Durability::Sync, max_batch: 256, store: StoreOptions::default() }
+    }
+}
+
+/// A committed request's result.
+#[derive(Debug)]
+pub struct Committed<R> {
+    pub value: R,
+    /// The version this request's changes carry (commit order).
+    pub version: u64,
+    pub changes: Arc<ChangeSet>,
+}
+
+/// How many times a batch is retried after growing a full map.
+const MAX_GROW_ATTEMPTS: usize = 16;
+
+pub struct Database {
+    store: Arc<Store>,
+    schema: Arc<Schema>,
+    queue: WriteQueue,
+    feed: Feed,
+    version: AtomicU64,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("path", &self.store.path()).finish()
+    }
+}
+
+/// A consistent read-only view: sees every commit before it began, none after.
+pub struct Snapshot<'d> {
+    txn: ReadTxn<'d>,
+    schema: &'d Schema,
+}
+
+impl<'d> Snapshot<'d> {
+    pub fn graph(&self) -> Graph<'_> {
+        Graph::new(self.schema, &self.txn)
+    }
+
+    pub fn reader(&self) -> &ReadTxn<'d> {
+        &self.txn
+    }
+
+    /// The version of the last commit this snapshot sees.
+    pub fn version(&self) -> Result<u64, DataError> {
+        read_u64(&self.txn, meta::VERSION)
+    }
+}
+
+fn read_u64(txn: &dyn Reader, name: &[u8]) -> Result<u64, DataError> {
+    match txn.get(Table::Meta, name)? {
+        Some(v) => v
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| DataError::Corrupt(format!("meta {:?} is not a counter", String::from_utf8_lossy(name)))),
+        None => Ok(0),
+    }
+}
+
+fn store_options(options: &DatabaseOptions) -> StoreOptions {
+    StoreOptions { durability: options.durability, ..options.store.clone() }
+}
+
+impl Database {
+    /// Creates a database at `path` (a directory) for `schema`, with a default root node.
+    /// Fails if a database is already there.
+    pub fn create(path: &Path, schema: Schema, options: DatabaseOptions) -> Result<Arc<Database>, TxError> {
+        if path.join("data.mdb").exists() {
+            return Err(TxError::Open(format!("{} already holds a database", path.display())));
+        }
+        let store = Store::open(path, true, store_options(&options)).map_err(|e| TxError::Open(e.to_string()))?;
+        let db = Database::assemble(store, Arc::new(schema), options, 0);
+        let source = db.schema.source.clone();
+        db.write(move |g: &mut WriteGraph<'_, '_>| -> Result<(), TxError> {
+            let txn = g.txn();
+            txn.put(Table::Meta, meta::SCHEMA, source.as_bytes())?;
+            txn.put(Table::Meta, meta::FORMAT, &meta::FORMAT_VERSION.to_le_bytes())?;
+            g.init_root()?;
+            Ok(())
+        })
+        .map_err(|e| TxError::Open(format!("initialising {}: {e}", path.display())))?;
+        Ok(db)
+    }
+
+    /// Opens an existing database; its schema is the one stored in it.
+    pub fn open(path: &Path, options: DatabaseOptions) -> Result<Arc<Database>, TxError> {
+        let store = Store::open(path, false, store_options(&options)).map_err(|e| TxError::Open(e.to_string()))?;
+        let (source, version) = {
+            let r = store.read().map_err(|e| TxError::Open(e.to_string()))?;
+            let format = read_u64(&r, meta::FORMAT).map_err(|e| TxError::Open(e.to_string()))?;
+            if format != meta::FORMAT_VERSION {
+                return Err(TxError::Open(format!(
+                    "{} has on-disk format {format}; this build reads format {}",
+                    path.display(),
+                    meta::FORMAT_VERSION
+                )));
+            }
+            let source = r
+                .get(Table::Meta, meta::SCHEMA)
+                .map_err(|e| TxError::Open(e.to_string()))?
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .ok_or_else(|| TxError::Open(format!("{} has no schema", path.display())))?;
+            (source, read_u64(&r, meta::VERSION).map_err(|e| TxError::Open(e.to_string()))?)
+        };
+        let schema = espalier_schema::compile(&source).map_err(|d| {
+            TxError::Open(format!("the stored schema does not compile:\n{}", d.render(&source, "schema")))
+        })?;
+        Ok(Database::assemble(store, Arc::new(schema), options, version))
+    }
+
+    fn assemble(store: Arc<Store>, schema: Arc<Schema>, options: DatabaseOptions, version: u64) -> Arc<Database> {
+        Arc::new(Database {
+            store,
+            schema,
+            queue: WriteQueue::new(options.max_batch),
+            feed: Feed::default(),
+            version: AtomicU64::new(version),
+        })
+    }
+
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The version of the last commit.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot<'_>, DataError> {
+        Ok(Snapshot { txn: self.store.read()?, schema: &self.schema })
+    }
+
+    /// Subscribes to every change set committed from now on (bounded queue of `capacity`).
+    pub fn subscribe(&self, capacity: usize) -> Subscription {
+        self.feed.subscribe(capacity)
+    }
+
+    /// Runs `f` atomically as one request: its writes commit together (possibly sharing the
+    /// commit with other threads' requests) or, if it returns an error, not at all.
+    pub fn write<F, R, E>(&self, f: F) -> Result<Committed<R>, E>
+    where
+        F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
+        R: Send,
+        E: Send + From<TxError>,
+    {
+        let (tx, rx) = TypedJob::<F, R, E>::channel();
+        let job: Box<dyn Job + '_> = Box::new(TypedJob { f, result: None, tx });
+        // SAFETY: the job only lives in the queue until it is completed, and `submit` does not
+        // return before this job is completed (it waits for its `Done` signal), so every
+        // borrow the closure holds outlives its use.
+        let job: Box<dyn Job + 'static> = unsafe { std::mem::transmute(job) };
+        self.queue.submit(self, job, rx)
+    }
+
+    fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, BatchError> {
+        let mut txn = self.store.write().map_err(|e| BatchError::Other(e.to_string()))?;
+        let mut version = self.version();
+        let mut results: Vec<Option<Arc<ChangeSet>>> = Vec::with_capacity(batch.len());
+        let single = batch.len() == 1;
+        {
+            let mut g = WriteGraph::new(&self.schema, &mut txn).map_err(|e| BatchError::Other(e.to_string()))?;
+            for job in batch.iter_mut() {
+                // A lone request needs no savepoint: on failure the whole transaction is dropped.
+                let sp = if single { None } else { Some(g.savepoint()) };
+                let keep = job.run(&mut g);
+                if g.txn().map_full() {
+                    return Err(BatchError::MapFull);
+                }
+                if keep {
+                    version += 1;
+                    results.push(Some(Arc::new(g.take_changes(version))));
+                } else {
+                    if let Some(sp) = sp {
+                        g.rollback_to(sp).map_err(|e| BatchError::Other(e.to_string()))?;
+                    }
+                    results.push(None);
+                }
+            }
+            if results.iter().all(Option::is_none) {
+                return Ok(results); // nothing to commit; dropping the transaction aborts it
+            }
+            g.finish().map_err(|e| BatchError::Other(e.to_string()))?;
+            g.txn()
+                .put(Table::Meta, meta::VERSION, &version.to_le_bytes())
+                .map_err(|e| BatchError::Other(e.to_string()))?;
+            if g.txn().map_full() {
+                return Err(BatchError::MapFull);
+            }
+        }
+        txn.commit().map_err(|e| match e {
+            espalier_storage::StorageError::MapFull { .. } => BatchError::MapFull,
+            e => BatchError::Other(e.to_string()),
+        })?;
+        self.version.store(version, Ordering::Release);
+        Ok(results)
+    }
+}
+
+enum BatchError {
+    MapFull,
+    Other(String),
+}
+
+impl BatchRunner for Database {
+    fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) {
+        let mut outcome = Err(TxError::MapFull("gave up after growing the map repeatedly".into()));
+        for _ in 0..MAX_GROW_ATTEMPTS {
+            match self.try_batch(&mut batch) {
+                Ok(results) => {
+                    outcome = Ok(results);
+                    break;
+                }
+                Err(BatchError::MapFull) => {
+                    if let Err(e) = self.store.grow() {
+                        outcome = Err(TxError::MapFull(e.to_string()));
+                        break;
+                    }
+                }
+                Err(BatchError::Other(e)) => {
+                    outcome = Err(TxError::Commit(e));
+                    break;
+                }
+            }
+        }
+        match outcome {
+            Ok(results) => {
+                for (job, changes) in batch.into_iter().zip(results) {
+                    match changes {
+                        Some(changes) => {
+                            self.feed.publish(&changes);
+                            let version = changes.version;
+                            job.complete(Outcome::Committed { version, changes });
+                        }
+                        None => job.complete(Outcome::Rejected),
+                    }
+                }
+            }
+            Err(e) => {
+                for job in batch {
+                    job.complete(Outcome::Failed(e.clone()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The change feed: every committed change set, in commit order, to every subscriber.
+//! Each subscriber has a bounded queue; one that falls behind is told to reload instead of
+//! silently missing changes, and never slows the writer.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use espalier_data::ChangeSet;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedItem {
+    Changes(Arc<ChangeSet>),
+    /// Changes after `last_delivered` were dropped because the queue was full: reload.
+    Lagged {
+        last_delivered: u64,
+    },
+}
+
+struct Subscriber {
+    tx: Sender<Arc<ChangeSet>>,
+    lagged: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+pub(crate) struct Feed {
+    subscribers: Mutex<Vec<Subscriber>>,
+}
+
+/// Upper bound on a subscriber queue.
+pub const MAX_QUEUE: usize = 1 << 20;
+
+impl Feed {
+    pub fn subscribe(&self, capacity: usize) -> Subscription {
+        assert!(capacity > 0 && capacity <= MAX_QUEUE, "subscription capacity {capacity}");
+        let (tx, rx) = bounded(capacity);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        subs.push(Subscriber { tx, lagged: lagged.clone() });
+        Subscription { rx, lagged, last_delivered: 0 }
+    }
+
+    pub fn publish(&self, set: &Arc<ChangeSet>) {
+        let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        subs.retain(|s| {
+            if s.lagged.load(Ordering::Acquire) {
+                return true; // keeps dropping until the subscriber has seen the lag
+            }
+            match s.tx.try_send(set.clone()) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    s.lagged.store(true, Ordering::Release);
+                    true
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            }
+        });
+    }
+}
+
+pub struct Subscription {
+    rx: Receiver<Arc<ChangeSet>>,
+    lagged: Arc<AtomicBool>,
+    last_delivered: u64,
+}
+
+impl Subscription {
+    /// The next item, waiting at most `timeout`.
+    pub fn next_timeout(&mut self, timeout: Duration) -> Option<FeedItem> {
+        // Queued change sets are older than anything dropped: deliver them first.
+        if let Ok(set) = self.rx.try_recv() {
+            self.last_delivered = set.version;
+            return Some(FeedItem::Changes(set));
+        }
+        if self.lagged.swap(false, Ordering::AcqRel) {
+            return Some(FeedItem::Lagged { last_delivered: self.last_delivered });
+        }
+        let set = self.rx.recv_timeout(timeout).ok()?;
+        self.last_delivered = set.version;
+        Some(FeedItem::Changes(set))
+    }
+
+    pub fn try_next(&mut self) -> Option<FeedItem> {
+        self.next_timeout(Duration::ZERO)
+    }
+}

@@ -1,0 +1,330 @@
+//! The data and transaction layers together: typed mutations, integrity, rollback,
+//! group commit from many threads, change sets, reopen.
+
+use std::sync::Arc;
+
+use espalier_data::{Change, DataError, EntryKey, NodeRef, WriteGraph};
+use espalier_schema::{compile, PropertyId, Schema};
+use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
+
+const SCHEMA: &str = "
+root (
+    'Clients' -> dictionary (
+        'Name' -> text
+        'Premium' -> stategroup ( 'No' -> ( ) 'Yes' -> ( 'Since' -> number ) )
+    )
+    'Orders' -> dictionary (
+        'Client' -> reference ( .^ . 'Clients' )
+        'Quantity' -> number
+        'Lines' -> dictionary ( 'Amount' -> number )
+        'Tags' -> matrix ( .^ . 'Clients' ) ( 'Weight' -> number )
+    )
+    'Counter' -> number
+)";
+
+#[derive(Debug, thiserror::Error)]
+enum E {
+    #[error(transparent)]
+    Data(#[from] DataError),
+    #[error(transparent)]
+    Tx(#[from] TxError),
+}
+
+fn prop(s: &Schema, node: u32, name: &str) -> PropertyId {
+    s.find(node, name).unwrap_or_else(|| panic!("no {name}")).id
+}
+
+struct P {
+    clients: PropertyId,
+    name: PropertyId,
+    premium: PropertyId,
+    orders: PropertyId,
+    client: PropertyId,
+
+    lines: PropertyId,
+    tags: PropertyId,
+    counter: PropertyId,
+}
+
+fn props(s: &Schema) -> P {
+    let clients = prop(s, 0, "Clients");
+    let orders = prop(s, 0, "Orders");
+    let client_ty = match s.property(clients).kind {
+        espalier_schema::PropertyKind::Dictionary { node } => node,
+        _ => panic!(),
+    };
+    let order_ty = match s.property(orders).kind {
+        espalier_schema::PropertyKind::Dictionary { node } => node,
+        _ => panic!(),
+    };
+    P {
+        clients,
+        name: prop(s, client_ty, "Name"),
+        premium: prop(s, client_ty, "Premium"),
+        orders,
+        client: prop(s, order_ty, "Client"),
+
+        lines: prop(s, order_ty, "Lines"),
+        tags: prop(s, order_ty, "Tags"),
+        counter: prop(s, 0, "Counter"),
+    }
+}
+
+fn open(dir: &std::path::Path) -> Arc<Database> {
+    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    Database::create(dir, compile(SCHEMA).unwrap(), opts).unwrap()
+}
+
+fn add_client(g: &mut WriteGraph<'_, '_>, p: &P, key: &str, name: &str) -> Result<NodeRef, E> {
+    let c = g.add_entry(NodeRef::ROOT, p.clients, EntryKey::Text(key))?;
+    g.set_text(c, p.name, name)?;
+    Ok(c)
+}
+
+fn add_order(g: &mut WriteGraph<'_, '_>, p: &P, key: &str, client: &str) -> Result<NodeRef, E> {
+    let o = g.add_entry(NodeRef::ROOT, p.orders, EntryKey::Text(key))?;
+    let schema = g.schema;
+    let espalier_schema::PropertyKind::Reference { target } = &schema.property(p.client).kind else { panic!() };
+    let target = g.graph().resolve(o, target, &[client.to_string()])?;
+    g.set_reference(o, p.client, target.id)?;
+    g.require_references(o)?;
+    Ok(o)
+}
+
+#[test]
+fn mutations_read_back_and_produce_change_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let p = props(db.schema());
+    let committed = db
+        .write(|g| -> Result<(), E> {
+            add_client(g, &p, "c1", "Acme")?;
+            add_client(g, &p, "c2", "Acme")?; // same text: one interned copy, count 2
+            add_order(g, &p, "o1", "c1")?;
+            g.set_number(NodeRef::ROOT, p.counter, 7)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(committed.version, 2, "create was version 1");
+    let kinds: Vec<&str> = committed
+        .changes
+        .changes
+        .iter()
+        .map(|c| match c {
+            Change::EntryAdded { .. } => "added",
+            Change::Text { .. } => "text",
+            Change::Reference { .. } => "reference",
+            Change::Number { .. } => "number",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["added", "text", "added", "text", "added", "reference", "number"]);
+    match &committed.changes.changes[5] {
+        Change::Reference { node, property, old, new } => {
+            assert_eq!(node.to_string(), ". 'Orders' : \"o1\"");
+            assert_eq!(property, "Client");
+            assert_eq!(old, &None);
+            assert_eq!(new, &vec!["c1".to_string()]);
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let snap = db.snapshot().unwrap();
+    let g = snap.graph();
+    let c1 = g.find_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1")).unwrap().unwrap();
+    assert_eq!(g.text(c1, p.name).unwrap(), "Acme");
+    assert_eq!(g.string_count(g.text_id(c1, p.name).unwrap()).unwrap(), 2);
+    assert_eq!(g.count(NodeRef::ROOT, p.clients).unwrap(), 2);
+    let o1 = g.find_entry(NodeRef::ROOT, p.orders, EntryKey::Text("o1")).unwrap().unwrap();
+    assert_eq!(g.reference(o1, p.client).unwrap(), c1.id);
+    let back: Vec<_> = g.links_to(c1.id).unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(back, vec![(o1.id, p.client)], "reference navigable backwards");
+    assert_eq!(g.number(NodeRef::ROOT, p.counter).unwrap(), 7);
+    assert_eq!(snap.version().unwrap(), 2);
+}
+
+#[test]
+fn integrity_rules_and_failures_roll_back_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let p = props(db.schema());
+    db.write(|g| -> Result<(), E> {
+        add_client(g, &p, "c1", "A")?;
+        add_order(g, &p, "o1", "c1")?;
+        Ok(())
+    })
+    .unwrap();
+
+    // Removing a referred-to client fails and names the referrer.
+    let err = db
+        .write(|g| -> Result<(), E> { Ok(g.remove_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1"))?) })
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot remove . 'Clients' : \"c1\": . 'Orders' : \"o1\" refers to it through 'Client'"
+    );
+
+    // A failure after successful steps undoes the steps too.
+    let err = db
+        .write(|g| -> Result<(), E> {
+            g.set_number(NodeRef::ROOT, p.counter, 99)?;
+            add_client(g, &p, "c2", "B")?;
+            add_client(g, &p, "c1", "dup")?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(err.to_string(), ". 'Clients' already has an entry \"c1\"");
+    let snap = db.snapshot().unwrap();
+    let g = snap.graph();
+    assert_eq!(g.number(NodeRef::ROOT, p.counter).unwrap(), 0);
+    assert!(g.find_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c2")).unwrap().is_none());
+    drop(snap);
+
+    // Switching to the current state, missing keys, unset references.
+    let err = db
+        .write(|g| -> Result<(), E> {
+            let c1 = g.graph().find_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1"))?.unwrap();
+            g.switch_state(c1, p.premium, 0)?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(err.to_string(), ". 'Clients' : \"c1\" ? 'Premium' is already in state 'No'");
+    let err = db
+        .write(|g| -> Result<(), E> { Ok(g.remove_entry(NodeRef::ROOT, p.clients, EntryKey::Text("zz"))?) })
+        .unwrap_err();
+    assert_eq!(err.to_string(), ". 'Clients' has no entry \"zz\"");
+    let err = db
+        .write(|g| -> Result<(), E> {
+            let o = g.add_entry(NodeRef::ROOT, p.orders, EntryKey::Text("o2"))?;
+            g.require_references(o)?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(err.to_string(), "reference 'Client' of . 'Orders' : \"o2\" must be set when the node is created");
+
+    // Removing the order (with nested lines and a matrix link) frees the client.
+    db.write(|g| -> Result<(), E> {
+        let o1 = g.graph().find_entry(NodeRef::ROOT, p.orders, EntryKey::Text("o1"))?.unwrap();
+        let l = g.add_entry(o1, p.lines, EntryKey::Text("l1"))?;
+        let _ = l;
+        let c1 = g.graph().find_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1"))?.unwrap();
+        g.add_entry(o1, p.tags, EntryKey::Target(c1.id))?;
+        Ok(())
+    })
+    .unwrap();
+    let err = db
+        .write(|g| -> Result<(), E> { Ok(g.remove_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1"))?) })
+        .unwrap_err();
+    assert!(err.to_string().starts_with("cannot remove . 'Clients' : \"c1\""), "{err}");
+    db.write(|g| -> Result<(), E> {
+        g.remove_entry(NodeRef::ROOT, p.orders, EntryKey::Text("o1"))?;
+        g.remove_entry(NodeRef::ROOT, p.clients, EntryKey::Text("c1"))?;
+        Ok(())
+    })
+    .unwrap();
+    let snap = db.snapshot().unwrap();
+    let r = snap.reader();
+    for table in espalier_storage::Table::ALL {
+        let n = db.store().len(r, table).unwrap();
+        let expected = match table {
+            espalier_storage::Table::Nodes => 1, // only the root is left
+            espalier_storage::Table::Meta => 5,
+            _ => 0,
+        };
+        assert_eq!(n, expected, "table {table:?} after removing everything");
+    }
+}
+
+#[test]
+fn state_switch_initialises_and_frees_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let p = props(db.schema());
+    db.write(|g| -> Result<(), E> {
+        let c = add_client(g, &p, "c1", "A")?;
+        let yes = g.switch_state(c, p.premium, 1)?;
+        assert_ne!(yes.id, 0, "'Yes' has a property, so a record");
+        let since = g.schema.find(yes.ty, "Since").unwrap().id;
+        g.set_number(yes, since, 2020)?;
+        g.switch_state(c, p.premium, 0)?;
+        Ok(())
+    })
+    .unwrap();
+    let snap = db.snapshot().unwrap();
+    assert_eq!(db.store().len(snap.reader(), espalier_storage::Table::Nodes).unwrap(), 2);
+}
+
+#[test]
+fn concurrent_writers_share_commits_and_keep_their_own_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DatabaseOptions { durability: Durability::Sync, ..Default::default() };
+    let db = Database::create(dir.path(), compile(SCHEMA).unwrap(), opts).unwrap();
+    let p = Arc::new(props(db.schema()));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let db = db.clone();
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                let mut failed = 0;
+                for i in 0..50 {
+                    // Every 5th request adds a duplicate key and must fail alone.
+                    let key = if i % 5 == 4 { format!("t{t}-{}", i - 1) } else { format!("t{t}-{i}") };
+                    match db.write(|g| -> Result<(), E> {
+                        add_client(g, &p, &key, "x")?;
+                        Ok(())
+                    }) {
+                        Ok(_) => ok += 1,
+                        Err(e) => {
+                            assert!(e.to_string().contains("already has an entry"), "{e}");
+                            failed += 1
+                        }
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let (mut ok, mut failed) = (0, 0);
+    for t in threads {
+        let (o, f) = t.join().unwrap();
+        ok += o;
+        failed += f;
+    }
+    assert_eq!((ok, failed), (320, 80));
+    assert_eq!(db.version(), 1 + 320);
+    let snap = db.snapshot().unwrap();
+    assert_eq!(snap.graph().count(NodeRef::ROOT, p.clients).unwrap(), 320);
+    assert_eq!(snap.graph().entries(NodeRef::ROOT, p.clients).unwrap().count(), 320);
+}
+
+#[test]
+fn reopen_keeps_data_and_version_and_feed_delivers_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(dir.path());
+        let p = props(db.schema());
+        let mut sub = db.subscribe(16);
+        for i in 0..3 {
+            db.write(|g| -> Result<(), E> { Ok(g.set_number(NodeRef::ROOT, p.counter, i).map(|_| ())?) }).unwrap();
+        }
+        let versions: Vec<u64> = std::iter::from_fn(|| sub.try_next())
+            .map(|item| match item {
+                espalier_transaction::FeedItem::Changes(c) => c.version,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(versions, [2, 3, 4]);
+        // A subscriber that does not keep up is told to reload rather than losing silently.
+        let mut slow = db.subscribe(1);
+        for i in 0..3 {
+            db.write(|g| -> Result<(), E> { Ok(g.set_number(NodeRef::ROOT, p.counter, i).map(|_| ())?) }).unwrap();
+        }
+        assert!(matches!(slow.try_next(), Some(espalier_transaction::FeedItem::Changes(c)) if c.version == 5));
+        assert_eq!(slow.try_next(), Some(espalier_transaction::FeedItem::Lagged { last_delivered: 5 }));
+    }
+    let db = Database::open(dir.path(), DatabaseOptions::default()).unwrap();
+    assert_eq!(db.version(), 7);
+    let p = props(db.schema());
+    assert_eq!(db.snapshot().unwrap().graph().number(NodeRef::ROOT, p.counter).unwrap(), 2);
+}
