@@ -125,8 +125,7 @@ pub(crate) struct TypedJob<F, R, E> {
 }
 
 impl<F, R, E> TypedJob<F, R, E> {
-    pub fn channel(
-    ) -> (SyncSender<Signal<Result<crate::Committed<R>, E>>>, Receiver<Signal<Result<crate::Committed<R>, E>>>) {
+    pub fn channel() -> (SyncSender<Reply<R, E>>, Receiver<Reply<R, E>>) {
         sync_channel(1)
     }
 }
