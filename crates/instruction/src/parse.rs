@@ -10,10 +10,7 @@ use std::fmt::Write as _;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
-use crate::ast::{
-    Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step,
-    Value,
-};
+use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
 
 /// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
 pub const MAX_DEPTH: usize = 64;
@@ -27,13 +24,9 @@ pub struct ParseOptions {
 
 impl ParseOptions {
     /// Instructions sent by clients: no `index` / `random`.
-    pub const CLIENT: ParseOptions = ParseOptions {
-        allow_bench_values: false,
-    };
+    pub const CLIENT: ParseOptions = ParseOptions { allow_bench_values: false };
     /// Instructions inside a benchmark file.
-    pub const BENCHMARK: ParseOptions = ParseOptions {
-        allow_bench_values: true,
-    };
+    pub const BENCHMARK: ParseOptions = ParseOptions { allow_bench_values: true };
 }
 
 /// A syntax error; `Display` gives `line:column: message`.
@@ -51,10 +44,7 @@ pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction
         let what = if next.kind == TokenKind::Comma {
             "expected one instruction, found `,` after it".to_string()
         } else {
-            format!(
-                "expected the end of the instruction, found {}",
-                next.kind.describe()
-            )
+            format!("expected the end of the instruction, found {}", next.kind.describe())
         };
         return Err(parser.error(next.span, what));
     }
@@ -62,10 +52,7 @@ pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction
 }
 
 /// Parses a comma- or line-break-separated list of instructions (possibly empty).
-pub fn parse_instructions(
-    source: &str,
-    opts: ParseOptions,
-) -> Result<Vec<Located<Instruction>>, ParseError> {
+pub fn parse_instructions(source: &str, opts: ParseOptions) -> Result<Vec<Located<Instruction>>, ParseError> {
     let tokens = tokenize(source).map_err(ParseError)?;
     let mut parser = Parser::new(source, &tokens, opts);
     let list = parser.instruction_list()?;
@@ -91,11 +78,7 @@ pub fn parse_json_with(json: &str, opts: ParseOptions) -> Result<Instruction, Pa
         let full = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let reason = full.strip_suffix(&suffix).unwrap_or(&full);
-        ParseError(Diagnostic::new(
-            json,
-            Span::new(offset, offset),
-            format!("invalid JSON instruction: {reason}"),
-        ))
+        ParseError(Diagnostic::new(json, Span::new(offset, offset), format!("invalid JSON instruction: {reason}")))
     })?;
     if !opts.allow_bench_values {
         if let Some(word) = bench_value_in(&instr) {
@@ -147,20 +130,9 @@ const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
 impl<'a> Parser<'a> {
     pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions) -> Parser<'a> {
         let end = tokens.last().map_or(0, |t| t.span.end);
-        let eof = Token {
-            kind: TokenKind::Eof,
-            span: Span { start: end, end },
-        };
+        let eof = Token { kind: TokenKind::Eof, span: Span { start: end, end } };
         let first = tokens.first().map_or(eof.span, |t| t.span);
-        Parser {
-            source,
-            tokens,
-            pos: 0,
-            opts,
-            depth: 0,
-            last: first,
-            eof,
-        }
+        Parser { source, tokens, pos: 0, opts, depth: 0, last: first, eof }
     }
 
     /// Index of the next unread token.
@@ -196,18 +168,13 @@ impl<'a> Parser<'a> {
             "collection" => Instruction::Query(self.query()?),
             "get" => {
                 self.bump();
-                Instruction::Get {
-                    path: self.node_path()?,
-                }
+                Instruction::Get { path: self.node_path()? }
             }
             "command" => self.command()?,
             "transaction" => self.transaction()?,
             _ => return Err(self.expected_instruction()),
         };
-        Ok(Located {
-            item,
-            span: start.to(self.last),
-        })
+        Ok(Located { item, span: start.to(self.last) })
     }
 
     /// Instructions separated by `,` or line breaks, up to (not including) `)` or the end.
@@ -225,9 +192,7 @@ impl<'a> Parser<'a> {
                 }
                 TokenKind::Eof | TokenKind::RParen => break,
                 _ => {
-                    let gap = self
-                        .source
-                        .get(self.last.end as usize..next.span.start as usize);
+                    let gap = self.source.get(self.last.end as usize..next.span.start as usize);
                     if !gap.is_some_and(|g| g.contains('\n')) {
                         return Err(self.expected("`,` or a line break between instructions"));
                     }
@@ -263,10 +228,7 @@ impl<'a> Parser<'a> {
     /// "expected {what}, found {next token}" at the next token.
     fn expected(&self, what: &str) -> ParseError {
         let next = self.peek();
-        self.error(
-            next.span,
-            format!("expected {what}, found {}", next.kind.describe()),
-        )
+        self.error(next.span, format!("expected {what}, found {}", next.kind.describe()))
     }
 
     fn expected_instruction(&self) -> ParseError {
@@ -329,11 +291,7 @@ impl<'a> Parser<'a> {
         let step = match self.peek().kind {
             TokenKind::Dot | TokenKind::Percent => {
                 let is_dict = self.bump().kind == TokenKind::Dot;
-                let (sym, coll) = if is_dict {
-                    ("`.`", "dictionary")
-                } else {
-                    ("`%`", "matrix")
-                };
+                let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
                 if kind == StepKind::Projection {
                     return Err(self.error(
                         start,
@@ -381,10 +339,7 @@ impl<'a> Parser<'a> {
             TokenKind::Question => {
                 self.bump();
                 let stategroup = self.name("a stategroup name after `?`")?;
-                self.expect(
-                    &TokenKind::Star,
-                    &format!("`*` and a state after stategroup '{stategroup}'"),
-                )?;
+                self.expect(&TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
                 let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
                 Step::State { stategroup, state }
             }
@@ -394,10 +349,7 @@ impl<'a> Parser<'a> {
             }
             _ => return Ok(None),
         };
-        Ok(Some(Located {
-            item: step,
-            span: start.to(self.last),
-        }))
+        Ok(Some(Located { item: step, span: start.to(self.last) }))
     }
 
     // ---- values ----
@@ -411,10 +363,7 @@ impl<'a> Parser<'a> {
             TokenKind::LBracket => return self.compound(),
             TokenKind::Word(w) if w == "index" || w == "random" => {
                 if !self.opts.allow_bench_values {
-                    return Err(self.error(
-                        tok.span,
-                        format!("`{w}` is only allowed in benchmark files"),
-                    ));
+                    return Err(self.error(tok.span, format!("`{w}` is only allowed in benchmark files")));
                 }
                 self.bump();
                 if w == "index" {
@@ -501,15 +450,9 @@ impl<'a> Parser<'a> {
     fn item(&mut self) -> PResult<Located<Item>> {
         let start = self.peek().span;
         let name = self.name("a property name")?;
-        self.expect(
-            &TokenKind::Arrow,
-            &format!("`->` after property name '{name}'"),
-        )?;
+        self.expect(&TokenKind::Arrow, &format!("`->` after property name '{name}'"))?;
         let op = self.op(&name)?;
-        Ok(Located {
-            item: Item { name, op },
-            span: start.to(self.last),
-        })
+        Ok(Located { item: Item { name, op }, span: start.to(self.last) })
     }
 
     fn op(&mut self, name: &str) -> PResult<Op> {
@@ -525,9 +468,7 @@ impl<'a> Parser<'a> {
                     TokenKind::Plus => {
                         self.bump();
                         match self.peek().kind {
-                            TokenKind::Int(_) | TokenKind::Param(_) => {
-                                Ok(Op::AddNumber(self.value()?))
-                            }
+                            TokenKind::Int(_) | TokenKind::Param(_) => Ok(Op::AddNumber(self.value()?)),
                             _ => Err(self.expected("a number or $parameter after `+`")),
                         }
                     }
@@ -536,9 +477,9 @@ impl<'a> Parser<'a> {
                         let tok = self.peek().clone();
                         match tok.kind {
                             TokenKind::Int(n) => {
-                                let neg = n.checked_neg().ok_or_else(|| {
-                                    self.error(tok.span, format!("cannot negate {n}"))
-                                })?;
+                                let neg = n
+                                    .checked_neg()
+                                    .ok_or_else(|| self.error(tok.span, format!("cannot negate {n}")))?;
                                 self.bump();
                                 Ok(Op::AddNumber(Value::Int(neg)))
                             }
@@ -567,24 +508,16 @@ impl<'a> Parser<'a> {
                 self.bump();
                 let key = self.value()?;
                 if self.peek().kind == TokenKind::LParen {
-                    Ok(Op::AddEntry {
-                        key,
-                        items: self.block()?,
-                    })
+                    Ok(Op::AddEntry { key, items: self.block()? })
                 } else if self.eat_word("remove") {
                     Ok(Op::RemoveEntry { key })
                 } else if self.eat_word("update") {
                     if self.peek().kind != TokenKind::LParen {
                         return Err(self.expected("`(` after `update`"));
                     }
-                    Ok(Op::UpdateEntry {
-                        key,
-                        items: self.block()?,
-                    })
+                    Ok(Op::UpdateEntry { key, items: self.block()? })
                 } else {
-                    Err(self.expected(&format!(
-                        "`(`, `remove` or `update` after the key of {word} '{name}'"
-                    )))
+                    Err(self.expected(&format!("`(`, `remove` or `update` after the key of {word} '{name}'")))
                 }
             }
             "stategroup" => {
@@ -608,24 +541,17 @@ impl<'a> Parser<'a> {
         if self.eat_word("set") {
             self.expect_to()?;
             let state = self.state_value(name)?;
-            return Ok(Op::SwitchState {
-                state,
-                items: self.state_block()?,
-            });
+            return Ok(Op::SwitchState { state, items: self.state_block()? });
         }
         let state = self.state_value(name)?;
         if self.eat_word("set") {
             self.expect_to()?;
-            return Ok(Op::SwitchState {
-                state,
-                items: self.state_block()?,
-            });
+            return Ok(Op::SwitchState { state, items: self.state_block()? });
         }
         match state {
-            Value::Text(state) if self.peek().kind == TokenKind::LParen => Ok(Op::UpdateState {
-                state,
-                items: self.block()?,
-            }),
+            Value::Text(state) if self.peek().kind == TokenKind::LParen => {
+                Ok(Op::UpdateState { state, items: self.block()? })
+            }
             Value::Text(_) => Err(self.expected("`set to` or `(` after the state")),
             _ => Err(self.expected("`set to` after the state")),
         }
@@ -654,13 +580,8 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(Value::Text(n))
             }
-            TokenKind::Str(_)
-            | TokenKind::Param(_)
-            | TokenKind::Word(_)
-            | TokenKind::Int(_)
-            | TokenKind::LBracket => {
-                if matches!(&self.peek().kind, TokenKind::Word(w) if w != "index" && w != "random")
-                {
+            TokenKind::Str(_) | TokenKind::Param(_) | TokenKind::Word(_) | TokenKind::Int(_) | TokenKind::LBracket => {
+                if matches!(&self.peek().kind, TokenKind::Word(w) if w != "index" && w != "random") {
                     return Err(self.expected(&format!("a state name for '{stategroup}'")));
                 }
                 self.value()
@@ -685,31 +606,16 @@ impl<'a> Parser<'a> {
         while matches!(self.peek().kind, TokenKind::Name(_)) {
             projections.push(self.projection()?);
         }
-        let limit = if self.eat_word("limit") {
-            Some(self.count("limit")?)
-        } else {
-            None
-        };
-        let offset = if self.eat_word("offset") {
-            Some(self.count("offset")?)
-        } else {
-            None
-        };
-        Ok(Query {
-            path,
-            select,
-            projections,
-            limit,
-            offset,
-        })
+        let limit = if self.eat_word("limit") { Some(self.count("limit")?) } else { None };
+        let offset = if self.eat_word("offset") { Some(self.count("offset")?) } else { None };
+        Ok(Query { path, select, projections, limit, offset })
     }
 
     fn count(&mut self, what: &str) -> PResult<u64> {
         let tok = self.peek().clone();
         match tok.kind {
             TokenKind::Int(n) => {
-                let n = u64::try_from(n)
-                    .map_err(|_| self.error(tok.span, format!("`{what}` cannot be negative")))?;
+                let n = u64::try_from(n).map_err(|_| self.error(tok.span, format!("`{what}` cannot be negative")))?;
                 self.bump();
                 Ok(n)
             }
@@ -721,10 +627,7 @@ impl<'a> Parser<'a> {
     fn projection(&mut self) -> PResult<Located<Projection>> {
         let start = self.peek().span;
         let alias = self.name("a projection name")?;
-        self.expect(
-            &TokenKind::Arrow,
-            &format!("`->` after projection name '{alias}'"),
-        )?;
+        self.expect(&TokenKind::Arrow, &format!("`->` after projection name '{alias}'"))?;
         let mut path = Vec::new();
         while let Some(step) = self.step(StepKind::Projection)? {
             path.push(step);
@@ -746,10 +649,7 @@ impl<'a> Parser<'a> {
             )));
         };
         self.bump();
-        self.expect(
-            &TokenKind::Colon,
-            "`:` and the property name after the kind",
-        )?;
+        self.expect(&TokenKind::Colon, "`:` and the property name after the kind")?;
         // The thesis also writes the property as a bare word (`number : n`).
         let property = match &self.peek().kind {
             TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
@@ -757,16 +657,7 @@ impl<'a> Parser<'a> {
         };
         self.bump();
         let filter = self.filter()?;
-        Ok(Located {
-            item: Projection {
-                alias,
-                path,
-                kind,
-                property,
-                filter,
-            },
-            span: start.to(self.last),
-        })
+        Ok(Located { item: Projection { alias, path, kind, property, filter }, span: start.to(self.last) })
     }
 
     fn filter(&mut self) -> PResult<Option<Filter>> {
@@ -799,9 +690,7 @@ impl<'a> Parser<'a> {
     /// `in ( 'S1' 'S2' … )`
     fn in_filter(&mut self) -> PResult<Filter> {
         self.bump(); // `in`
-        let open = self
-            .expect(&TokenKind::LParen, "`(` and state names after `in`")?
-            .span;
+        let open = self.expect(&TokenKind::LParen, "`(` and state names after `in`")?.span;
         let mut states = Vec::new();
         loop {
             match &self.peek().kind {
@@ -815,11 +704,7 @@ impl<'a> Parser<'a> {
                 }
                 TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
                 _ => {
-                    let what = if states.is_empty() {
-                        "a state name"
-                    } else {
-                        "a state name or `)`"
-                    };
+                    let what = if states.is_empty() { "a state name" } else { "a state name or `)`" };
                     return Err(self.expected(what));
                 }
             }
@@ -829,10 +714,7 @@ impl<'a> Parser<'a> {
     /// `( [ 'prefix' ] * )`
     fn prefix_filter(&mut self) -> PResult<Filter> {
         let open = self.bump().span;
-        self.expect(
-            &TokenKind::LBracket,
-            "`[` in a prefix filter `( [ 'prefix' ] * )`",
-        )?;
+        self.expect(&TokenKind::LBracket, "`[` in a prefix filter `( [ 'prefix' ] * )`")?;
         let value = match &self.peek().kind {
             TokenKind::Name(s) | TokenKind::Str(s) => Value::Text(s.clone()),
             TokenKind::Param(p) => Value::Param(p.clone()),
@@ -853,9 +735,7 @@ impl<'a> Parser<'a> {
     fn command(&mut self) -> PResult<Instruction> {
         self.bump(); // `command`
         let name = self.name("the command's 'name' after `command`")?;
-        let open = self
-            .expect(&TokenKind::LParen, "`(` with the command's arguments")?
-            .span;
+        let open = self.expect(&TokenKind::LParen, "`(` with the command's arguments")?.span;
         let mut args = Vec::new();
         loop {
             match &self.peek().kind {
@@ -866,10 +746,7 @@ impl<'a> Parser<'a> {
                 TokenKind::Name(arg) => {
                     let arg = arg.clone();
                     self.bump();
-                    self.expect(
-                        &TokenKind::Arrow,
-                        &format!("`->` after argument name '{arg}'"),
-                    )?;
+                    self.expect(&TokenKind::Arrow, &format!("`->` after argument name '{arg}'"))?;
                     args.push((arg, self.value()?));
                 }
                 TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
@@ -880,9 +757,7 @@ impl<'a> Parser<'a> {
 
     fn transaction(&mut self) -> PResult<Instruction> {
         self.bump(); // `transaction`
-        let open = self
-            .expect(&TokenKind::LParen, "`(` after `transaction`")?
-            .span;
+        let open = self.expect(&TokenKind::LParen, "`(` after `transaction`")?.span;
         self.nested(open, |p| {
             let list = p.instruction_list()?;
             match p.peek().kind {
@@ -930,9 +805,7 @@ fn bench_value_in(instr: &Instruction) -> Option<&'static str> {
         list.iter().find_map(|i| match &i.item.op {
             Op::SetNumber(v) | Op::AddNumber(v) | Op::SetText(v) | Op::SetReference(v) => value(v),
             Op::Group(is) | Op::UpdateState { items: is, .. } => items(is),
-            Op::AddEntry { key, items: is } | Op::UpdateEntry { key, items: is } => {
-                value(key).or_else(|| items(is))
-            }
+            Op::AddEntry { key, items: is } | Op::UpdateEntry { key, items: is } => value(key).or_else(|| items(is)),
             Op::RemoveEntry { key } => value(key),
             Op::SwitchState { state, items: is } => value(state).or_else(|| items(is)),
         })
@@ -965,11 +838,8 @@ pub fn clear_spans(instr: &mut Instruction) {
                 | Op::AddEntry { items: is, .. }
                 | Op::UpdateEntry { items: is, .. }
                 | Op::SwitchState { items: is, .. } => items(is),
-                Op::SetNumber(_)
-                | Op::AddNumber(_)
-                | Op::SetText(_)
-                | Op::SetReference(_)
-                | Op::RemoveEntry { .. } => {}
+                Op::SetNumber(_) | Op::AddNumber(_) | Op::SetText(_) | Op::SetReference(_) | Op::RemoveEntry { .. } => {
+                }
             }
         }
     }
@@ -1067,11 +937,7 @@ fn write_path(out: &mut String, path: &Path) {
                 write_name(out, g);
             }
             Step::Dictionary { name, key } | Step::Matrix { name, key } => {
-                out.push_str(if matches!(step.item, Step::Dictionary { .. }) {
-                    ". "
-                } else {
-                    "% "
-                });
+                out.push_str(if matches!(step.item, Step::Dictionary { .. }) { ". " } else { "% " });
                 write_name(out, name);
                 if let Some(k) = key {
                     out.push_str(" : ");

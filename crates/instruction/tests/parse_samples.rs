@@ -57,14 +57,8 @@ const SAMPLES: &[(&str, &str)] = &[
     ("B.2.1 set_in_x", "update . 'd' : random (\n    'n' -> integer 2\n)"),
     ("B.2.2 get_in_x", "collection select . 'd'\n'n' -> number : 'n'\nlimit 10"),
     ("B.3.1 depth 2", "update . 'd1' : random . 'd2' : random ( 'n' -> integer 2 )"),
-    (
-        "B.3.2 depth 3",
-        "update . 'd1' : random . 'd2' : random . 'd3' : random ( 'n' -> integer 2 )",
-    ),
-    (
-        "B.3.3 depth 4",
-        "update . 'd1' : random . 'd2' : random . 'd3' : random . 'd4' : random ( 'n' -> integer 2 )",
-    ),
+    ("B.3.2 depth 3", "update . 'd1' : random . 'd2' : random . 'd3' : random ( 'n' -> integer 2 )"),
+    ("B.3.3 depth 4", "update . 'd1' : random . 'd2' : random . 'd3' : random . 'd4' : random ( 'n' -> integer 2 )"),
     (
         "B.3.4 depth 5",
         "update . 'd1' : random . 'd2' : random . 'd3' : random . 'd4' : random .
@@ -76,19 +70,10 @@ const SAMPLES: &[(&str, &str)] = &[
         'd5': random . 'd6' : random ( 'n' -> integer 2 )",
     ),
     ("B.4.1 number_filter", "collection select . 'd1'\n'n' -> number : 'n' > 100\nlimit 10"),
-    (
-        "B.4.2 text_filter",
-        "collection select . 'd1'\n't' -> text : 't' ( [ 'a' ] * )\nlimit 10",
-    ),
-    (
-        "B.4.3 state_filter",
-        "collection select . 'd'\n'n' -> ? 'sg' * 's1' number : n\nlimit 10",
-    ),
+    ("B.4.2 text_filter", "collection select . 'd1'\n't' -> text : 't' ( [ 'a' ] * )\nlimit 10"),
+    ("B.4.3 state_filter", "collection select . 'd'\n'n' -> ? 'sg' * 's1' number : n\nlimit 10"),
     ("B.5.1 set_state_failure", "update (\n    'sg' -> stategroup 's0' set to ( )\n)"),
-    (
-        "B.5.2 path_failure (corrected)",
-        "update . 'd' : random ? 'sg' * 's1' (\n    'n' -> number 2\n)",
-    ),
+    ("B.5.2 path_failure (corrected)", "update . 'd' : random ? 'sg' * 's1' (\n    'n' -> number 2\n)"),
     ("B.5.3 add_failure", "update (\n    'd' -> dictionary random 10000 ( )\n)"),
     ("B.5.4 remove_failure", "update (\n    'd' -> dictionary 10 remove\n)"),
     (
@@ -153,10 +138,7 @@ const SAMPLES: &[(&str, &str)] = &[
     // Forms the thesis does not show.
     ("get root", "get"),
     ("get entry", "get . 'Orders' : \"o1\" + 'Contact' % 'Added Materials' : [\"m1\", \"x\"]"),
-    (
-        "command",
-        "command 'Start Task' ( 'machine' -> \"M1\" 'iteration' -> 3 'who' -> $user )",
-    ),
+    ("command", "command 'Start Task' ( 'machine' -> \"M1\" 'iteration' -> 3 'who' -> $user )"),
     (
         "transaction",
         "transaction (
@@ -208,24 +190,15 @@ fn one(src: &str) -> Instruction {
 }
 
 fn l<T>(item: T) -> Located<T> {
-    Located {
-        item,
-        span: Default::default(),
-    }
+    Located { item, span: Default::default() }
 }
 
 fn item(name: &str, op: Op) -> Located<Item> {
-    l(Item {
-        name: name.into(),
-        op,
-    })
+    l(Item { name: name.into(), op })
 }
 
 fn dict(name: &str, key: Value) -> Located<Step> {
-    l(Step::Dictionary {
-        name: name.into(),
-        key: Some(key),
-    })
+    l(Step::Dictionary { name: name.into(), key: Some(key) })
 }
 
 fn text(s: &str) -> Value {
@@ -254,13 +227,7 @@ fn section_2_3_example() {
                 "Is Planned",
                 Op::SwitchState {
                     state: text("yes"),
-                    items: vec![item(
-                        "Is Started",
-                        Op::SwitchState {
-                            state: text("no"),
-                            items: vec![],
-                        },
-                    )],
+                    items: vec![item("Is Started", Op::SwitchState { state: text("no"), items: vec![] })],
                 },
             ),
         ],
@@ -282,13 +249,7 @@ fn listing_6_2_and_b_2_1() {
         Instruction::Update {
             path: vec![],
             items: vec![
-                item(
-                    "m",
-                    Op::AddEntry {
-                        key: Value::Random(Some(1000)),
-                        items: vec![]
-                    }
-                ),
+                item("m", Op::AddEntry { key: Value::Random(Some(1000)), items: vec![] }),
                 item("d", Op::RemoveEntry { key: Value::Index }),
             ],
         }
@@ -300,13 +261,7 @@ fn b_1_7_is_a_list_of_two_switches() {
     let list = parse_list(SAMPLES.iter().find(|s| s.0.starts_with("B.1.7")).unwrap().1);
     let switch = |s: &str| Instruction::Update {
         path: vec![],
-        items: vec![item(
-            "sg",
-            Op::SwitchState {
-                state: text(s),
-                items: vec![],
-            },
-        )],
+        items: vec![item("sg", Op::SwitchState { state: text(s), items: vec![] })],
     };
     assert_eq!(list, vec![switch("s1"), switch("s0")]);
 }
@@ -348,10 +303,7 @@ fn b_6_5_many_references_and_b_4_queries() {
         projections: vec![l(Projection {
             alias: "Premium".into(),
             path: vec![
-                l(Step::State {
-                    stategroup: "Current Task".into(),
-                    state: "Selected".into(),
-                }),
+                l(Step::State { stategroup: "Current Task".into(), state: "Selected".into() }),
                 l(Step::Reference("Current Order".into())),
                 l(Step::Reference("Client".into())),
             ],
@@ -364,48 +316,27 @@ fn b_6_5_many_references_and_b_4_queries() {
     });
     assert_eq!(got, want);
 
-    let Instruction::Query(q) =
-        one("collection select . 'd'\n'n' -> ? 'sg' * 's1' number : n\nlimit 10")
-    else {
+    let Instruction::Query(q) = one("collection select . 'd'\n'n' -> ? 'sg' * 's1' number : n\nlimit 10") else {
         panic!("not a query")
     };
-    assert_eq!(
-        q.select,
-        vec![l(Step::Dictionary {
-            name: "d".into(),
-            key: None
-        })]
-    );
+    assert_eq!(q.select, vec![l(Step::Dictionary { name: "d".into(), key: None })]);
     assert_eq!(q.projections[0].item.property, "n");
     assert_eq!(q.projections[0].item.kind, LeafKind::Number);
 
-    let Instruction::Query(q) = one(SAMPLES.iter().find(|s| s.0.starts_with("B.4.2")).unwrap().1)
-    else {
+    let Instruction::Query(q) = one(SAMPLES.iter().find(|s| s.0.starts_with("B.4.2")).unwrap().1) else {
         panic!("not a query")
     };
-    assert_eq!(
-        q.projections[0].item.filter,
-        Some(Filter::Prefix(text("a")))
-    );
-    let Instruction::Query(q) = one(SAMPLES.iter().find(|s| s.0.starts_with("B.4.1")).unwrap().1)
-    else {
+    assert_eq!(q.projections[0].item.filter, Some(Filter::Prefix(text("a"))));
+    let Instruction::Query(q) = one(SAMPLES.iter().find(|s| s.0.starts_with("B.4.1")).unwrap().1) else {
         panic!("not a query")
     };
-    assert_eq!(
-        q.projections[0].item.filter,
-        Some(Filter::Compare {
-            op: Comparison::Gt,
-            value: Value::Int(100)
-        })
-    );
+    assert_eq!(q.projections[0].item.filter, Some(Filter::Compare { op: Comparison::Gt, value: Value::Int(100) }));
 }
 
 #[test]
 fn numbers_add_and_subtract() {
     let ops = |src: &str| match one(src) {
-        Instruction::Update { items, .. } => {
-            items.into_iter().map(|i| i.item.op).collect::<Vec<_>>()
-        }
+        Instruction::Update { items, .. } => items.into_iter().map(|i| i.item.op).collect::<Vec<_>>(),
         other => panic!("{other:?}"),
     };
     assert_eq!(
@@ -426,14 +357,9 @@ fn spans_cover_first_to_last_token() {
     let src = "update . 'd' : \"x\" (\n  'n' -> number 1\n)\nget + 'g'";
     let list = parse_instructions(src, BENCH).unwrap();
     let text = |s: espalier_schema::Span| &src[s.start as usize..s.end as usize];
-    assert_eq!(
-        text(list[0].span),
-        "update . 'd' : \"x\" (\n  'n' -> number 1\n)"
-    );
+    assert_eq!(text(list[0].span), "update . 'd' : \"x\" (\n  'n' -> number 1\n)");
     assert_eq!(text(list[1].span), "get + 'g'");
-    let Instruction::Update { path, items } = &list[0].item else {
-        panic!()
-    };
+    let Instruction::Update { path, items } = &list[0].item else { panic!() };
     assert_eq!(text(path[0].span), ". 'd' : \"x\"");
     assert_eq!(text(items[0].span), "'n' -> number 1");
 }
@@ -443,8 +369,7 @@ fn to_text_round_trips_every_sample() {
     for (name, src) in SAMPLES {
         for instr in parse_list(src) {
             let printed = to_text(&instr);
-            let again = parse_instruction(&printed, BENCH)
-                .unwrap_or_else(|e| panic!("{name}: {e}\n{printed}"));
+            let again = parse_instruction(&printed, BENCH).unwrap_or_else(|e| panic!("{name}: {e}\n{printed}"));
             let mut again = again;
             clear_spans(&mut again);
             assert_eq!(again, instr, "{name}: {printed}");
@@ -459,8 +384,7 @@ fn json_round_trips_every_sample() {
     for (name, src) in SAMPLES {
         for instr in parse_list(src) {
             let json = serde_json::to_string_pretty(&instr).unwrap();
-            let back =
-                parse_json_with(&json, BENCH).unwrap_or_else(|e| panic!("{name}: {e}\n{json}"));
+            let back = parse_json_with(&json, BENCH).unwrap_or_else(|e| panic!("{name}: {e}\n{json}"));
             assert_eq!(back, instr, "{name}\n{json}");
         }
     }
@@ -540,13 +464,7 @@ fn truncations_and_token_mutations_never_panic() {
             check_no_panic(&format!("{}{}", &src[..e], &src[s..]));
             if let Some(next) = tokens.get(i + 1) {
                 let (ns, ne) = (next.span.start as usize, next.span.end as usize);
-                check_no_panic(&format!(
-                    "{}{} {}{}",
-                    &src[..s],
-                    &src[ns..ne],
-                    &src[s..e],
-                    &src[ne..]
-                ));
+                check_no_panic(&format!("{}{} {}{}", &src[..s], &src[ns..ne], &src[s..e], &src[ne..]));
             }
             for r in REPLACEMENTS {
                 check_no_panic(&format!("{} {r} {}", &src[..s], &src[e..]));
@@ -560,36 +478,40 @@ fn truncations_and_token_mutations_never_panic() {
 #[test]
 fn deep_nesting_is_an_error_not_a_crash() {
     // `update ( 'a' -> ` is one level, each group one more, `( )` the last.
-    let nest = |k: usize| {
-        format!(
-            "update ( 'a' -> {}( ){} )",
-            "( 'a' -> ".repeat(k),
-            " )".repeat(k)
-        )
-    };
+    let nest = |k: usize| format!("update ( 'a' -> {}( ){} )", "( 'a' -> ".repeat(k), " )".repeat(k));
     assert!(parse_instruction(&nest(62), BENCH).is_ok());
     let e = parse_instruction(&nest(63), BENCH).unwrap_err();
-    assert!(
-        e.to_string().contains("nesting is deeper than 64 levels"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("nesting is deeper than 64 levels"), "{e}");
     for src in [
         nest(100_000),
-        format!(
-            "get . 'd' : {}1{}",
-            "[".repeat(100_000),
-            "]".repeat(100_000)
-        ),
-        format!(
-            "{}get{}",
-            "transaction ( ".repeat(100_000),
-            " )".repeat(100_000)
-        ),
+        format!("get . 'd' : {}1{}", "[".repeat(100_000), "]".repeat(100_000)),
+        format!("{}get{}", "transaction ( ".repeat(100_000), " )".repeat(100_000)),
     ] {
         let e = parse_instruction(&src, BENCH).unwrap_err();
-        assert!(
-            e.to_string().contains("nesting is deeper than 64 levels"),
-            "{e}"
-        );
+        assert!(e.to_string().contains("nesting is deeper than 64 levels"), "{e}");
     }
+}
+
+#[test]
+fn parser_hands_over_mid_stream() {
+    use espalier_instruction::parse::Parser;
+    use espalier_schema::lexer::TokenKind;
+    let src = "repeat 3 ( update ( 'n' -> number index ), get\n get + 'g' ) next";
+    let tokens = tokenize(src).unwrap();
+    let mut p = Parser::new(src, &tokens, BENCH);
+    p.set_pos(3); // after `repeat 3 (`
+    let list = p.instruction_list().unwrap();
+    assert_eq!(list.len(), 3);
+    assert_eq!(tokens[p.pos()].kind, TokenKind::RParen);
+    assert_eq!(&src[list[2].span.start as usize..list[2].span.end as usize], "get + 'g'");
+
+    // A slice without the final `Eof` token ends like the input does.
+    let mut p = Parser::new(src, &tokens[3..10], BENCH);
+    assert!(p.instruction().is_ok());
+    let mut p = Parser::new(src, &tokens[3..9], BENCH);
+    let e = p.instruction().unwrap_err();
+    assert_eq!(e.0.message, "`(` is never closed");
+    let mut p = Parser::new(src, &[], BENCH);
+    assert!(p.instruction().is_err());
+    assert!(p.instruction_list().unwrap().is_empty());
 }
