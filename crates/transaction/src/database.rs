@@ -175,7 +175,7 @@ impl Database {
         R: Send,
         E: Send + From<TxError>,
     {
-        let (tx, rx) = TypedJob::<F, R, E>::channel();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let job: Box<dyn Job + '_> = Box::new(TypedJob { f, result: None, tx });
         // SAFETY: the job only lives in the queue until it is completed, and `submit` does not
         // return before this job is completed (it waits for its `Done` signal), so every

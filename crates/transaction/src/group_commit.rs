@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
 use espalier_data::{ChangeSet, WriteGraph};
@@ -122,12 +122,6 @@ pub(crate) struct TypedJob<F, R, E> {
     pub f: F,
     pub result: Option<Result<R, E>>,
     pub tx: SyncSender<Reply<R, E>>,
-}
-
-impl<F, R, E> TypedJob<F, R, E> {
-    pub fn channel() -> (SyncSender<Reply<R, E>>, Receiver<Reply<R, E>>) {
-        sync_channel(1)
-    }
 }
 
 impl<F, R, E> Job for TypedJob<F, R, E>
