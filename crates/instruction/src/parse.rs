@@ -149,7 +149,7 @@ impl<'a> Parser<'a> {
     }
 
     /// One instruction; stops before whatever follows it.
-    pub fn instruction(&mut self) -> PResult<Located<Instruction>> {
+    pub fn instruction(&mut self) -> Result<Located<Instruction>, ParseError> {
         let start = self.peek().span;
         let keyword = match &self.peek().kind {
             TokenKind::Word(w) => w.clone(),
@@ -178,7 +178,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Instructions separated by `,` or line breaks, up to (not including) `)` or the end.
-    pub fn instruction_list(&mut self) -> PResult<Vec<Located<Instruction>>> {
+    pub fn instruction_list(&mut self) -> Result<Vec<Located<Instruction>>, ParseError> {
         let mut list = Vec::new();
         while !self.at_list_end() {
             list.push(self.instruction()?);
