@@ -56,21 +56,47 @@ fn id32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// Most diagnostics reported for one source; a note marks the cut.
+pub const MAX_ERRORS: usize = 100;
+
+/// Records an error unless the cap is reached; at the cap, records a note instead.
+pub(crate) fn push_error(errors: &mut Vec<Diagnostic>, source: &str, span: Span, message: String) {
+    match errors.len() {
+        n if n < MAX_ERRORS => errors.push(Diagnostic::new(source, span, message)),
+        n if n == MAX_ERRORS => errors.push(Diagnostic::new(
+            source,
+            span,
+            format!("too many errors: only the first {MAX_ERRORS} found are reported"),
+        )),
+        _ => {}
+    }
+}
+
 fn placeholder(span: Span) -> ReferenceTarget {
     ReferenceTarget { up: Vec::new(), down: Vec::new(), dictionary: 0, entry_type: 0, key_arity: 0, span }
 }
 
-fn quoted_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    let list: Vec<String> = names.map(|n| format!("'{n}'")).collect();
+/// `'A', 'B', 'C'`, shortened after a few names so messages stay readable.
+fn quoted_list<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    const SHOWN: usize = 12;
+    let total = names.len();
+    let mut list: Vec<String> = names.take(SHOWN).map(|n| format!("'{n}'")).collect();
+    if total > SHOWN {
+        list.push(format!("and {} more", total - SHOWN));
+    }
     list.join(", ")
 }
 
 impl Builder {
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        self.errors.push(Diagnostic::new(&self.schema.source, span, message));
+        push_error(&mut self.errors, &self.schema.source, span, message.into());
     }
 
     fn at(&self, span: Span) -> String {
+        // Past the cap the message is dropped; skip the O(source) line count.
+        if self.errors.len() >= MAX_ERRORS {
+            return String::new();
+        }
         let (l, c) = line_column(&self.schema.source, span.start as usize);
         format!("{l}:{c}")
     }
@@ -164,15 +190,18 @@ impl Builder {
                     );
                 }
                 let mut states: Vec<State> = Vec::new();
+                let mut seen: HashMap<String, Span> = HashMap::new();
                 for (i, s) in syn_states.into_iter().enumerate() {
-                    if let Some(first) = states.iter().find(|t| t.name == s.name) {
+                    if let Some(&first) = seen.get(&s.name) {
                         let msg = format!(
                             "duplicate state '{}' in stategroup '{}'; it is already declared at {}",
                             s.name,
                             syn.name,
-                            self.at(first.span)
+                            self.at(first)
                         );
                         self.error(s.span, msg);
+                    } else {
+                        seen.insert(s.name.clone(), s.span);
                     }
                     let node = self.add_node(ParentLink::State { property: pid, state: id32(i) }, s.node);
                     states.push(State { name: s.name, node, span: s.span });
@@ -365,26 +394,28 @@ impl Builder {
     }
 
     fn commands(&mut self, commands: Vec<crate::parse::SynCommand>) {
+        let mut seen: HashMap<String, Span> = HashMap::new();
         for c in commands {
-            if let Some(first) = self.schema.commands.iter().find(|d| d.name == c.name) {
-                let msg = format!("command '{}' is declared twice; the first is at {}", c.name, self.at(first.span));
+            if let Some(&first) = seen.get(&c.name) {
+                let msg = format!("command '{}' is declared twice; the first is at {}", c.name, self.at(first));
                 self.error(c.span, msg);
                 continue;
             }
+            seen.insert(c.name.clone(), c.span);
             let mut params: Vec<(String, ParamKind)> = Vec::new();
-            let mut spans: Vec<Span> = Vec::new();
+            let mut spans: HashMap<String, Span> = HashMap::new();
             for (name, span, kind) in c.params {
-                if let Some(i) = params.iter().position(|(n, _)| *n == name) {
+                if let Some(&first) = spans.get(&name) {
                     let msg = format!(
                         "duplicate parameter '{name}' in command '{}'; it is already declared at {}",
                         c.name,
-                        self.at(spans[i])
+                        self.at(first)
                     );
                     self.error(span, msg);
                     continue;
                 }
+                spans.insert(name.clone(), span);
                 params.push((name, kind));
-                spans.push(span);
             }
             self.schema.commands.push(CommandDecl {
                 name: c.name,
@@ -397,12 +428,14 @@ impl Builder {
     }
 
     fn indexes(&mut self, indexes: Vec<crate::parse::SynIndex>) {
+        let mut seen: HashMap<String, Span> = HashMap::new();
         for ix in indexes {
-            if let Some(first) = self.schema.indexes.iter().find(|d| d.name == ix.name) {
-                let msg = format!("index '{}' is declared twice; the first is at {}", ix.name, self.at(first.span));
+            if let Some(&first) = seen.get(&ix.name) {
+                let msg = format!("index '{}' is declared twice; the first is at {}", ix.name, self.at(first));
                 self.error(ix.span, msg);
                 continue;
             }
+            seen.insert(ix.name.clone(), ix.span);
             if let Some(up) = ix.path.up.first() {
                 let msg = format!(
                     "the path of index '{}' starts at the root and cannot go up with `{}`",

@@ -11,7 +11,7 @@ pub mod lexer;
 pub mod model;
 mod parse;
 
-pub use compile::compile;
+pub use compile::{compile, MAX_ERRORS};
 pub use describe::describe;
 pub use diagnostic::{Diagnostic, Diagnostics, Span};
 pub use model::*;

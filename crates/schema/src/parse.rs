@@ -178,7 +178,7 @@ impl<'a> Parser<'a> {
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        self.errors.push(Diagnostic::new(self.source, span, message));
+        crate::compile::push_error(&mut self.errors, self.source, span, message.into());
     }
 
     fn stop<T>(&mut self, span: Span, message: impl Into<String>) -> PResult<T> {
@@ -188,6 +188,10 @@ impl<'a> Parser<'a> {
 
     /// Where `span` starts, as `line:column`, for messages that mention another place.
     fn at(&self, span: Span) -> String {
+        // Past the cap the message is dropped; skip the O(source) line count.
+        if self.errors.len() >= crate::compile::MAX_ERRORS {
+            return String::new();
+        }
         let (l, c) = crate::diagnostic::line_column(self.source, span.start as usize);
         format!("{l}:{c}")
     }

@@ -116,3 +116,34 @@ fn garbage_never_panics() {
         check(odd);
     }
 }
+
+#[test]
+fn errors_are_capped_and_big_inputs_stay_fast() {
+    // Thousands of duplicates: one report each up to the cap, then a note, in linear time.
+    let mut src = String::from("root (\n");
+    for _ in 0..20_000 {
+        src.push_str("    'a' -> number\n");
+    }
+    src.push_str("    'sg' -> stategroup (\n");
+    for _ in 0..20_000 {
+        src.push_str("        's' -> ( )\n");
+    }
+    src.push_str("    )\n)\n");
+    for _ in 0..5_000 {
+        src.push_str("command 'c' ( ) ( )\n");
+    }
+    let start = std::time::Instant::now();
+    let Err(d) = compile(&src) else { panic!("should fail") };
+    assert_eq!(d.0.len(), MAX_ERRORS + 1);
+    assert!(d.0.iter().any(|e| e.message.starts_with("too many errors")));
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "took {:?}", start.elapsed());
+
+    // The same for the parser's recoverable errors.
+    let mut src = String::from("root (\n");
+    for _ in 0..20_000 {
+        src.push_str("    'a' -> nmber\n");
+    }
+    src.push(')');
+    let Err(d) = compile(&src) else { panic!("should fail") };
+    assert_eq!(d.0.len(), MAX_ERRORS + 1);
+}
