@@ -162,12 +162,12 @@ pub fn describe(schema: &Schema) -> String {
     }
     let _ = writeln!(
         out,
-        "{} node types: 1 root, {} dictionary entries, {} matrix entries, {} groups, {} states",
+        "{} node types: 1 root, {}, {}, {}, {}",
         schema.types.len(),
-        by_link[2],
-        by_link[3],
-        by_link[1],
-        by_link[4]
+        count(by_link[2], "dictionary entry", "dictionary entries"),
+        count(by_link[3], "matrix entry", "matrix entries"),
+        count(by_link[1], "group", "groups"),
+        count(by_link[4], "state", "states")
     );
     let kinds = ["number", "text", "group", "dictionary", "matrix", "reference", "stategroup"];
     let counts: Vec<String> = kinds
@@ -199,7 +199,7 @@ pub fn describe(schema: &Schema) -> String {
         for (p, t) in links {
             let _ = writeln!(
                 out,
-                "  {} {} ( {} ) -> entries of {} (key of {})",
+                "  {} {} ( {} ) -> entries of {} (key arity {})",
                 schema.property_name(p.id),
                 p.kind.keyword(),
                 schema.path_text(t),
@@ -243,4 +243,8 @@ pub fn describe(schema: &Schema) -> String {
         }
     }
     out
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

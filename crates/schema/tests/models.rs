@@ -330,12 +330,12 @@ fn commands_and_indexes() {
 fn describe_summarises() {
     let s = load("thesis_orders");
     let d = describe(&s);
-    assert!(d.starts_with("13 node types: 1 root, 4 dictionary entries, 1 matrix entries, 2 groups, 5 states"), "{d}");
+    assert!(d.starts_with("13 node types: 1 root, 4 dictionary entries, 1 matrix entry, 2 groups, 5 states"), "{d}");
     assert!(d.contains("  root  32 bytes\n"), "{d}");
     assert!(d.contains("  root.'Orders'  24 bytes\n"), "{d}");
     assert!(
         d.contains(
-            "'Order' of root+'Company Property'.'Machines'+'Current Process' reference ( +^ .^ +^ . 'Orders' ) -> entries of root.'Orders' (key of 1)"
+            "'Order' of root+'Company Property'.'Machines'+'Current Process' reference ( +^ .^ +^ . 'Orders' ) -> entries of root.'Orders' (key arity 1)"
         ),
         "{d}"
     );
