@@ -1,0 +1,246 @@
+//! `Engine`: a database plus its compiled commands; the entry point for running instructions.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use espalier_data::WriteGraph;
+use espalier_schema::{ParamKind, Schema, Span};
+use espalier_transaction::{Database, DatabaseOptions, TxError};
+use serde::Serialize;
+
+use crate::ast::{Instruction, Value};
+use crate::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
+use crate::plan::{CheckError, Checker, Plan};
+use crate::run::{apply, run_query, BenchValues, Bindings, Nav, ParamValue, QueryResult};
+use crate::InstructionError;
+
+/// The reply to one instruction.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    Query(QueryResult),
+    /// `get`: the node and its subtree in dump form.
+    Node(serde_json::Value),
+    /// A committed mutation, command or transaction: its version and how many changes it made.
+    Done {
+        version: u64,
+        changes: usize,
+    },
+    /// The replies of a transaction's instructions, in order (mutations say `done` with the
+    /// transaction's version).
+    Transaction(Vec<Reply>),
+}
+
+/// A command body, checked once when the database opens.
+struct CompiledCommand {
+    plans: Vec<Plan>,
+}
+
+pub struct Engine {
+    db: Arc<Database>,
+    commands: HashMap<String, CompiledCommand>,
+}
+
+/// Where a checked instruction came from, for rendering its errors.
+fn located(source: Option<&str>, e: CheckError) -> InstructionError {
+    match source {
+        Some(src) if e.span != Span::default() => {
+            InstructionError::Check(espalier_schema::Diagnostic::new(src, e.span, e.message))
+        }
+        _ => InstructionError::Check(espalier_schema::Diagnostic {
+            span: e.span,
+            line: 0,
+            column: 0,
+            message: e.message,
+        }),
+    }
+}
+
+/// Parses and checks every command body of `schema`; errors point into the schema source.
+pub fn compile_commands(schema: &Schema) -> Result<HashMap<String, Vec<Plan>>, espalier_schema::Diagnostics> {
+    let mut out = HashMap::new();
+    let mut errors = Vec::new();
+    for cmd in &schema.commands {
+        let shift = |span: Span| Span { start: span.start + cmd.body_span.start, end: span.end + cmd.body_span.start };
+        let list = match parse_instructions(&cmd.body, ParseOptions::CLIENT) {
+            Ok(list) => list,
+            Err(e) => {
+                errors.push(espalier_schema::Diagnostic::new(
+                    &schema.source,
+                    shift(e.0.span),
+                    format!("in command '{}': {}", cmd.name, e.0.message),
+                ));
+                continue;
+            }
+        };
+        let params: Option<HashMap<String, ParamKind>> = Some(cmd.params.iter().cloned().collect());
+        let checker = Checker { schema, params: &params };
+        let mut plans = Vec::new();
+        for instr in &list {
+            match checker.check(&instr.item, instr.span) {
+                Ok(Plan::Command { .. }) => errors.push(espalier_schema::Diagnostic::new(
+                    &schema.source,
+                    shift(instr.span),
+                    format!("command '{}' calls a command; commands do not nest", cmd.name),
+                )),
+                Ok(plan) => plans.push(plan),
+                Err(e) => errors.push(espalier_schema::Diagnostic::new(
+                    &schema.source,
+                    shift(e.span),
+                    format!("in command '{}': {}", cmd.name, e.message),
+                )),
+            }
+        }
+        out.insert(cmd.name.clone(), plans);
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(espalier_schema::Diagnostics(errors))
+    }
+}
+
+impl Engine {
+    pub fn new(db: Arc<Database>) -> Result<Engine, InstructionError> {
+        let commands = compile_commands(db.schema())
+            .map_err(|d| InstructionError::Schema(d.render(&db.schema().source, "schema")))?
+            .into_iter()
+            .map(|(name, plans)| (name, CompiledCommand { plans }))
+            .collect();
+        Ok(Engine { db, commands })
+    }
+
+    /// Creates a database at `path` from schema text.
+    pub fn create(path: &Path, schema_source: &str, options: DatabaseOptions) -> Result<Engine, InstructionError> {
+        let schema = espalier_schema::compile(schema_source)
+            .map_err(|d| InstructionError::Schema(d.render(schema_source, "schema")))?;
+        compile_commands(&schema).map_err(|d| InstructionError::Schema(d.render(schema_source, "schema")))?;
+        let db = Database::create(path, schema, options)?;
+        Engine::new(db)
+    }
+
+    pub fn open(path: &Path, options: DatabaseOptions) -> Result<Engine, InstructionError> {
+        Engine::new(Database::open(path, options)?)
+    }
+
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    pub fn schema(&self) -> &Schema {
+        self.db.schema()
+    }
+
+    /// Type-checks an instruction against the schema.
+    pub fn check(&self, instr: &Instruction, source: Option<&str>) -> Result<Plan, InstructionError> {
+        let params = None;
+        let checker = Checker { schema: self.db.schema(), params: &params };
+        checker.check(instr, Span::default()).map_err(|e| located(source, e))
+    }
+
+    /// Parses (text), checks and runs one instruction.
+    pub fn execute_text(&self, text: &str, params: &HashMap<String, ParamValue>) -> Result<Reply, InstructionError> {
+        let instr = parse_instruction(text, ParseOptions::CLIENT)?;
+        let plan = self.check(&instr, Some(text))?;
+        self.run(&plan, params, None)
+    }
+
+    /// Parses (JSON), checks and runs one instruction.
+    pub fn execute_json(&self, json: &str, params: &HashMap<String, ParamValue>) -> Result<Reply, InstructionError> {
+        let instr = parse_json(json)?;
+        let plan = self.check(&instr, None)?;
+        self.run(&plan, params, None)
+    }
+
+    /// Runs a checked plan. Read-only plans read a snapshot; anything that writes runs as one
+    /// atomic request through group commit.
+    pub fn run(
+        &self,
+        plan: &Plan,
+        params: &HashMap<String, ParamValue>,
+        bench: Option<&mut (dyn BenchValues + 'static)>,
+    ) -> Result<Reply, InstructionError> {
+        if plan.is_read_only() {
+            let snap = self.db.snapshot()?;
+            let nav = Nav { graph: snap.graph() };
+            let mut b = Bindings { params, bench };
+            return self.read(&nav, plan, &mut b);
+        }
+        let mut bench = bench;
+        let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
+            let mut b = Bindings { params, bench: bench.as_deref_mut() };
+            self.write(g, plan, &mut b)
+        })?;
+        Ok(stamp(committed.value, committed.version, committed.changes.changes.len()))
+    }
+
+    fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
+        match plan {
+            Plan::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),
+            Plan::Get { path, .. } => {
+                let node = nav.walk(path, b)?;
+                Ok(Reply::Node(crate::run::node_json(&nav.graph, node)?))
+            }
+            Plan::Transaction(list) => {
+                Ok(Reply::Transaction(list.iter().map(|p| self.read(nav, p, b)).collect::<Result<_, _>>()?))
+            }
+            Plan::Update { .. } | Plan::Command { .. } => unreachable!("read-only plans only"),
+        }
+    }
+
+    /// Runs `plan` inside the write transaction; mutations reply `Done` with version 0, which
+    /// [`stamp`] fills in after commit.
+    fn write(
+        &self,
+        g: &mut WriteGraph<'_, '_>,
+        plan: &Plan,
+        b: &mut Bindings<'_, '_>,
+    ) -> Result<Reply, InstructionError> {
+        match plan {
+            Plan::Query(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
+            Plan::Update { path, items, .. } => {
+                let node = Nav { graph: g.graph() }.walk(path, b)?;
+                apply(g, node, items, false, b)?;
+                Ok(Reply::Done { version: 0, changes: 0 })
+            }
+            Plan::Command { name, args } => {
+                let cmd = self
+                    .commands
+                    .get(name)
+                    .ok_or_else(|| InstructionError::value(format!("unknown command '{name}'")))?;
+                let mut params = HashMap::with_capacity(args.len());
+                for (arg, value) in args {
+                    let v = match value {
+                        Value::Text(t) => ParamValue::Text(t.clone()),
+                        Value::Param(_) => b.text(value).map(ParamValue::Text)?,
+                        other => ParamValue::Int(b.number(other)?),
+                    };
+                    params.insert(arg.clone(), v);
+                }
+                let mut inner = Bindings { params: &params, bench: b.bench.as_deref_mut() };
+                for plan in &cmd.plans {
+                    self.write(g, plan, &mut inner)?;
+                }
+                Ok(Reply::Done { version: 0, changes: 0 })
+            }
+            Plan::Transaction(list) => {
+                Ok(Reply::Transaction(list.iter().map(|p| self.write(g, p, b)).collect::<Result<_, _>>()?))
+            }
+        }
+    }
+}
+
+fn stamp(reply: Reply, version: u64, changes: usize) -> Reply {
+    match reply {
+        Reply::Done { .. } => Reply::Done { version, changes },
+        Reply::Transaction(list) => Reply::Transaction(list.into_iter().map(|r| stamp(r, version, changes)).collect()),
+        other => other,
+    }
+}
+
+impl From<TxError> for InstructionError {
+    fn from(e: TxError) -> InstructionError {
+        InstructionError::Transaction(e)
+    }
+}

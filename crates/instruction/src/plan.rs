@@ -1,0 +1,560 @@
+//! Type-checking: an [`ast::Instruction`] checked against the schema becomes a [`Plan`] whose
+//! names are resolved to property ids and whose values are known to fit. Nothing runs before
+//! this succeeds; errors point at the offending step.
+
+use std::collections::HashMap;
+
+use espalier_schema::{NodeTypeId, ParamKind, PropertyId, PropertyKind, Schema, Span, StateIndex, ROOT};
+
+use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Step, Value};
+
+/// A check failure: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CheckError {
+    pub span: Span,
+    pub message: String,
+}
+
+fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CheckError> {
+    Err(CheckError { span, message: message.into() })
+}
+
+/// Declared parameters in scope (a command's), or `None` for free-standing instructions whose
+/// `$params` are typed by the values supplied at run time.
+pub type ParamTypes = Option<HashMap<String, ParamKind>>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    Update { path: Vec<PStep>, node: NodeTypeId, items: Vec<PItem> },
+    Query(QueryPlan),
+    Get { path: Vec<PStep>, node: NodeTypeId },
+    Command { name: String, args: Vec<(String, Value)> },
+    Transaction(Vec<Plan>),
+}
+
+impl Plan {
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Plan::Query(_) | Plan::Get { .. } => true,
+            Plan::Transaction(list) => list.iter().all(Plan::is_read_only),
+            Plan::Update { .. } | Plan::Command { .. } => false,
+        }
+    }
+}
+
+/// A resolved step of a node path or collection path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PStep {
+    Group(PropertyId),
+    /// A dictionary or matrix entry; `key` is `None` in a collection path (every entry).
+    Entry {
+        property: PropertyId,
+        key: Option<Value>,
+        span: Span,
+    },
+    State {
+        property: PropertyId,
+        state: StateIndex,
+        span: Span,
+    },
+    Reference {
+        property: PropertyId,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PItem {
+    pub property: PropertyId,
+    pub op: POp,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum POp {
+    SetNumber(Value),
+    AddNumber(Value),
+    SetText(Value),
+    SetReference(Value),
+    Group(Vec<PItem>),
+    AddEntry {
+        key: Value,
+        items: Vec<PItem>,
+    },
+    UpdateEntry {
+        key: Value,
+        items: Vec<PItem>,
+    },
+    RemoveEntry {
+        key: Value,
+    },
+    /// Switch (in an update) or choose (in a new node) the state.
+    SwitchState {
+        state: StateChoice,
+        items: Vec<PItem>,
+    },
+    /// In an update: change the current state's node, which must be `state`. In a new node's
+    /// initialisation: choose `state` (as `SwitchState`).
+    UpdateState {
+        state: StateIndex,
+        items: Vec<PItem>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateChoice {
+    Fixed(StateIndex),
+    /// A benchmark's `random`: any state.
+    Random,
+    /// `$p` naming the state at run time.
+    Param(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryPlan {
+    pub path: Vec<PStep>,
+    pub select: Vec<PStep>,
+    /// The node type of every row.
+    pub row_type: NodeTypeId,
+    pub projections: Vec<PProjection>,
+    pub limit: Option<u64>,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PProjection {
+    pub alias: String,
+    pub path: Vec<PStep>,
+    pub property: PropertyId,
+    pub kind: LeafKind,
+    pub filter: Option<PFilter>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum PFilter {
+    Number(Comparison, Value),
+    Text(Comparison, Value),
+    Prefix(Value),
+    /// Stategroup in one of these states (`== 'S'` is a one-state set; `!=` its complement).
+    States(Vec<StateIndex>),
+    Reference(Comparison, Value),
+}
+
+/// Checks instructions against one schema.
+pub struct Checker<'s> {
+    pub schema: &'s Schema,
+    pub params: &'s ParamTypes,
+}
+
+fn kind_word(kind: &PropertyKind) -> &'static str {
+    kind.keyword()
+}
+
+impl<'s> Checker<'s> {
+    pub fn check(&self, instr: &Instruction, span: Span) -> Result<Plan, CheckError> {
+        match instr {
+            Instruction::Update { path, items } => {
+                let (path, node) = self.node_path(path, span)?;
+                let items = self.items(node, items, false)?;
+                Ok(Plan::Update { path, node, items })
+            }
+            Instruction::Query(q) => self.query(q, span).map(Plan::Query),
+            Instruction::Get { path } => {
+                let (path, node) = self.node_path(path, span)?;
+                Ok(Plan::Get { path, node })
+            }
+            Instruction::Command { name, args } => {
+                let Some(cmd) = self.schema.command(name) else {
+                    let known: Vec<String> = self.schema.commands.iter().map(|c| format!("'{}'", c.name)).collect();
+                    let known = if known.is_empty() {
+                        "the schema declares none".to_string()
+                    } else {
+                        format!("declared: {}", known.join(", "))
+                    };
+                    return err(span, format!("unknown command '{name}'; {known}"));
+                };
+                for (arg, value) in args {
+                    let Some((_, kind)) = cmd.params.iter().find(|(p, _)| p == arg) else {
+                        return err(span, format!("command '{name}' has no parameter '{arg}'"));
+                    };
+                    self.value_fits(value, *kind, span, &format!("parameter '{arg}'"))?;
+                }
+                for (p, _) in &cmd.params {
+                    if !args.iter().any(|(a, _)| a == p) {
+                        return err(span, format!("command '{name}' needs parameter '{p}'"));
+                    }
+                }
+                Ok(Plan::Command { name: name.clone(), args: args.clone() })
+            }
+            Instruction::Transaction(list) => {
+                let plans = list.iter().map(|i| self.check(&i.item, i.span)).collect::<Result<_, _>>()?;
+                Ok(Plan::Transaction(plans))
+            }
+        }
+    }
+
+    fn property(&self, node: NodeTypeId, name: &str, span: Span) -> Result<PropertyId, CheckError> {
+        match self.schema.find(node, name) {
+            Some(p) => Ok(p.id),
+            None => {
+                let nt = self.schema.node_type(node);
+                let names: Vec<String> =
+                    nt.properties.iter().map(|&p| format!("'{}'", self.schema.property(p).name)).collect();
+                let has = if names.is_empty() {
+                    "it has no properties".to_string()
+                } else {
+                    format!("it has {}", names.join(", "))
+                };
+                err(span, format!("no property '{name}' in {}; {has}", self.describe_type(node)))
+            }
+        }
+    }
+
+    fn describe_type(&self, node: NodeTypeId) -> String {
+        if node == ROOT {
+            return "the root".into();
+        }
+        let nt = self.schema.node_type(node);
+        use espalier_schema::ParentLink::*;
+        match nt.parent {
+            Root => "the root".into(),
+            Group { property } => format!("group '{}'", self.schema.property(property).name),
+            DictionaryEntry { property } => format!("an entry of '{}'", self.schema.property(property).name),
+            MatrixEntry { property } => format!("an entry of matrix '{}'", self.schema.property(property).name),
+            State { property, state } => match &self.schema.property(property).kind {
+                PropertyKind::StateGroup { states } => format!(
+                    "state '{}' of '{}'",
+                    states.get(state as usize).map_or("?", |s| s.name.as_str()),
+                    self.schema.property(property).name
+                ),
+                _ => "a state".into(),
+            },
+        }
+    }
+
+    fn state_index(&self, stategroup: PropertyId, name: &str, span: Span) -> Result<StateIndex, CheckError> {
+        let PropertyKind::StateGroup { states } = &self.schema.property(stategroup).kind else {
+            return err(span, "not a stategroup");
+        };
+        match states.iter().position(|s| s.name == name) {
+            Some(i) => Ok(i as StateIndex),
+            None => {
+                let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.name)).collect();
+                err(
+                    span,
+                    format!(
+                        "stategroup '{}' has no state '{name}'; its states are {}",
+                        self.schema.property(stategroup).name,
+                        names.join(", ")
+                    ),
+                )
+            }
+        }
+    }
+
+    fn expect_kind(&self, p: PropertyId, want: &str, step: &str, span: Span) -> Result<(), CheckError> {
+        let prop = self.schema.property(p);
+        if kind_word(&prop.kind) != want {
+            return err(
+                span,
+                format!("'{}' is a {}, but `{step}` steps into a {want}", prop.name, kind_word(&prop.kind)),
+            );
+        }
+        Ok(())
+    }
+
+    /// Resolves one step from `node`; `keyed` says whether entry steps carry keys.
+    fn step(&self, node: NodeTypeId, step: &Located<Step>, keyed: bool) -> Result<(PStep, NodeTypeId), CheckError> {
+        let span = step.span;
+        match &step.item {
+            Step::Group(name) => {
+                let p = self.property(node, name, span)?;
+                self.expect_kind(p, "group", "+", span)?;
+                let PropertyKind::Group { node: next } = self.schema.property(p).kind else { unreachable!() };
+                Ok((PStep::Group(p), next))
+            }
+            Step::Dictionary { name, key } | Step::Matrix { name, key } => {
+                let matrix = matches!(step.item, Step::Matrix { .. });
+                let p = self.property(node, name, span)?;
+                let (want, sym) = if matrix { ("matrix", "%") } else { ("dictionary", ".") };
+                self.expect_kind(p, want, sym, span)?;
+                let next = match &self.schema.property(p).kind {
+                    PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => *node,
+                    _ => unreachable!(),
+                };
+                match (keyed, key) {
+                    (true, None) => {
+                        return err(
+                            span,
+                            format!("`{sym} '{name}'` in a node path needs a key: `{sym} '{name}' : \"key\"`"),
+                        )
+                    }
+                    (false, Some(_)) => {
+                        return err(
+                            span,
+                            format!("`{sym} '{name}'` in a collection path takes no key; it selects every entry"),
+                        )
+                    }
+                    _ => {}
+                }
+                if let Some(k) = key {
+                    self.key_fits(p, k, span)?;
+                }
+                Ok((PStep::Entry { property: p, key: key.clone(), span }, next))
+            }
+            Step::State { stategroup, state } => {
+                let p = self.property(node, stategroup, span)?;
+                self.expect_kind(p, "stategroup", "?", span)?;
+                let s = self.state_index(p, state, span)?;
+                let PropertyKind::StateGroup { states } = &self.schema.property(p).kind else { unreachable!() };
+                Ok((PStep::State { property: p, state: s, span }, states[s as usize].node))
+            }
+            Step::Reference(name) => {
+                let p = self.property(node, name, span)?;
+                self.expect_kind(p, "reference", ">", span)?;
+                let PropertyKind::Reference { target } = &self.schema.property(p).kind else { unreachable!() };
+                Ok((PStep::Reference { property: p }, target.entry_type))
+            }
+        }
+    }
+
+    fn node_path(&self, path: &[Located<Step>], _span: Span) -> Result<(Vec<PStep>, NodeTypeId), CheckError> {
+        self.path_from(ROOT, path, true)
+    }
+
+    fn path_from(
+        &self,
+        mut node: NodeTypeId,
+        path: &[Located<Step>],
+        keyed: bool,
+    ) -> Result<(Vec<PStep>, NodeTypeId), CheckError> {
+        let mut out = Vec::with_capacity(path.len());
+        for step in path {
+            let (s, next) = self.step(node, step, keyed)?;
+            out.push(s);
+            node = next;
+        }
+        Ok((out, node))
+    }
+
+    /// The key of an entry of collection `p` (dictionary: one text; matrix: the target's key).
+    fn key_fits(&self, p: PropertyId, key: &Value, span: Span) -> Result<(), CheckError> {
+        let arity = match &self.schema.property(p).kind {
+            PropertyKind::Matrix { target, .. } | PropertyKind::Reference { target } => target.key_arity,
+            _ => 1,
+        };
+        self.key_arity_fits(key, arity, span)
+    }
+
+    fn key_arity_fits(&self, key: &Value, arity: usize, span: Span) -> Result<(), CheckError> {
+        match key {
+            Value::Compound(parts) if parts.len() != arity => {
+                err(span, format!("key has {} components; this one needs {arity}", parts.len()))
+            }
+            Value::Compound(parts) => {
+                for part in parts {
+                    self.key_arity_fits(part, 1, span)?;
+                }
+                Ok(())
+            }
+            Value::Int(_) | Value::Text(_) | Value::Index | Value::Random(_) if arity == 1 => Ok(()),
+            Value::Random(None) => Ok(()), // a random existing entry, whatever its key's shape
+            Value::Param(p) => self.param_fits(p, ParamKind::Text, span),
+            _ => err(span, format!("key needs {arity} components: write [\"a\", \"b\"]")),
+        }
+    }
+
+    fn param_fits(&self, name: &str, kind: ParamKind, span: Span) -> Result<(), CheckError> {
+        match self.params {
+            None => Ok(()),
+            Some(declared) => match declared.get(name) {
+                None => err(span, format!("unknown parameter ${name}")),
+                Some(k) if *k == kind || kind == ParamKind::Text && *k == ParamKind::Number => Ok(()),
+                Some(k) => {
+                    err(span, format!("parameter ${name} is a {k:?} but a {kind:?} is needed here").to_lowercase())
+                }
+            },
+        }
+    }
+
+    fn value_fits(&self, value: &Value, kind: ParamKind, span: Span, what: &str) -> Result<(), CheckError> {
+        match (value, kind) {
+            (Value::Int(_), _) | (Value::Index, _) | (Value::Random(Some(_)), _) => Ok(()),
+            (Value::Text(_), ParamKind::Text) => Ok(()),
+            (Value::Text(t), ParamKind::Number) => err(span, format!("{what} is a number, not the text {t:?}")),
+            (Value::Param(p), k) => self.param_fits(p, k, span),
+            (Value::Compound(_), _) => err(span, format!("{what} takes one value, not a compound key")),
+            (Value::Random(None), _) => err(span, format!("{what}: `random` needs an upper bound here: `random 100`")),
+        }
+    }
+
+    fn items(&self, node: NodeTypeId, items: &[Located<Item>], init: bool) -> Result<Vec<PItem>, CheckError> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            out.push(self.item(node, item, init)?);
+        }
+        Ok(out)
+    }
+
+    fn item(&self, node: NodeTypeId, item: &Located<Item>, init: bool) -> Result<PItem, CheckError> {
+        let span = item.span;
+        let p = self.property(node, &item.item.name, span)?;
+        let prop = self.schema.property(p);
+        let mismatch = |op: &str| {
+            err(span, format!("'{}' is a {}; `{op}` does not apply to it", prop.name, kind_word(&prop.kind)))
+        };
+        let op = match (&item.item.op, &prop.kind) {
+            (Op::SetNumber(v), PropertyKind::Number) => {
+                self.value_fits(v, ParamKind::Number, span, &format!("'{}'", prop.name))?;
+                POp::SetNumber(v.clone())
+            }
+            (Op::AddNumber(v), PropertyKind::Number) => {
+                self.value_fits(v, ParamKind::Number, span, &format!("'{}'", prop.name))?;
+                POp::AddNumber(v.clone())
+            }
+            (Op::SetText(v), PropertyKind::Text) => {
+                self.value_fits(v, ParamKind::Text, span, &format!("'{}'", prop.name))?;
+                POp::SetText(v.clone())
+            }
+            (Op::SetReference(v), PropertyKind::Reference { target }) => {
+                self.key_arity_fits(v, target.key_arity, span)?;
+                POp::SetReference(v.clone())
+            }
+            (Op::Group(items), PropertyKind::Group { node }) => POp::Group(self.items(*node, items, init)?),
+            (Op::AddEntry { key, items }, PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. }) => {
+                self.key_fits(p, key, span)?;
+                POp::AddEntry { key: key.clone(), items: self.items(*node, items, true)? }
+            }
+            (Op::UpdateEntry { key, items }, PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. }) => {
+                self.key_fits(p, key, span)?;
+                POp::UpdateEntry { key: key.clone(), items: self.items(*node, items, init)? }
+            }
+            (Op::RemoveEntry { key }, PropertyKind::Dictionary { .. } | PropertyKind::Matrix { .. }) => {
+                if init {
+                    return err(span, "cannot remove an entry from a node that is being created");
+                }
+                self.key_fits(p, key, span)?;
+                POp::RemoveEntry { key: key.clone() }
+            }
+            (Op::SwitchState { state, items }, PropertyKind::StateGroup { states }) => {
+                let (choice, node) = match state {
+                    Value::Text(name) => {
+                        let i = self.state_index(p, name, span)?;
+                        (StateChoice::Fixed(i), Some(states[i as usize].node))
+                    }
+                    Value::Random(None) => (StateChoice::Random, None),
+                    Value::Param(name) => {
+                        self.param_fits(name, ParamKind::Text, span)?;
+                        (StateChoice::Param(name.clone()), None)
+                    }
+                    _ => return err(span, "a state is named by its 'Name'"),
+                };
+                let items = match node {
+                    Some(node) => self.items(node, items, true)?,
+                    None if items.is_empty() => Vec::new(),
+                    None => return err(span, "a state chosen at run time cannot be initialised with properties"),
+                };
+                POp::SwitchState { state: choice, items }
+            }
+            (Op::UpdateState { state, items }, PropertyKind::StateGroup { states }) => {
+                let i = self.state_index(p, state, span)?;
+                POp::UpdateState { state: i, items: self.items(states[i as usize].node, items, init)? }
+            }
+            (Op::SetNumber(_), _) => return mismatch("number"),
+            (Op::AddNumber(_), _) => return mismatch("number +"),
+            (Op::SetText(_), _) => return mismatch("text"),
+            (Op::SetReference(_), _) => return mismatch("reference"),
+            (Op::Group(_), _) => return mismatch("group ( … )"),
+            (Op::AddEntry { .. } | Op::UpdateEntry { .. } | Op::RemoveEntry { .. }, _) => {
+                return mismatch("dictionary / matrix")
+            }
+            (Op::SwitchState { .. } | Op::UpdateState { .. }, _) => return mismatch("stategroup"),
+        };
+        Ok(PItem { property: p, op, span })
+    }
+
+    fn query(&self, q: &ast::Query, span: Span) -> Result<QueryPlan, CheckError> {
+        let (path, context) = self.node_path(&q.path, span)?;
+        let (select, row_type) = self.path_from(context, &q.select, false)?;
+        if let Some(last) = select.last() {
+            if !matches!(last, PStep::Entry { .. }) {
+                let at = q.select.last().map_or(span, |s| s.span);
+                return err(at, "a collection path ends with a dictionary (`.`) or matrix (`%`) step");
+            }
+        }
+        let mut projections = Vec::with_capacity(q.projections.len());
+        for proj in &q.projections {
+            projections.push(self.projection(row_type, &proj.item, proj.span)?);
+        }
+        Ok(QueryPlan { path, select, row_type, projections, limit: q.limit, offset: q.offset.unwrap_or(0) })
+    }
+
+    fn projection(&self, row: NodeTypeId, proj: &ast::Projection, span: Span) -> Result<PProjection, CheckError> {
+        for step in &proj.path {
+            if matches!(step.item, Step::Dictionary { .. } | Step::Matrix { .. }) {
+                return err(step.span, "a projection path goes through groups, states and references only");
+            }
+        }
+        let (path, node) = self.path_from(row, &proj.path, false)?;
+        let p = self.property(node, &proj.property, span)?;
+        let prop = self.schema.property(p);
+        let fits = matches!(
+            (proj.kind, &prop.kind),
+            (LeafKind::Number, PropertyKind::Number)
+                | (LeafKind::Text, PropertyKind::Text)
+                | (LeafKind::Stategroup, PropertyKind::StateGroup { .. })
+                | (LeafKind::Reference, PropertyKind::Reference { .. })
+        );
+        if !fits {
+            return err(
+                span,
+                format!("'{}' is a {}, not a {:?}", prop.name, kind_word(&prop.kind), proj.kind).to_lowercase(),
+            );
+        }
+        let filter = match &proj.filter {
+            None => None,
+            Some(f) => Some(self.filter(p, proj.kind, f, span)?),
+        };
+        Ok(PProjection { alias: proj.alias.clone(), path, property: p, kind: proj.kind, filter })
+    }
+
+    fn filter(&self, p: PropertyId, kind: LeafKind, f: &Filter, span: Span) -> Result<PFilter, CheckError> {
+        let name = &self.schema.property(p).name;
+        Ok(match (kind, f) {
+            (LeafKind::Number, Filter::Compare { op, value }) => {
+                self.value_fits(value, ParamKind::Number, span, &format!("filter on '{name}'"))?;
+                PFilter::Number(*op, value.clone())
+            }
+            (LeafKind::Text, Filter::Compare { op, value }) => {
+                self.value_fits(value, ParamKind::Text, span, &format!("filter on '{name}'"))?;
+                PFilter::Text(*op, value.clone())
+            }
+            (LeafKind::Text, Filter::Prefix(v)) => {
+                self.value_fits(v, ParamKind::Text, span, &format!("prefix filter on '{name}'"))?;
+                PFilter::Prefix(v.clone())
+            }
+            (
+                LeafKind::Stategroup,
+                Filter::Compare { op: op @ (Comparison::Eq | Comparison::Ne), value: Value::Text(s) },
+            ) => {
+                let i = self.state_index(p, s, span)?;
+                let PropertyKind::StateGroup { states } = &self.schema.property(p).kind else { unreachable!() };
+                let set = if *op == Comparison::Eq {
+                    vec![i]
+                } else {
+                    (0..states.len() as StateIndex).filter(|&j| j != i).collect()
+                };
+                PFilter::States(set)
+            }
+            (LeafKind::Stategroup, Filter::In(names)) => {
+                PFilter::States(names.iter().map(|n| self.state_index(p, n, span)).collect::<Result<_, _>>()?)
+            }
+            (LeafKind::Reference, Filter::Compare { op: op @ (Comparison::Eq | Comparison::Ne), value }) => {
+                let PropertyKind::Reference { target } = &self.schema.property(p).kind else { unreachable!() };
+                self.key_arity_fits(value, target.key_arity, span)?;
+                PFilter::Reference(*op, value.clone())
+            }
+            (k, f) => return err(span, format!("filter {f:?} does not apply to a {k:?} property '{name}'")),
+        })
+    }
+}

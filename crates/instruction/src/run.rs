@@ -1,0 +1,591 @@
+//! Running checked plans: queries on a snapshot (or inside a transaction, seeing its own
+//! writes), mutations inside a write transaction.
+
+use std::collections::HashMap;
+
+use espalier_data::{DataError, EntryKey, Graph, NodeRef, WriteGraph};
+use espalier_schema::{PropertyId, PropertyKind, Schema, StateIndex};
+use serde::Serialize;
+
+use crate::ast::{Comparison, LeafKind, Value};
+use crate::plan::{PFilter, PItem, POp, PStep, QueryPlan, StateChoice};
+use crate::InstructionError;
+
+/// Upper bound on rows a query may visit (also with a limit, because the total is counted).
+pub const MAX_VISITED_ROWS: u64 = 100_000_000;
+
+/// A parameter value supplied with an instruction or a command call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum ParamValue {
+    Int(i64),
+    Text(String),
+}
+
+/// What `index` and `random` mean while running: the benchmark's iteration and random source.
+pub trait BenchValues: Send {
+    fn index(&self) -> u64;
+    /// A uniform number in `0..bound`.
+    fn below(&mut self, bound: u64) -> u64;
+}
+
+/// Values a plan refers to at run time.
+pub struct Bindings<'p, 'b> {
+    pub params: &'p HashMap<String, ParamValue>,
+    pub bench: Option<&'b mut (dyn BenchValues + 'static)>,
+}
+
+impl Bindings<'_, '_> {
+    fn index(&self) -> Result<u64, InstructionError> {
+        self.bench
+            .as_ref()
+            .map(|b| b.index())
+            .ok_or_else(|| InstructionError::value("`index` is only meaningful in a benchmark"))
+    }
+
+    fn below(&mut self, bound: u64) -> Result<u64, InstructionError> {
+        assert!(bound > 0, "random bound checked by the parser");
+        match self.bench.as_mut() {
+            Some(b) => Ok(b.below(bound)),
+            None => Err(InstructionError::value("`random` is only meaningful in a benchmark")),
+        }
+    }
+
+    fn param(&self, name: &str) -> Result<&ParamValue, InstructionError> {
+        self.params.get(name).ok_or_else(|| InstructionError::value(format!("no value given for parameter ${name}")))
+    }
+
+    pub fn number(&mut self, v: &Value) -> Result<i64, InstructionError> {
+        match v {
+            Value::Int(i) => Ok(*i),
+            Value::Index => Ok(self.index()? as i64),
+            Value::Random(Some(n)) => Ok(self.below(*n as u64)? as i64),
+            Value::Param(p) => match self.param(p)? {
+                ParamValue::Int(i) => Ok(*i),
+                ParamValue::Text(t) => t
+                    .parse()
+                    .map_err(|_| InstructionError::value(format!("parameter ${p} must be a number, got {t:?}"))),
+            },
+            other => Err(InstructionError::value(format!("expected a number, found {other:?}"))),
+        }
+    }
+
+    pub fn text(&mut self, v: &Value) -> Result<String, InstructionError> {
+        match v {
+            Value::Text(t) => Ok(t.clone()),
+            Value::Param(p) => Ok(match self.param(p)? {
+                ParamValue::Int(i) => i.to_string(),
+                ParamValue::Text(t) => t.clone(),
+            }),
+            other => Ok(self.number(other)?.to_string()),
+        }
+    }
+
+    /// A key: its components as text. `random` without a bound is resolved by the caller.
+    pub fn key(&mut self, v: &Value) -> Result<Vec<String>, InstructionError> {
+        match v {
+            Value::Compound(parts) => parts.iter().map(|p| self.text(p)).collect(),
+            Value::Param(p) => match self.param(p)? {
+                ParamValue::Text(t) if t.starts_with('[') => serde_json::from_str(t).map_err(|_| {
+                    InstructionError::value(format!("parameter ${p}: compound key must be a JSON array of strings"))
+                }),
+                _ => Ok(vec![self.text(v)?]),
+            },
+            other => Ok(vec![self.text(other)?]),
+        }
+    }
+}
+
+/// One row of a query result.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Row {
+    /// The keys of the entries along the collection path (a matrix entry contributes its
+    /// target's key components).
+    pub key: Vec<String>,
+    pub values: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct QueryResult {
+    /// Rows that match, before limit and offset.
+    pub total: u64,
+    pub columns: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+/// Navigation shared by reads and writes.
+pub(crate) struct Nav<'g> {
+    pub graph: Graph<'g>,
+}
+
+impl<'g> Nav<'g> {
+    fn schema(&self) -> &'g Schema {
+        self.graph.schema
+    }
+
+    /// The key of an entry step as stored: text for a dictionary, the target record for a matrix.
+    fn entry_key_target(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+        key: &[String],
+    ) -> Result<Option<u64>, InstructionError> {
+        match &self.schema().property(property).kind {
+            PropertyKind::Matrix { target, .. } => {
+                // The matrix key is a reference declared in the matrix's owner node.
+                match self.graph.resolve(owner, target, key) {
+                    Ok(t) => Ok(Some(t.id)),
+                    Err(DataError::KeyMissing { .. } | DataError::StateNotSelected { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Finds an existing entry by key, or a random one for `random` without bound.
+    pub fn entry(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+        key: &Value,
+        b: &mut Bindings<'_, '_>,
+    ) -> Result<NodeRef, InstructionError> {
+        if let Value::Random(None) = key {
+            let count = self.graph.count(owner, property)?;
+            if count == 0 {
+                return Err(DataError::KeyMissing {
+                    collection: self.graph.collection_path(owner, property),
+                    key: "(random: the collection is empty)".into(),
+                }
+                .into());
+            }
+            let n = b.below(count)?;
+            let found = self.graph.entries(owner, property)?.nth(n as usize).transpose()?;
+            return found
+                .map(|(_, e)| e)
+                .ok_or_else(|| InstructionError::Data(DataError::Corrupt("entry count exceeds entries".into())));
+        }
+        let key = b.key(key)?;
+        let found = if matches!(self.schema().property(property).kind, PropertyKind::Matrix { .. }) {
+            match self.entry_key_target(owner, property, &key)? {
+                Some(t) => self.graph.find_entry(owner, property, EntryKey::Target(t))?,
+                None => None,
+            }
+        } else {
+            self.graph.find_entry(owner, property, EntryKey::Text(&key[0]))?
+        };
+        found.ok_or_else(|| {
+            let shown = if key.len() == 1 { format!("{:?}", key[0]) } else { format!("{key:?}") };
+            DataError::KeyMissing { collection: self.graph.collection_path(owner, property), key: shown }.into()
+        })
+    }
+
+    fn state_step(&self, node: NodeRef, property: PropertyId, state: StateIndex) -> Result<NodeRef, InstructionError> {
+        let (current, child) = self.graph.state(node, property)?;
+        if current != state {
+            return Err(DataError::StateNotSelected {
+                node: self.graph.describe(node),
+                stategroup: self.schema().property(property).name.clone(),
+                expected: self.graph.state_name(property, state).to_string(),
+                actual: self.graph.state_name(property, current).to_string(),
+            }
+            .into());
+        }
+        Ok(child)
+    }
+
+    fn reference_step(&self, node: NodeRef, property: PropertyId) -> Result<NodeRef, InstructionError> {
+        let PropertyKind::Reference { target } = &self.schema().property(property).kind else {
+            unreachable!("checked: reference step on a reference")
+        };
+        let id = self.graph.reference(node, property)?;
+        if id == 0 {
+            return Err(
+                DataError::Corrupt(format!("reference '{}' is unset", self.schema().property(property).name)).into()
+            );
+        }
+        Ok(NodeRef { id, ty: target.entry_type })
+    }
+
+    /// Follows a node path from the root.
+    pub fn walk(&self, path: &[PStep], b: &mut Bindings<'_, '_>) -> Result<NodeRef, InstructionError> {
+        let mut at = NodeRef::ROOT;
+        for step in path {
+            at = match step {
+                PStep::Group(p) => self.graph.group(at, *p),
+                PStep::Entry { property, key: Some(key), .. } => self.entry(at, *property, key, b)?,
+                PStep::Entry { key: None, .. } => unreachable!("checked: node paths have keys"),
+                PStep::State { property, state, .. } => self.state_step(at, *property, *state)?,
+                PStep::Reference { property } => self.reference_step(at, *property)?,
+            };
+        }
+        Ok(at)
+    }
+
+    /// The value of a leaf as JSON, or `None` if the projection path crosses an unselected state.
+    fn project(
+        &self,
+        row: NodeRef,
+        path: &[PStep],
+        property: PropertyId,
+        kind: LeafKind,
+    ) -> Result<Option<Leaf>, InstructionError> {
+        let mut at = row;
+        for step in path {
+            at = match step {
+                PStep::Group(p) => self.graph.group(at, *p),
+                PStep::State { property, state, .. } => {
+                    let (current, child) = self.graph.state(at, *property)?;
+                    if current != *state {
+                        return Ok(None);
+                    }
+                    child
+                }
+                PStep::Reference { property } => self.reference_step(at, *property)?,
+                PStep::Entry { .. } => unreachable!("checked: no entry steps in projections"),
+            };
+        }
+        Ok(Some(match kind {
+            LeafKind::Number => Leaf::Number(self.graph.number(at, property)?),
+            LeafKind::Text => Leaf::Text(self.graph.text(at, property)?),
+            LeafKind::Stategroup => Leaf::State(self.graph.state(at, property)?.0),
+            LeafKind::Reference => {
+                let PropertyKind::Reference { target } = &self.schema().property(property).kind else { unreachable!() };
+                Leaf::Key(self.graph.target_key(self.graph.reference(at, property)?, target)?)
+            }
+        }))
+    }
+}
+
+enum Leaf {
+    Number(i64),
+    Text(String),
+    State(StateIndex),
+    Key(Vec<String>),
+}
+
+fn compare<T: Ord + ?Sized>(op: Comparison, a: &T, b: &T) -> bool {
+    match op {
+        Comparison::Eq => a == b,
+        Comparison::Ne => a != b,
+        Comparison::Lt => a < b,
+        Comparison::Le => a <= b,
+        Comparison::Gt => a > b,
+        Comparison::Ge => a >= b,
+    }
+}
+
+/// Filter values resolved once per query (not per row).
+enum Resolved {
+    Number(Comparison, i64),
+    Text(Comparison, String),
+    Prefix(String),
+    States(Vec<StateIndex>),
+    Key(Comparison, Vec<String>),
+}
+
+pub(crate) fn run_query(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    b: &mut Bindings<'_, '_>,
+) -> Result<QueryResult, InstructionError> {
+    let context = nav.walk(&q.path, b)?;
+    let filters: Vec<Option<Resolved>> = q
+        .projections
+        .iter()
+        .map(|p| {
+            Ok(match &p.filter {
+                None => None,
+                Some(PFilter::Number(op, v)) => Some(Resolved::Number(*op, b.number(v)?)),
+                Some(PFilter::Text(op, v)) => Some(Resolved::Text(*op, b.text(v)?)),
+                Some(PFilter::Prefix(v)) => Some(Resolved::Prefix(b.text(v)?)),
+                Some(PFilter::States(s)) => Some(Resolved::States(s.clone())),
+                Some(PFilter::Reference(op, v)) => Some(Resolved::Key(*op, b.key(v)?)),
+            })
+        })
+        .collect::<Result<_, InstructionError>>()?;
+    let mut out =
+        QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
+    let mut visited = 0u64;
+    let mut key = Vec::new();
+    visit(nav, q, &filters, context, 0, &mut key, &mut out, &mut visited)?;
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)] // a recursive walk carrying its accumulators
+fn visit(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    filters: &[Option<Resolved>],
+    node: NodeRef,
+    depth: usize,
+    key: &mut Vec<String>,
+    out: &mut QueryResult,
+    visited: &mut u64,
+) -> Result<(), InstructionError> {
+    if depth == q.select.len() {
+        *visited += 1;
+        if *visited > MAX_VISITED_ROWS {
+            return Err(InstructionError::Limit(format!("query visits more than {MAX_VISITED_ROWS} rows")));
+        }
+        return row(nav, q, filters, node, key, out);
+    }
+    match &q.select[depth] {
+        PStep::Group(p) => visit(nav, q, filters, nav.graph.group(node, *p), depth + 1, key, out, visited),
+        PStep::State { property, state, .. } => {
+            let (current, child) = nav.graph.state(node, *property)?;
+            if current == *state {
+                visit(nav, q, filters, child, depth + 1, key, out, visited)?;
+            }
+            Ok(())
+        }
+        PStep::Reference { property } => {
+            let target = nav.reference_step(node, *property)?;
+            visit(nav, q, filters, target, depth + 1, key, out, visited)
+        }
+        PStep::Entry { property, .. } => {
+            let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
+            for entry in nav.graph.entries(node, *property)? {
+                let (raw, entry) = entry?;
+                let before = key.len();
+                if matrix {
+                    key.extend(nav.graph.entry_key(entry)?);
+                } else {
+                    key.push(String::from_utf8_lossy(raw).into_owned());
+                }
+                visit(nav, q, filters, entry, depth + 1, key, out, visited)?;
+                key.truncate(before);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn row(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    filters: &[Option<Resolved>],
+    node: NodeRef,
+    key: &[String],
+    out: &mut QueryResult,
+) -> Result<(), InstructionError> {
+    let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
+    let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
+    for (proj, filter) in q.projections.iter().zip(filters) {
+        // Without a filter and outside the page, a projection only matters for state crossings.
+        if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, PStep::State { .. })) {
+            continue;
+        }
+        let Some(leaf) = nav.project(node, &proj.path, proj.property, proj.kind)? else {
+            return Ok(());
+        };
+        let pass = match (filter, &leaf) {
+            (None, _) => true,
+            (Some(Resolved::Number(op, v)), Leaf::Number(n)) => compare(*op, n, v),
+            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, t.as_str(), v.as_str()),
+            (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_str()),
+            (Some(Resolved::States(set)), Leaf::State(s)) => set.contains(s),
+            (Some(Resolved::Key(op, k)), Leaf::Key(key)) => compare(*op, key, k),
+            _ => unreachable!("checked: filter kind matches leaf kind"),
+        };
+        if !pass {
+            return Ok(());
+        }
+        if wanted {
+            values.push(match leaf {
+                Leaf::Number(n) => serde_json::Value::from(n),
+                Leaf::Text(t) => serde_json::Value::from(t),
+                Leaf::State(s) => serde_json::Value::from(nav.graph.state_name(proj.property, s)),
+                Leaf::Key(k) if k.len() == 1 => serde_json::Value::from(k[0].clone()),
+                Leaf::Key(k) => serde_json::Value::from(k),
+            });
+        }
+    }
+    if wanted {
+        out.rows.push(Row { key: key.to_vec(), values });
+    }
+    out.total += 1;
+    Ok(())
+}
+
+/// Applies update items to `node`. `init`: the node was just created by this instruction.
+pub(crate) fn apply(
+    g: &mut WriteGraph<'_, '_>,
+    node: NodeRef,
+    items: &[PItem],
+    init: bool,
+    b: &mut Bindings<'_, '_>,
+) -> Result<(), InstructionError> {
+    for item in items {
+        apply_item(g, node, item, init, b)?;
+    }
+    Ok(())
+}
+
+fn apply_item(
+    g: &mut WriteGraph<'_, '_>,
+    node: NodeRef,
+    item: &PItem,
+    init: bool,
+    b: &mut Bindings<'_, '_>,
+) -> Result<(), InstructionError> {
+    let p = item.property;
+    match &item.op {
+        POp::SetNumber(v) => {
+            let n = b.number(v)?;
+            g.set_number(node, p, n)?;
+        }
+        POp::AddNumber(v) => {
+            let delta = b.number(v)?;
+            let old = g.graph().number(node, p)?;
+            let n = old.checked_add(delta).ok_or_else(|| {
+                InstructionError::value(format!("'{}' would overflow: {old} + {delta}", g.schema.property(p).name))
+            })?;
+            g.set_number(node, p, n)?;
+        }
+        POp::SetText(v) => {
+            let t = b.text(v)?;
+            g.set_text(node, p, &t)?;
+        }
+        POp::SetReference(v) => {
+            let PropertyKind::Reference { target } = &g.schema.property(p).kind else { unreachable!() };
+            let key = b.key(v)?;
+            let target = g.graph().resolve(node, target, &key)?;
+            g.set_reference(node, p, target.id)?;
+        }
+        POp::Group(items) => {
+            let group = g.graph().group(node, p);
+            apply(g, group, items, init, b)?;
+        }
+        POp::AddEntry { key, items } => {
+            let entry = match &g.schema.property(p).kind {
+                PropertyKind::Matrix { target, .. } => {
+                    if let Value::Random(None) = key {
+                        let name = &g.schema.property(p).name;
+                        return Err(InstructionError::value(format!("matrix '{name}' needs `random N` keys")));
+                    }
+                    let k = b.key(key)?;
+                    let t = g.graph().resolve(node, target, &k)?;
+                    g.add_entry(node, p, EntryKey::Target(t.id))?
+                }
+                _ => {
+                    let k = b.key(key)?;
+                    g.add_entry(node, p, EntryKey::Text(&k[0]))?
+                }
+            };
+            apply(g, entry, items, true, b)?;
+            g.require_references(entry)?;
+        }
+        POp::UpdateEntry { key, items } => {
+            let entry = Nav { graph: g.graph() }.entry(node, p, key, b)?;
+            apply(g, entry, items, init, b)?;
+        }
+        POp::RemoveEntry { key } => {
+            let entry = Nav { graph: g.graph() }.entry(node, p, key, b)?;
+            match &g.schema.property(p).kind {
+                PropertyKind::Matrix { .. } => {
+                    let t = g.graph().matrix_target(entry)?;
+                    g.remove_entry(node, p, EntryKey::Target(t))?;
+                }
+                _ => {
+                    let k = g.graph().entry_key(entry)?;
+                    g.remove_entry(node, p, EntryKey::Text(&k[0]))?;
+                }
+            }
+        }
+        POp::SwitchState { state, items } => {
+            let index = match state {
+                StateChoice::Fixed(i) => *i,
+                StateChoice::Random => {
+                    let PropertyKind::StateGroup { states } = &g.schema.property(p).kind else { unreachable!() };
+                    b.below(states.len() as u64)? as StateIndex
+                }
+                StateChoice::Param(name) => {
+                    let s = b.text(&Value::Param(name.clone()))?;
+                    g.schema.state_index(p, &s).ok_or_else(|| {
+                        InstructionError::value(format!(
+                            "stategroup '{}' has no state '{s}'",
+                            g.schema.property(p).name
+                        ))
+                    })?
+                }
+            };
+            choose_state(g, node, p, index, items, init, b)?;
+        }
+        POp::UpdateState { state, items } => {
+            if init {
+                choose_state(g, node, p, *state, items, true, b)?;
+            } else {
+                let child = Nav { graph: g.graph() }.state_step(node, p, *state)?;
+                apply(g, child, items, false, b)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Switches to `index` (an error if already there, unless the node is new and the state is
+/// its default), then initialises the state's node.
+fn choose_state(
+    g: &mut WriteGraph<'_, '_>,
+    node: NodeRef,
+    p: PropertyId,
+    index: StateIndex,
+    items: &[PItem],
+    init: bool,
+    b: &mut Bindings<'_, '_>,
+) -> Result<(), InstructionError> {
+    let (current, child) = g.graph().state(node, p)?;
+    let child = if init && current == index { child } else { g.switch_state(node, p, index)? };
+    apply(g, child, items, true, b)?;
+    g.require_references(child)?;
+    Ok(())
+}
+
+/// A node and its subtree in dump form (see `docs/dump-format.md`), for `get`.
+pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, InstructionError> {
+    let schema = graph.schema;
+    let mut out = serde_json::Map::new();
+    for &p in &schema.node_type(node.ty).properties {
+        let prop = schema.property(p);
+        let value = match &prop.kind {
+            PropertyKind::Number => serde_json::Value::from(graph.number(node, p)?),
+            PropertyKind::Text => serde_json::Value::from(graph.text(node, p)?),
+            PropertyKind::Group { .. } => node_json(graph, graph.group(node, p))?,
+            PropertyKind::Reference { target } => key_json(graph.target_key(graph.reference(node, p)?, target)?),
+            PropertyKind::StateGroup { .. } => {
+                let (index, child) = graph.state(node, p)?;
+                let mut one = serde_json::Map::new();
+                one.insert(graph.state_name(p, index).to_string(), node_json(graph, child)?);
+                serde_json::Value::Object(one)
+            }
+            PropertyKind::Dictionary { .. } => {
+                let mut entries = serde_json::Map::new();
+                for e in graph.entries(node, p)? {
+                    let (raw, entry) = e?;
+                    entries.insert(String::from_utf8_lossy(raw).into_owned(), node_json(graph, entry)?);
+                }
+                serde_json::Value::Object(entries)
+            }
+            PropertyKind::Matrix { .. } => {
+                let mut entries = Vec::new();
+                for e in graph.entries(node, p)? {
+                    let (_, entry) = e?;
+                    entries.push(serde_json::json!([key_json(graph.entry_key(entry)?), node_json(graph, entry)?]));
+                }
+                serde_json::Value::Array(entries)
+            }
+        };
+        out.insert(prop.name.clone(), value);
+    }
+    Ok(serde_json::Value::Object(out))
+}
+
+fn key_json(key: Vec<String>) -> serde_json::Value {
+    if key.len() == 1 {
+        serde_json::Value::from(key.into_iter().next().unwrap_or_default())
+    } else {
+        serde_json::Value::from(key)
+    }
+}
