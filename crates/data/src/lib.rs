@@ -15,6 +15,8 @@
 //! lookup by key is one B+tree descent and iteration is a cursor walk.
 
 pub mod change;
+pub mod check;
+pub mod dump;
 mod error;
 mod graph;
 mod keys;
@@ -23,6 +25,8 @@ mod strings;
 mod write;
 
 pub use change::{Change, ChangeSet, NodePath, PathStep};
+pub use check::{check, CheckReport};
+pub use dump::{export, import, DumpError, ImportStats};
 pub use error::DataError;
 pub use graph::{EntryKey, Graph};
 pub use keys::meta;
