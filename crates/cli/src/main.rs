@@ -1,1 +1,269 @@
-fn main() {}
+//! `espalier`: the command line of the Espalier database.
+//!
+//! Every subcommand is a small function over the library crates: `espalier-schema` (schema
+//! check), `espalier-instruction` (exec, shell), `espalier-data` (export, import, check) and
+//! `espalier-transaction` (open, create). See `docs/cli.md`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use espalier_transaction::{DatabaseOptions, Durability};
+
+mod db;
+mod dump;
+mod exec;
+mod output;
+mod schema_cmd;
+mod shell;
+
+use output::Format;
+
+/// Where the database lives unless `--db` or `ESPALIER_DB` says otherwise.
+pub const DEFAULT_DB: &str = "./espalier.db";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "espalier",
+    version,
+    about = "Espalier: a typed, rooted graph database",
+    long_about = "Espalier keeps one tree of typed nodes, described by a schema in the \
+Alan-Application notation, and answers instructions (updates, collection queries, get, commands \
+and transactions) against it.\n\n\
+Start with the demo:\n\n    \
+espalier init --demo        # creates ./espalier.db with a small factory model and data\n    \
+espalier shell              # type instructions; .help lists the shell commands\n\n\
+The schema language is documented in docs/schema-language.md, the instructions in \
+docs/instructions.md and this command line in docs/cli.md.",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The database directory.
+    #[arg(long, global = true, value_name = "DIR", env = "ESPALIER_DB", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+    /// When commits reach the disk: `sync` fsyncs every commit (a reply means it is durable),
+    /// `periodic` fsyncs every 100 ms in the background (power loss may lose the last 100 ms),
+    /// `none` leaves it to the operating system.
+    #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Sync)]
+    pub durability: DurabilityArg,
+    /// Machine-readable JSON output, where the subcommand has any (same as `--format json`).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    Sync,
+    Periodic,
+    None,
+}
+
+impl Global {
+    pub fn options(&self) -> DatabaseOptions {
+        let durability = match self.durability {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Periodic => Durability::Periodic(Duration::from_millis(100)),
+            DurabilityArg::None => Durability::None,
+        };
+        DatabaseOptions { durability, ..DatabaseOptions::default() }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Work with schema files.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+
+    /// Create a database from a schema (or the built-in demo).
+    #[command(long_about = "Create a new database at --db (default ./espalier.db) from a schema file, \
+or from the built-in demo schema with its demo data. An existing database is never overwritten. \
+The database is built in a temporary directory next to the target and moved into place only \
+when it is complete.\n\n\
+Examples:\n\n    \
+espalier init --demo\n    \
+espalier --db shop.db init --schema shop.alan")]
+    Init(InitArgs),
+
+    /// Run one instruction (or a file of them) and print the reply.
+    #[command(long_about = "Run one instruction against the database and print its reply: a table \
+(or JSON) for a collection query, the node as JSON for `get`, and `done: version V, N changes` for \
+a mutation, command or transaction. The instruction is text, or JSON if it starts with `{`; `-` \
+reads it from standard input. With --file, every instruction in the file runs in order (a JSON \
+file holds one instruction); the first failure stops the run.\n\n\
+Parameters ($name in the instruction) are given with --param name=value.\n\n\
+Exit status: 0 on success, 2 if the instruction failed (the message is `error[<code>]: ...` on \
+standard error), 1 for other failures (no database, unreadable file).\n\n\
+Examples:\n\n    \
+espalier exec \"collection select . 'Orders' 'Qty' -> number : 'Quantity'\"\n    \
+espalier exec \"get . 'Clients' : \\$c\" --param c=c1\n    \
+espalier exec \"command 'pulse' ( 'machine' -> \\\"M1\\\" )\"\n    \
+echo \"get\" | espalier exec - --format json")]
+    Exec(ExecArgs),
+
+    /// An interactive shell for instructions.
+    #[command(long_about = "An interactive shell: type instructions and see their replies. An \
+instruction may span several lines while its parentheses are open (or while a line ends with \
+`\\`). Shell commands start with a dot: .help, .schema, .describe, .format table|json, \
+.param name=value, .quit. History is kept in ~/.espalier_history (or $ESPALIER_HISTORY).\n\n\
+When standard input is not a terminal, the shell reads instructions from it, runs them in order \
+(errors are printed and the run goes on), and exits with status 2 if any failed.\n\n\
+Examples:\n\n    \
+espalier shell\n    \
+espalier shell < script.alan")]
+    Shell,
+
+    /// Write the whole database as a JSON dump.
+    #[command(long_about = "Write a consistent snapshot of the database (schema and data) as a \
+JSON dump to FILE, or to standard output without FILE. The same data always gives the same \
+bytes. A progress bar is shown on standard error when it is a terminal.\n\n\
+Examples:\n\n    \
+espalier export backup.json\n    \
+espalier --db shop.db export > shop.json")]
+    Export(ExportArgs),
+
+    /// Create a new database from a JSON dump.
+    #[command(long_about = "Create a new database at --db from a dump written by `espalier export`: \
+the database gets the dump's schema and all of its data, in one atomic write. The database is \
+built in a temporary directory and moved into place only if the whole dump is valid, so a bad \
+dump leaves nothing behind. An existing database is never overwritten.\n\n\
+Example:\n\n    \
+espalier --db copy.db import backup.json")]
+    Import(ImportArgs),
+
+    /// Check the integrity of the database.
+    #[command(long_about = "Read the whole database and check its integrity: records, entries, \
+reverse links and interned strings agree with each other and with the schema. Prints a summary \
+and every problem found. Exit status 0 if there are none, 1 otherwise.\n\n\
+Example:\n\n    \
+espalier check")]
+    Check,
+
+    /// Serve the database over the network (not yet available).
+    #[command(long_about = "Serve the database to network clients. Not available yet: it comes \
+with the server (issue #4). Use `espalier shell` or `espalier exec` meanwhile.")]
+    Serve,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// Compile a schema file and summarise it, or show its errors.
+    #[command(long_about = "Compile a schema file, including the bodies of its commands. On \
+success print a summary (node types, records and their sizes, references, commands, indexes) \
+and exit 0; on failure print each error as file:line:column with the source line and a caret \
+under the offending text, and exit 1.\n\n\
+Example:\n\n    \
+espalier schema check demo/factory.alan")]
+    Check {
+        /// The schema file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct InitArgs {
+    /// The schema file of the new database.
+    #[arg(long, value_name = "FILE")]
+    pub schema: Option<PathBuf>,
+    /// Use the built-in demo schema (a small factory) and load its demo data.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The instruction: text, JSON (starting with `{`), or `-` to read it from standard input.
+    #[arg(value_name = "INSTRUCTION", required_unless_present = "file", conflicts_with = "file")]
+    pub instruction: Option<String>,
+    /// Run the instructions in this file, in order.
+    #[arg(long, short, value_name = "F")]
+    pub file: Option<PathBuf>,
+    /// A parameter value, `name=value` (repeatable); the instruction refers to it as `$name`.
+    #[arg(long = "param", short, value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// How to print replies.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Where to write the dump; standard output if absent.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The dump to read.
+    pub file: PathBuf,
+}
+
+/// Why a subcommand did not succeed.
+#[derive(Debug)]
+pub enum Failure {
+    /// An instruction failed: `error[<code>]: message` (the text, if any, for a caret).
+    Instruction(espalier_instruction::InstructionError, Option<String>),
+    /// Anything else: the message, exit status 1.
+    Other(String),
+    /// Already reported; exit with this status.
+    Exit(u8),
+}
+
+impl Failure {
+    pub fn other(message: impl Into<String>) -> Failure {
+        Failure::Other(message.into())
+    }
+}
+
+impl From<espalier_instruction::InstructionError> for Failure {
+    fn from(e: espalier_instruction::InstructionError) -> Failure {
+        Failure::Instruction(e, None)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Some(command) = cli.command else {
+        let mut cmd = Cli::command();
+        // Printing help can only fail if stdout is closed; nothing to do about that.
+        let _ = cmd.print_help();
+        println!();
+        return ExitCode::SUCCESS;
+    };
+    let g = &cli.global;
+    let result = match command {
+        Command::Schema(SchemaCommand::Check { file }) => schema_cmd::check(&file),
+        Command::Init(args) => db::init(g, &args),
+        Command::Exec(args) => exec::exec(g, &args),
+        Command::Shell => shell::shell(g),
+        Command::Export(args) => dump::export(g, &args),
+        Command::Import(args) => dump::import(g, &args),
+        Command::Check => dump::check(g),
+        Command::Serve => {
+            eprintln!("espalier serve comes with the server (issue #4); use `espalier shell` meanwhile");
+            Err(Failure::Exit(2))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Instruction(e, source)) => {
+            eprint!("{}", output::render_error(&e, source.as_deref()));
+            ExitCode::from(2)
+        }
+        Err(Failure::Other(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Exit(code)) => ExitCode::from(code),
+    }
+}

@@ -4,7 +4,7 @@
 //!
 //! Two passes: a walk from the root that checks every slot, then a scan of every table that
 //! checks each row stands for something the walk reached. Both directions use point lookups,
-//! so memory is bounded by one map of string id → (count, first holder) (24 bytes per
+//! so memory is bounded by one map of string id → (count, first holder) (about 40 bytes per
 //! distinct stored string), the recursion depth of the schema, and at most [`MAX_PROBLEMS`]
 //! problem sentences.
 
@@ -62,6 +62,8 @@ struct Checker<'g, 'p> {
     links_reached: u64,
     /// string id → (text slots holding it, first holder).
     strings: HashMap<u64, (u64, NodeRef, PropertyId)>,
+    /// Some record has an unreadable header or unknown type.
+    damaged: bool,
     report: CheckReport,
 }
 
@@ -79,10 +81,19 @@ pub fn check(graph: &Graph, progress: &mut dyn FnMut(u64)) -> Result<CheckReport
         entries_reached: 0,
         links_reached: 0,
         strings: HashMap::new(),
+        damaged: false,
         report: CheckReport::default(),
     };
+    // Nodes first: it finds records of unknown types, which the graph's path and key walks
+    // cannot read; when there are any, messages name records by id instead of by path.
+    let attached = c.scan_nodes()?;
     c.walk_root()?;
-    c.scan_nodes()?;
+    if attached != c.reached {
+        c.problem(format!(
+            "{attached} records hang under the root by their headers but the walk from the root reached {}",
+            c.reached
+        ));
+    }
     c.scan_entries()?;
     c.scan_links()?;
     c.scan_strings()?;
@@ -137,7 +148,7 @@ impl Checker<'_, '_> {
     }
 
     fn describe(&self, node: NodeRef) -> String {
-        self.g.describe(node)
+        describe(self.g, self.damaged, node)
     }
 
     fn place(&self, node: NodeRef, p: PropertyId) -> String {
@@ -277,9 +288,15 @@ impl Checker<'_, '_> {
                             state.name
                         )),
                         (false, id) => {
-                            let g = self.g;
-                            let place =
-                                || format!("{} ? '{}' * '{}'", g.describe(node), schema.property(p).name, state.name);
+                            let (g, damaged) = (self.g, self.damaged);
+                            let place = || {
+                                format!(
+                                    "{} ? '{}' * '{}'",
+                                    describe(g, damaged, node),
+                                    schema.property(p).name,
+                                    state.name
+                                )
+                            };
                             self.child(NodeRef { id, ty: state.node }, node.id, p, None, &place)?;
                         }
                     }
@@ -352,6 +369,12 @@ impl Checker<'_, '_> {
                     self.place(from, p),
                     schema.property(target.dictionary).name
                 ));
+                return Ok(false);
+            }
+        }
+        if self.damaged {
+            if let Err(why) = self.attachment(target_id)? {
+                self.problem(format!("{}: points to record {target_id}, which is damaged: {why}", self.place(from, p)));
                 return Ok(false);
             }
         }
@@ -428,8 +451,8 @@ impl Checker<'_, '_> {
                 }
             }
             let before = self.reached;
-            let g = self.g;
-            let place = || format!("{} entry {}", g.collection_path(owner, p), show_key(key));
+            let (g, damaged) = (self.g, self.damaged);
+            let place = || format!("{} entry {}", collection_name(g, damaged, owner, p), show_key(key));
             self.child(entry, owner.id, p, Some(key), &place)?;
             if self.reached > before {
                 self.entries_reached += 1;
@@ -438,7 +461,7 @@ impl Checker<'_, '_> {
         if rows != count {
             self.problem(format!(
                 "{}: the entry count says {count} but there are {rows} entries",
-                self.g.collection_path(owner, p)
+                collection_name(self.g, self.damaged, owner, p)
             ));
         }
         Ok(())
@@ -447,7 +470,8 @@ impl Checker<'_, '_> {
     // --- table scans --------------------------------------------------------------------------
 
     /// Every record must hang under the root through slots that point back at it.
-    fn scan_nodes(&mut self) -> Result<()> {
+    /// Returns how many records hang under the root through their headers.
+    fn scan_nodes(&mut self) -> Result<u64> {
         let mut attached = 0u64;
         let mut max_id = 0;
         for item in self.g.txn.scan(Table::Nodes, FIRST)? {
@@ -459,23 +483,22 @@ impl Checker<'_, '_> {
                 continue;
             };
             max_id = max_id.max(id);
+            if let Some(rec) = self.g.txn.get(Table::Nodes, k)? {
+                if !matches!(record::header(rec), Ok(h) if self.valid_type(h.ty)) {
+                    self.damaged = true;
+                }
+            }
             match self.attachment(id)? {
                 Ok(()) => attached += 1,
                 Err(why) => self.problem(format!("record {id} is not reachable from the root: {why}")),
             }
-        }
-        if attached != self.reached {
-            self.problem(format!(
-                "{} records hang under the root by their headers but the walk from the root reached {}",
-                attached, self.reached
-            ));
         }
         if let Some(next) = self.meta_counter(meta::NEXT_NODE)? {
             if next <= max_id {
                 self.problem(format!("the next record id is {next} but record {max_id} exists"));
             }
         }
-        Ok(())
+        Ok(attached)
     }
 
     /// Follows record `id`'s parents to the root, checking each parent's slot points back.
@@ -551,7 +574,7 @@ impl Checker<'_, '_> {
     }
 
     fn owner_name(&self, owner: NodeId, p: PropertyId) -> String {
-        self.g.collection_path(NodeRef { id: owner, ty: self.g.schema.property(p).owner }, p)
+        collection_name(self.g, self.damaged, NodeRef { id: owner, ty: self.g.schema.property(p).owner }, p)
     }
 
     fn scan_entries(&mut self) -> Result<()> {
@@ -806,4 +829,21 @@ fn string_index_key(hash: u64, id: u64) -> [u8; 16] {
     k[..8].copy_from_slice(&hash.to_be_bytes());
     k[8..].copy_from_slice(&id.to_be_bytes());
     k
+}
+
+/// A node's path for messages; only record ids once some record is too damaged to walk.
+fn describe(g: Graph<'_>, damaged: bool, node: NodeRef) -> String {
+    if damaged {
+        format!("record {}", node.id)
+    } else {
+        g.describe(node)
+    }
+}
+
+fn collection_name(g: Graph<'_>, damaged: bool, owner: NodeRef, p: PropertyId) -> String {
+    if damaged {
+        format!("record {} '{}'", owner.id, g.schema.property(p).name)
+    } else {
+        g.collection_path(owner, p)
+    }
 }

@@ -699,3 +699,24 @@ fn import_of_100k_entries_streams_and_reports_progress() {
     assert_eq!((r.records, r.entries, r.links), (N as u64 + 1, N as u64, N as u64));
     assert!(checked >= 300_000);
 }
+
+#[test]
+fn check_survives_a_record_of_unknown_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = build(dir.path());
+    let p = props(db.schema());
+    corrupt(&db, |g| {
+        // Make city "c" claim a type the schema does not have.
+        let south = entry(&g.graph(), NodeRef::ROOT, p.regions, "south");
+        let c = entry(&g.graph(), south, p.cities, "c");
+        let mut rec = g.graph().record(c.id)?.to_vec();
+        rec[0..4].copy_from_slice(&9999u32.to_le_bytes());
+        g.txn().put(Table::Nodes, &c.id.to_be_bytes(), &rec).unwrap();
+        Ok(())
+    });
+    let r = check_db(&db);
+    assert_problem(&r.problems, &["is not reachable from the root", "unknown type 9999"]);
+    assert_problem(&r.problems, &["has header (type 9999"]);
+    // s1's route into ["south", "c"] now points at a damaged record.
+    assert_problem(&r.problems, &["points to record", "which is not an entry of 'Cities'"]);
+}
