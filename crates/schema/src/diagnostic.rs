@@ -49,10 +49,7 @@ impl Diagnostic {
         let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
         let text = &source[line_start..line_end];
-        let pad: String = source[line_start..start]
-            .chars()
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
+        let pad: String = source[line_start..start].chars().map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
         let end = (self.span.end as usize).clamp(start, line_end);
         let width = source[start..end].chars().count().max(1);
         let gutter = self.line.to_string();

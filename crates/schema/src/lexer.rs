@@ -198,9 +198,9 @@ pub fn tokenize(source: &str) -> Result<Vec<Token>, Diagnostic> {
                 j += 1;
             }
             let text = &source[i..j];
-            let value: i64 = text.parse().map_err(|_| {
-                err(i, j, format!("number {text} does not fit in a 64-bit signed integer"))
-            })?;
+            let value: i64 = text
+                .parse()
+                .map_err(|_| err(i, j, format!("number {text} does not fit in a 64-bit signed integer")))?;
             tokens.push(Token { kind: TokenKind::Int(value), span: Span::new(i, j) });
             i = j;
             continue;
@@ -245,9 +245,7 @@ fn quoted(source: &str, start: usize, quote: u8) -> Result<(String, usize), (usi
         let at = start + 1 + off;
         match ch {
             c if c as u32 == quote as u32 => return Ok((out, at + 1)),
-            '\n' if quote == b'\'' => {
-                return Err((start, at, "name is not closed before the end of the line".into()))
-            }
+            '\n' if quote == b'\'' => return Err((start, at, "name is not closed before the end of the line".into())),
             '\\' => match chars.next() {
                 Some((_, '\\')) => out.push('\\'),
                 Some((_, '\'')) => out.push('\''),
@@ -258,9 +256,7 @@ fn quoted(source: &str, start: usize, quote: u8) -> Result<(String, usize), (usi
                 Some((_, 'u')) => {
                     let rest = &source[at + 2..];
                     let close = rest.find('}').filter(|_| rest.starts_with('{'));
-                    let code = close
-                        .and_then(|c| u32::from_str_radix(&rest[1..c], 16).ok())
-                        .and_then(char::from_u32);
+                    let code = close.and_then(|c| u32::from_str_radix(&rest[1..c], 16).ok()).and_then(char::from_u32);
                     match (code, close) {
                         (Some(c), Some(close)) => {
                             out.push(c);
@@ -271,9 +267,7 @@ fn quoted(source: &str, start: usize, quote: u8) -> Result<(String, usize), (usi
                         _ => return Err((at, at + 2, "bad escape: expected \\u{HEX}".into())),
                     }
                 }
-                Some((_, other)) => {
-                    return Err((at, at + 1 + other.len_utf8(), format!("unknown escape `\\{other}`")))
-                }
+                Some((_, other)) => return Err((at, at + 1 + other.len_utf8(), format!("unknown escape `\\{other}`"))),
                 None => break,
             },
             c => out.push(c),
@@ -297,9 +291,26 @@ mod tests {
         assert_eq!(
             kinds("'Order' -> reference ( +^ .^ . 'Orders' ) // c\n 'n' -> number : 'n' >= -5 $p"),
             vec![
-                Name("Order".into()), Arrow, Word("reference".into()), LParen, Plus, Caret, Dot,
-                Caret, Dot, Name("Orders".into()), RParen, Name("n".into()), Arrow,
-                Word("number".into()), Colon, Name("n".into()), Ge, Int(-5), Param("p".into()), Eof
+                Name("Order".into()),
+                Arrow,
+                Word("reference".into()),
+                LParen,
+                Plus,
+                Caret,
+                Dot,
+                Caret,
+                Dot,
+                Name("Orders".into()),
+                RParen,
+                Name("n".into()),
+                Arrow,
+                Word("number".into()),
+                Colon,
+                Name("n".into()),
+                Ge,
+                Int(-5),
+                Param("p".into()),
+                Eof
             ]
         );
     }

@@ -58,13 +58,22 @@ pub enum Storage {
 pub enum ParentLink {
     Root,
     /// The node of a group property.
-    Group { property: PropertyId },
+    Group {
+        property: PropertyId,
+    },
     /// The node of each entry of a dictionary.
-    DictionaryEntry { property: PropertyId },
+    DictionaryEntry {
+        property: PropertyId,
+    },
     /// The node of each entry of a matrix.
-    MatrixEntry { property: PropertyId },
+    MatrixEntry {
+        property: PropertyId,
+    },
     /// The node of one state of a stategroup.
-    State { property: PropertyId, state: StateIndex },
+    State {
+        property: PropertyId,
+        state: StateIndex,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -98,12 +107,23 @@ pub struct Property {
 pub enum PropertyKind {
     Number,
     Text,
-    Group { node: NodeTypeId },
-    Dictionary { node: NodeTypeId },
+    Group {
+        node: NodeTypeId,
+    },
+    Dictionary {
+        node: NodeTypeId,
+    },
     /// Keys are references into `target`; each entry has a node of type `node`.
-    Matrix { node: NodeTypeId, target: ReferenceTarget },
-    Reference { target: ReferenceTarget },
-    StateGroup { states: Vec<State> },
+    Matrix {
+        node: NodeTypeId,
+        target: ReferenceTarget,
+    },
+    Reference {
+        target: ReferenceTarget,
+    },
+    StateGroup {
+        states: Vec<State>,
+    },
 }
 
 #[derive(Debug, Clone)]
