@@ -232,7 +232,15 @@ impl From<espalier_instruction::InstructionError> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 1 like every failure that is not an instruction's (clap would use 2,
+    // which here means "the instruction failed").
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
+        }
+    };
     let Some(command) = cli.command else {
         let mut cmd = Cli::command();
         // Printing help can only fail if stdout is closed; nothing to do about that.

@@ -395,6 +395,15 @@ fn no_subcommand_prints_help() {
     for sub in ["schema", "init", "exec", "shell", "export", "import", "check", "serve"] {
         assert!(out.contains(sub), "{sub} missing from\n{out}");
     }
+    // Usage errors are failures that are not an instruction's: status 1.
+    let o = run(dir.path(), &["exec"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("Usage:"), "{}", stderr(&o));
+    let o = run(dir.path(), &["--durability", "sometimes", "check"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let o = run(dir.path(), &["init"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--schema"), "{}", stderr(&o));
     let long = ok(dir.path(), &["exec", "--help"]);
     assert!(long.contains("Examples:"), "{long}");
     assert!(long.contains("--param"), "{long}");
