@@ -1,0 +1,49 @@
+//! `espalier bench core`: the in-process micro-benchmark against SQLite
+//! (see `espalier_bench::core`).
+
+use std::path::PathBuf;
+
+/// Options of `espalier bench core`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CoreArgs {
+    /// CI size: 10 000 items, 100 orders, 500 samples per operation after 50 warm-up
+    /// (default: 100 000 items, 1 000 orders, 20 000 samples after 1 000 warm-up).
+    #[arg(long)]
+    pub quick: bool,
+    /// Also write the results as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Timed repetitions per operation and system (overrides the mode's default).
+    #[arg(long, value_name = "N")]
+    pub ops: Option<usize>,
+    /// Seed of the data and key generator.
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    pub seed: u64,
+    /// Run SQLite with locking_mode=EXCLUSIVE (no file-lock syscalls per transaction).
+    #[arg(long)]
+    pub sqlite_exclusive: bool,
+    /// Directory to make the temporary databases in (default: the system's temp directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// Runs the benchmark: progress on stderr, the Markdown report on stdout, JSON to `--json`.
+/// Fails only if a database cannot be built or the systems disagree — never for a missed
+/// target.
+pub fn run_core(args: &CoreArgs) -> Result<(), String> {
+    let mut config =
+        if args.quick { espalier_bench::core::Config::quick() } else { espalier_bench::core::Config::full() };
+    if let Some(ops) = args.ops {
+        config.ops = ops;
+    }
+    config.seed = args.seed;
+    config.dir = args.dir.clone();
+    config.sqlite_exclusive = args.sqlite_exclusive;
+    let report = espalier_bench::core::run(&config).map_err(|e| e.to_string())?;
+    print!("{}", report.to_markdown());
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
