@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use espalier_transaction::{DatabaseOptions, Durability};
 
+mod bench_cmd;
 mod db;
 mod dump;
 mod exec;
@@ -148,10 +149,28 @@ Example:\n\n    \
 espalier check")]
     Check,
 
+    /// Run benchmarks beside peer databases.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+
     /// Serve the database over the network (not yet available).
     #[command(long_about = "Serve the database to network clients. Not available yet: it comes \
 with the server (issue #4). Use `espalier shell` or `espalier exec` meanwhile.")]
     Serve,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Core operations in-process beside SQLite on the same data.
+    #[command(long_about = "Builds the same data in Espalier and in SQLite (file-backed, WAL, \
+synchronous=OFF, matching Espalier's durability none) and times, per operation: key lookup, a \
+one-property update commit, a two-hop reference navigation and a 100-entry collection query. \
+Results are cross-checked (a mismatch fails the run); the report gives quartiles, p99 and the \
+SQLite/Espalier ratio of medians, beside the machine's floor (memory latency, fsync).\n\n\
+Examples:\n\n    \
+espalier bench core --quick\n    \
+espalier bench core --json core.json")]
+    Core(bench_cmd::CoreArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -257,6 +276,7 @@ fn main() -> ExitCode {
         Command::Export(args) => dump::export(g, &args),
         Command::Import(args) => dump::import(g, &args),
         Command::Check => dump::check(g),
+        Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args).map_err(Failure::Other),
         Command::Serve => {
             eprintln!("espalier serve comes with the server (issue #4); use `espalier shell` meanwhile");
             Err(Failure::Exit(2))

@@ -32,6 +32,57 @@ impl EntryKey<'_> {
     }
 }
 
+/// The slots of one node, read from its record (fetched once).
+#[derive(Clone, Copy)]
+pub struct NodeView<'a> {
+    schema: &'a Schema,
+    pub node: NodeRef,
+    record: &'a [u8],
+}
+
+impl<'a> NodeView<'a> {
+    fn slot(&self, property: PropertyId, extra: usize) -> Result<u64> {
+        debug_assert_eq!(self.schema.property(property).owner, self.node.ty, "property of another node type");
+        record::read_u64(self.record, record::slot(self.schema, property) + extra)
+    }
+
+    pub fn number(&self, property: PropertyId) -> Result<i64> {
+        Ok(self.slot(property, 0)? as i64)
+    }
+
+    pub fn text_id(&self, property: PropertyId) -> Result<u64> {
+        self.slot(property, 0)
+    }
+
+    pub fn reference(&self, property: PropertyId) -> Result<NodeId> {
+        self.slot(property, 0)
+    }
+
+    pub fn count(&self, property: PropertyId) -> Result<u64> {
+        self.slot(property, 0)
+    }
+
+    pub fn state(&self, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
+        let index = self.slot(property, 0)?;
+        let id = self.slot(property, 8)?;
+        let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
+            return Err(DataError::Corrupt(format!("property {property} is not a stategroup")));
+        };
+        let state = states
+            .get(index as usize)
+            .ok_or_else(|| DataError::Corrupt(format!("state index {index} out of range")))?;
+        Ok((index as StateIndex, NodeRef { id, ty: state.node }))
+    }
+
+    /// The same record seen as another logical node in it (an inline group's node).
+    pub fn group(&self, property: PropertyId) -> NodeView<'a> {
+        match self.schema.property(property).kind {
+            PropertyKind::Group { node: ty } => NodeView { node: NodeRef { id: self.node.id, ty }, ..*self },
+            _ => panic!("property {property} is not a group"),
+        }
+    }
+}
+
 /// Read access to the graph in one snapshot (or in the write transaction).
 #[derive(Clone, Copy)]
 pub struct Graph<'a> {
@@ -66,17 +117,17 @@ impl<'a> Graph<'a> {
         self.record(node.id)
     }
 
-    fn slot_u64(&self, node: NodeRef, property: PropertyId, extra: usize) -> Result<u64> {
-        debug_assert_eq!(self.schema.property(property).owner, node.ty, "property of another node type");
-        record::read_u64(self.host(node)?, record::slot(self.schema, property) + extra)
+    /// Reads several properties of one node with a single record lookup.
+    pub fn view(&self, node: NodeRef) -> Result<NodeView<'a>> {
+        Ok(NodeView { schema: self.schema, node, record: self.host(node)? })
     }
 
     pub fn number(&self, node: NodeRef, property: PropertyId) -> Result<i64> {
-        Ok(self.slot_u64(node, property, 0)? as i64)
+        self.view(node)?.number(property)
     }
 
     pub fn text_id(&self, node: NodeRef, property: PropertyId) -> Result<u64> {
-        self.slot_u64(node, property, 0)
+        self.view(node)?.text_id(property)
     }
 
     pub fn text(&self, node: NodeRef, property: PropertyId) -> Result<String> {
@@ -93,27 +144,17 @@ impl<'a> Graph<'a> {
 
     /// The target record of a reference (0 only while the creating instruction runs).
     pub fn reference(&self, node: NodeRef, property: PropertyId) -> Result<NodeId> {
-        self.slot_u64(node, property, 0)
+        self.view(node)?.reference(property)
     }
 
     /// Number of entries in a dictionary or matrix.
     pub fn count(&self, node: NodeRef, property: PropertyId) -> Result<u64> {
-        self.slot_u64(node, property, 0)
+        self.view(node)?.count(property)
     }
 
     /// The selected state and its node.
     pub fn state(&self, node: NodeRef, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
-        let record = self.host(node)?;
-        let at = record::slot(self.schema, property);
-        let index = record::read_u64(record, at)?;
-        let id = record::read_u64(record, at + 8)?;
-        let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
-            return Err(DataError::Corrupt(format!("property {property} is not a stategroup")));
-        };
-        let state = states
-            .get(index as usize)
-            .ok_or_else(|| DataError::Corrupt(format!("state index {index} out of range")))?;
-        Ok((index as StateIndex, NodeRef { id, ty: state.node }))
+        self.view(node)?.state(property)
     }
 
     pub fn state_name(&self, property: PropertyId, index: StateIndex) -> &'a str {

@@ -28,7 +28,7 @@ pub use change::{Change, ChangeSet, NodePath, PathStep};
 pub use check::{check, CheckReport};
 pub use dump::{export, import, DumpError, ImportStats};
 pub use error::DataError;
-pub use graph::{EntryKey, Graph};
+pub use graph::{EntryKey, Graph, NodeView};
 pub use keys::meta;
 pub use record::{NodeId, NodeRef, ROOT_ID};
 pub use write::WriteGraph;

@@ -1,9 +1,10 @@
 //! Running checked plans: queries on a snapshot (or inside a transaction, seeing its own
 //! writes), mutations inside a write transaction.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
-use espalier_data::{DataError, EntryKey, Graph, NodeRef, WriteGraph};
+use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, WriteGraph};
 use espalier_schema::{PropertyId, PropertyKind, Schema, StateIndex};
 use serde::Serialize;
 
@@ -223,10 +224,12 @@ impl<'g> Nav<'g> {
         Ok(at)
     }
 
-    /// The value of a leaf as JSON, or `None` if the projection path crosses an unselected state.
+    /// The value of a leaf, or `None` if the projection path crosses an unselected state.
+    /// Starts from the row's already-fetched record, so reading several properties of a row
+    /// costs one record lookup (plus one per state or reference crossed).
     fn project(
         &self,
-        row: NodeRef,
+        row: NodeView<'g>,
         path: &[PStep],
         property: PropertyId,
         kind: LeafKind,
@@ -234,25 +237,25 @@ impl<'g> Nav<'g> {
         let mut at = row;
         for step in path {
             at = match step {
-                PStep::Group(p) => self.graph.group(at, *p),
+                PStep::Group(p) => at.group(*p),
                 PStep::State { property, state, .. } => {
-                    let (current, child) = self.graph.state(at, *property)?;
+                    let (current, child) = at.state(*property)?;
                     if current != *state {
                         return Ok(None);
                     }
-                    child
+                    self.graph.view(child)?
                 }
-                PStep::Reference { property } => self.reference_step(at, *property)?,
+                PStep::Reference { property } => self.graph.view(self.reference_step(at.node, *property)?)?,
                 PStep::Entry { .. } => unreachable!("checked: no entry steps in projections"),
             };
         }
         Ok(Some(match kind {
-            LeafKind::Number => Leaf::Number(self.graph.number(at, property)?),
-            LeafKind::Text => Leaf::Text(self.graph.text(at, property)?),
-            LeafKind::Stategroup => Leaf::State(self.graph.state(at, property)?.0),
+            LeafKind::Number => Leaf::Number(at.number(property)?),
+            LeafKind::Text => Leaf::Text(self.graph.string(at.text_id(property)?)?),
+            LeafKind::Stategroup => Leaf::State(at.state(property)?.0),
             LeafKind::Reference => {
                 let PropertyKind::Reference { target } = &self.schema().property(property).kind else { unreachable!() };
-                Leaf::Key(self.graph.target_key(self.graph.reference(at, property)?, target)?)
+                Leaf::Key(self.graph.target_key(at.reference(property)?, target)?)
             }
         }))
     }
@@ -308,19 +311,19 @@ pub(crate) fn run_query(
     let mut out =
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
-    let mut key = Vec::new();
+    let mut key: Vec<Cow<'_, str>> = Vec::new();
     visit(nav, q, &filters, context, 0, &mut key, &mut out, &mut visited)?;
     Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)] // a recursive walk carrying its accumulators
-fn visit(
-    nav: &Nav<'_>,
+fn visit<'g>(
+    nav: &Nav<'g>,
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
     depth: usize,
-    key: &mut Vec<String>,
+    key: &mut Vec<Cow<'g, str>>,
     out: &mut QueryResult,
     visited: &mut u64,
 ) -> Result<(), InstructionError> {
@@ -350,9 +353,10 @@ fn visit(
                 let (raw, entry) = entry?;
                 let before = key.len();
                 if matrix {
-                    key.extend(nav.graph.entry_key(entry)?);
+                    key.extend(nav.graph.entry_key(entry)?.into_iter().map(Cow::Owned));
                 } else {
-                    key.push(String::from_utf8_lossy(raw).into_owned());
+                    // Borrowed from the snapshot: no allocation for rows outside the page.
+                    key.push(String::from_utf8_lossy(raw));
                 }
                 visit(nav, q, filters, entry, depth + 1, key, out, visited)?;
                 key.truncate(before);
@@ -367,17 +371,22 @@ fn row(
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
-    key: &[String],
+    key: &[Cow<'_, str>],
     out: &mut QueryResult,
 ) -> Result<(), InstructionError> {
     let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
     let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
+    let mut view = None;
     for (proj, filter) in q.projections.iter().zip(filters) {
         // Without a filter and outside the page, a projection only matters for state crossings.
         if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, PStep::State { .. })) {
             continue;
         }
-        let Some(leaf) = nav.project(node, &proj.path, proj.property, proj.kind)? else {
+        let row_view = match view {
+            Some(v) => v,
+            None => *view.insert(nav.graph.view(node)?),
+        };
+        let Some(leaf) = nav.project(row_view, &proj.path, proj.property, proj.kind)? else {
             return Ok(());
         };
         let pass = match (filter, &leaf) {
@@ -403,7 +412,7 @@ fn row(
         }
     }
     if wanted {
-        out.rows.push(Row { key: key.to_vec(), values });
+        out.rows.push(Row { key: key.iter().map(|k| k.to_string()).collect(), values });
     }
     out.total += 1;
     Ok(())
