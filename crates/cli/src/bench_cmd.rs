@@ -10,9 +10,6 @@ pub struct CoreArgs {
     /// (default: 100 000 items, 1 000 orders, 20 000 samples after 1 000 warm-up).
     #[arg(long)]
     pub quick: bool,
-    /// Also write the results as JSON to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
     /// Timed repetitions per operation and system (overrides the mode's default).
     #[arg(long, value_name = "N")]
     pub ops: Option<usize>,
@@ -27,10 +24,11 @@ pub struct CoreArgs {
     pub dir: Option<PathBuf>,
 }
 
-/// Runs the benchmark: progress on stderr, the Markdown report on stdout, JSON to `--json`.
+/// Runs the benchmark: progress on stderr, the report on stdout (Markdown, or JSON with the
+/// global `--json`).
 /// Fails only if a database cannot be built or the systems disagree — never for a missed
 /// target.
-pub fn run_core(args: &CoreArgs) -> Result<(), String> {
+pub fn run_core(args: &CoreArgs, json: bool) -> Result<(), String> {
     let mut config =
         if args.quick { espalier_bench::core::Config::quick() } else { espalier_bench::core::Config::full() };
     if let Some(ops) = args.ops {
@@ -40,10 +38,11 @@ pub fn run_core(args: &CoreArgs) -> Result<(), String> {
     config.dir = args.dir.clone();
     config.sqlite_exclusive = args.sqlite_exclusive;
     let report = espalier_bench::core::run(&config).map_err(|e| e.to_string())?;
-    print!("{}", report.to_markdown());
-    if let Some(path) = &args.json {
+    if json {
         let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("writing {}: {e}", path.display()))?;
+        println!("{text}");
+    } else {
+        print!("{}", report.to_markdown());
     }
     Ok(())
 }

@@ -169,7 +169,7 @@ Results are cross-checked (a mismatch fails the run); the report gives quartiles
 SQLite/Espalier ratio of medians, beside the machine's floor (memory latency, fsync).\n\n\
 Examples:\n\n    \
 espalier bench core --quick\n    \
-espalier bench core --json core.json")]
+espalier --json bench core > core.json")]
     Core(bench_cmd::CoreArgs),
 }
 
@@ -276,7 +276,7 @@ fn main() -> ExitCode {
         Command::Export(args) => dump::export(g, &args),
         Command::Import(args) => dump::import(g, &args),
         Command::Check => dump::check(g),
-        Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args).map_err(Failure::Other),
+        Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
         Command::Serve => {
             eprintln!("espalier serve comes with the server (issue #4); use `espalier shell` meanwhile");
             Err(Failure::Exit(2))
