@@ -167,14 +167,29 @@ impl<'g> Nav<'g> {
                 .map(|(_, e)| e)
                 .ok_or_else(|| InstructionError::Data(DataError::Corrupt("entry count exceeds entries".into())));
         }
+        if !matches!(self.schema().property(property).kind, PropertyKind::Matrix { .. }) {
+            // The common case — a dictionary key given literally or as a text parameter — is
+            // looked up without copying the key.
+            let text: Cow<'_, str> = match key {
+                Value::Text(t) => Cow::Borrowed(t.as_str()),
+                Value::Param(p) => match b.param(p)? {
+                    ParamValue::Text(t) => Cow::Borrowed(t.as_str()),
+                    ParamValue::Int(i) => Cow::Owned(i.to_string()),
+                },
+                other => Cow::Owned(b.text(other)?),
+            };
+            return self.graph.find_entry(owner, property, EntryKey::Text(&text))?.ok_or_else(|| {
+                DataError::KeyMissing {
+                    collection: self.graph.collection_path(owner, property),
+                    key: format!("{text:?}"),
+                }
+                .into()
+            });
+        }
         let key = b.key(key)?;
-        let found = if matches!(self.schema().property(property).kind, PropertyKind::Matrix { .. }) {
-            match self.entry_key_target(owner, property, &key)? {
-                Some(t) => self.graph.find_entry(owner, property, EntryKey::Target(t))?,
-                None => None,
-            }
-        } else {
-            self.graph.find_entry(owner, property, EntryKey::Text(&key[0]))?
+        let found = match self.entry_key_target(owner, property, &key)? {
+            Some(t) => self.graph.find_entry(owner, property, EntryKey::Target(t))?,
+            None => None,
         };
         found.ok_or_else(|| {
             let shown = if key.len() == 1 { format!("{:?}", key[0]) } else { format!("{key:?}") };
