@@ -88,8 +88,10 @@ impl Store {
             flags |= EnvFlags::NO_SYNC;
         }
         // Reopen with at least the current file size as map size, so a grown database opens.
+        // Not more: with a writable map LMDB extends the file to the map size, so asking for
+        // more on every open would double the file each time.
         let file_size = std::fs::metadata(path.join("data.mdb")).map(|m| m.len() as usize).unwrap_or(0);
-        let map_size = round_to_page(options.initial_map_size.max(file_size.saturating_mul(2)));
+        let map_size = round_to_page(options.initial_map_size.max(file_size));
         let env = unsafe {
             // SAFETY: the directory is opened once per process (the caller holds the only Store
             // for it), and we never open it with conflicting flags in this process.
@@ -494,6 +496,19 @@ mod tests {
         let store = Store::open(dir.path(), false, StoreOptions::default()).unwrap();
         let r = store.read().unwrap();
         assert_eq!(store.len(&r, Table::Nodes).unwrap(), 8000);
+    }
+
+    #[test]
+    fn reopening_does_not_grow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open(dir.path()));
+        let size = || std::fs::metadata(dir.path().join("data.mdb")).unwrap().len();
+        let first = size();
+        for _ in 0..40 {
+            let opts = StoreOptions { durability: Durability::None, initial_map_size: 1 << 20, ..Default::default() };
+            drop(Store::open(dir.path(), false, opts).unwrap());
+        }
+        assert_eq!(size(), first, "40 reopens must not change the file size");
     }
 
     #[test]
