@@ -328,3 +328,26 @@ fn reopen_keeps_data_and_version_and_feed_delivers_in_order() {
     let p = props(db.schema());
     assert_eq!(db.snapshot().unwrap().graph().number(NodeRef::ROOT, p.counter).unwrap(), 2);
 }
+
+#[test]
+fn database_grows_past_its_initial_map_without_losing_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    opts.store.initial_map_size = 1 << 20; // 1 MiB; the data below needs many times that
+    let db = Database::create(dir.path(), compile(SCHEMA).unwrap(), opts.clone()).unwrap();
+    let p = props(db.schema());
+    let long = "x".repeat(200);
+    for batch in 0..40 {
+        db.write(|g| -> Result<(), E> {
+            for i in 0..250 {
+                add_client(g, &p, &format!("c{batch}-{i}"), &format!("{long}{batch}-{i}"))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert!(db.store().map_size() > 1 << 20, "the map grew");
+    drop(db);
+    let db = Database::open(dir.path(), opts).unwrap();
+    assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 10_000);
+}
