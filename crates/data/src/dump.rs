@@ -116,6 +116,16 @@ pub fn export(
     Ok(e.nodes)
 }
 
+/// Writes one node and its subtree in dump form (the `NODE` of the format) — what `get`
+/// returns. Same encoding and order as [`export`]. Returns the number of nodes written.
+pub fn export_node(graph: &Graph, node: NodeRef, out: &mut impl Write) -> Result<u64, DumpError> {
+    let mut progress = |_| {};
+    let mut e = Exporter { g: *graph, out: BufWriter::new(out), nodes: 0, progress: &mut progress };
+    e.node(node, 0)?;
+    e.out.flush()?;
+    Ok(e.nodes)
+}
+
 impl<W: Write> Exporter<'_, '_, W> {
     fn string(&mut self, s: &str) -> Result<(), DumpError> {
         serde_json::to_writer(&mut self.out, s).map_err(|e| DumpError::Io(e.into()))

@@ -567,49 +567,13 @@ fn choose_state(
     Ok(())
 }
 
-/// A node and its subtree in dump form (see `docs/dump-format.md`), for `get`.
+/// A node and its subtree in dump form (see `docs/dump-format.md`), for `get`: the data
+/// layer's exporter writes it, so `get` and `espalier export` never disagree.
 pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, InstructionError> {
-    let schema = graph.schema;
-    let mut out = serde_json::Map::new();
-    for &p in &schema.node_type(node.ty).properties {
-        let prop = schema.property(p);
-        let value = match &prop.kind {
-            PropertyKind::Number => serde_json::Value::from(graph.number(node, p)?),
-            PropertyKind::Text => serde_json::Value::from(graph.text(node, p)?),
-            PropertyKind::Group { .. } => node_json(graph, graph.group(node, p))?,
-            PropertyKind::Reference { target } => key_json(graph.target_key(graph.reference(node, p)?, target)?),
-            PropertyKind::StateGroup { .. } => {
-                let (index, child) = graph.state(node, p)?;
-                let mut one = serde_json::Map::new();
-                one.insert(graph.state_name(p, index).to_string(), node_json(graph, child)?);
-                serde_json::Value::Object(one)
-            }
-            PropertyKind::Dictionary { .. } => {
-                let mut entries = serde_json::Map::new();
-                for e in graph.entries(node, p)? {
-                    let (raw, entry) = e?;
-                    entries.insert(String::from_utf8_lossy(raw).into_owned(), node_json(graph, entry)?);
-                }
-                serde_json::Value::Object(entries)
-            }
-            PropertyKind::Matrix { .. } => {
-                let mut entries = Vec::new();
-                for e in graph.entries(node, p)? {
-                    let (_, entry) = e?;
-                    entries.push(serde_json::json!([key_json(graph.entry_key(entry)?), node_json(graph, entry)?]));
-                }
-                serde_json::Value::Array(entries)
-            }
-        };
-        out.insert(prop.name.clone(), value);
-    }
-    Ok(serde_json::Value::Object(out))
-}
-
-fn key_json(key: Vec<String>) -> serde_json::Value {
-    if key.len() == 1 {
-        serde_json::Value::from(key.into_iter().next().unwrap_or_default())
-    } else {
-        serde_json::Value::from(key)
-    }
+    let mut bytes = Vec::new();
+    espalier_data::dump::export_node(graph, node, &mut bytes).map_err(|e| match e {
+        espalier_data::dump::DumpError::Data(d) => InstructionError::Data(d),
+        other => InstructionError::Data(DataError::Corrupt(other.to_string())),
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
 }
