@@ -153,17 +153,13 @@ impl Store {
     /// getting full.
     pub fn write(&self) -> Result<WriteTxn<'_>> {
         let info = self.env.info();
-        let used = (info.last_page_number + 1) * self.page_size();
+        let used = (info.last_page_number + 1) * PAGE_SIZE;
         if used as f64 > info.map_size as f64 * GROW_AT_FILL {
             self.grow()?;
         }
         let gate = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let txn = self.env.write_txn().map_err(StorageError::Env)?;
         Ok(WriteTxn { store: self, txn, undo: Vec::new(), undo_enabled: false, map_full: false, _gate: gate })
-    }
-
-    fn page_size(&self) -> usize {
-        self.env.stat_page_size()
     }
 
     /// Doubles the map. Waits until no transaction of this process is active.
@@ -208,20 +204,11 @@ impl Drop for Store {
     }
 }
 
-trait PageSize {
-    fn stat_page_size(&self) -> usize;
-}
-
-impl PageSize for Env<WithoutTls> {
-    fn stat_page_size(&self) -> usize {
-        // LMDB uses the OS page size.
-        4096
-    }
-}
+/// LMDB's page size: the OS page size, 4 KiB on every platform we build for.
+const PAGE_SIZE: usize = 4096;
 
 fn round_to_page(size: usize) -> usize {
-    let page = 4096;
-    size.div_ceil(page) * page
+    size.div_ceil(PAGE_SIZE) * PAGE_SIZE
 }
 
 /// Reads shared by snapshots and the write transaction (which reads its own writes).
