@@ -1,0 +1,19 @@
+//! The Espalier wire protocol (`docs/protocol.md`): one message model ([`Message`]) shared by
+//! the server and every client, encoded as JSON or MessagePack (named fields) per session,
+//! optionally compressed per message (zstd or zlib), with bounded sizes and typed errors.
+//!
+//! `protocol/vectors/` holds every message kind as JSON text and MessagePack bytes;
+//! `tests/vectors.rs` checks that this crate reads and writes them byte for byte.
+
+pub mod codec;
+pub mod message;
+
+pub use codec::{Codec, DecodeError, EncodeError, Frame, Undecodable, DEFAULT_COMPRESS_MIN};
+pub use message::{
+    Compression, Data, Encoding, ErrorCode, Kind, Limits, Message, Params, Request, RequestBody, RequestError, Role,
+    Source, Target, PROTOCOL_VERSION,
+};
+// The types messages carry, so users of the protocol need no other crate to name them.
+pub use espalier_data::{Change, NodePath, PathStep};
+pub use espalier_instruction::ast::Instruction;
+pub use espalier_instruction::{ParamValue, QueryResult, Reply, Row};
