@@ -71,6 +71,9 @@ pub struct Config {
     /// instead of taking and releasing them with `fcntl` around every transaction — a
     /// single-process tuning that Espalier's LMDB readers do not need.
     pub sqlite_exclusive: bool,
+    /// Measure only these operations (names from [`OPS`]); empty means all. For profiling one
+    /// operation without the others in the samples.
+    pub only: Vec<String>,
 }
 
 impl Config {
@@ -93,6 +96,7 @@ impl Config {
             memory_loads: 10_000_000,
             fsyncs: 20,
             sqlite_exclusive: false,
+            only: Vec::new(),
         }
     }
 
@@ -107,6 +111,13 @@ impl Config {
             memory_loads: 2_000_000,
             ..Config::full()
         }
+    }
+}
+
+impl Config {
+    /// Whether operation `name` is measured in this run.
+    pub fn runs(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
     }
 }
 
@@ -656,6 +667,9 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     if c.items == 0 || c.orders == 0 || c.lines_per_order == 0 {
         return Err(BenchError("items, orders and lines per order must be at least 1".into()));
     }
+    if let Some(unknown) = c.only.iter().find(|o| !OPS.contains(&o.as_str())) {
+        return Err(BenchError(format!("unknown operation {unknown:?}: the operations are {}", OPS.join(", "))));
+    }
     let base = c.dir.clone().unwrap_or_else(std::env::temp_dir);
     let tmp = tempfile::Builder::new()
         .prefix("espalier-bench-core-")
@@ -693,7 +707,8 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     };
     // Both systems write the same values to the same keys in the same order, so they still
     // agree afterwards.
-    let pb = bar(c, (OPS.len() * 2 * c.ops) as u64, "measure");
+    let measured_ops = OPS.iter().filter(|o| c.runs(o)).count();
+    let pb = bar(c, (measured_ops * 2 * c.ops) as u64, "measure");
     let mut results = Vec::new();
 
     let sample_result = |name: &str, system: &str, summary: Summary| OpResult {
@@ -703,7 +718,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     };
 
     // 1. key lookup
-    {
+    if c.runs(OPS[0]) {
         let (warm, timed) = &keys[0];
         let plan = esp.lookup.clone();
         let s = measure(warm, timed, &pb, |i| {
@@ -719,7 +734,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         results.push(sample_result(OPS[0], SQLITE, s));
     }
     // 2. one-property update, one commit each
-    {
+    if c.runs(OPS[1]) {
         let (warm, timed) = &keys[1];
         let plan = esp.update.clone();
         let mut n = 0;
@@ -745,7 +760,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         results.push(sample_result(OPS[1], SQLITE, s));
     }
     // 3. two-hop reference navigation
-    {
+    if c.runs(OPS[2]) {
         let (warm, timed) = &keys[2];
         let plan = esp.navigate.clone();
         let s = measure(warm, timed, &pb, |i| {
@@ -761,7 +776,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         results.push(sample_result(OPS[2], SQLITE, s));
     }
     // 4. one order's lines
-    {
+    if c.runs(OPS[3]) {
         let (warm, timed) = &keys[3];
         let plan = esp.collection.clone();
         let expected = data.line_keys.len();
@@ -811,13 +826,14 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     };
     let ratios: Vec<Ratio> = OPS
         .iter()
+        .filter(|o| c.runs(o))
         .map(|&name| Ratio {
             name: name.to_string(),
             sqlite_over_espalier: median(name, SQLITE) / median(name, ESPALIER),
         })
         .collect();
     let ratio = |name: &str| ratios.iter().find(|r| r.name == name).map(|r| r.sqlite_over_espalier).unwrap_or(f64::NAN);
-    let targets = vec![
+    let mut targets = vec![
         Target {
             target: "update commit median ≤ 5 µs".into(),
             measured: format!("{:.2} µs", median("update_commit", ESPALIER)),
@@ -839,6 +855,8 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
             pass: ratio("key_lookup") >= 2.0,
         },
     ];
+    // A target about an operation this run skipped (`only`) is left out rather than failed.
+    targets.retain(|t| OPS.iter().any(|o| c.runs(o) && t.target.starts_with(&o.replace('_', " "))));
 
     let directory = tmp.path().display().to_string();
     drop(esp);

@@ -19,6 +19,10 @@ pub struct CoreArgs {
     /// Run SQLite with locking_mode=EXCLUSIVE (no file-lock syscalls per transaction).
     #[arg(long)]
     pub sqlite_exclusive: bool,
+    /// Measure only these operations (repeatable): key_lookup, update_commit,
+    /// two_hop_navigation, collection_query. Useful under a profiler.
+    #[arg(long, value_name = "OP")]
+    pub only: Vec<String>,
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -37,6 +41,7 @@ pub fn run_core(args: &CoreArgs, json: bool) -> Result<(), String> {
     config.seed = args.seed;
     config.dir = args.dir.clone();
     config.sqlite_exclusive = args.sqlite_exclusive;
+    config.only = args.only.clone();
     let report = espalier_bench::core::run(&config).map_err(|e| e.to_string())?;
     if json {
         let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
