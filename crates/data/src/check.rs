@@ -162,7 +162,7 @@ impl Checker<'_, '_> {
     // --- walk ---------------------------------------------------------------------------------
 
     fn walk_root(&mut self) -> Result<()> {
-        let Some(rec) = self.g.txn.get(Table::Nodes, &keys::node(ROOT_ID))? else {
+        let Some(rec) = self.g.find_record(ROOT_ID)? else {
             self.problem("the root record (1) is missing".into());
             return Ok(());
         };
@@ -318,7 +318,7 @@ impl Checker<'_, '_> {
         key: Option<&[u8]>,
         place: &dyn Fn() -> String,
     ) -> Result<()> {
-        let Some(rec) = self.g.txn.get(Table::Nodes, &keys::node(node.id))? else {
+        let Some(rec) = self.g.find_record(node.id)? else {
             self.problem(format!("{}: record {} is missing", place(), node.id));
             return Ok(());
         };
@@ -357,7 +357,7 @@ impl Checker<'_, '_> {
         target: &espalier_schema::ReferenceTarget,
     ) -> Result<bool> {
         let schema = self.g.schema;
-        let Some(rec) = self.g.txn.get(Table::Nodes, &keys::node(target_id))? else {
+        let Some(rec) = self.g.find_record(target_id)? else {
             self.problem(format!("{}: points to record {target_id}, which does not exist", self.place(from, p)));
             return Ok(false);
         };
@@ -483,7 +483,7 @@ impl Checker<'_, '_> {
                 continue;
             };
             max_id = max_id.max(id);
-            if let Some(rec) = self.g.txn.get(Table::Nodes, k)? {
+            if let Some(rec) = self.g.find_record(id)? {
                 if !matches!(record::header(rec), Ok(h) if self.valid_type(h.ty)) {
                     self.damaged = true;
                 }
@@ -506,8 +506,8 @@ impl Checker<'_, '_> {
         let schema = self.g.schema;
         let mut at = id;
         for _ in 0..MAX_DEPTH {
-            let Some(rec) = self.g.txn.get(Table::Nodes, &keys::node(at))? else {
-                return Ok(Err(format!("its ancestor record {at} is missing")));
+            let Some(rec) = self.g.find_record(at)? else {
+                return Ok(Err(self.missing(at)?));
             };
             let h = match record::header(rec) {
                 Ok(h) if self.valid_type(h.ty) => h,
@@ -528,7 +528,7 @@ impl Checker<'_, '_> {
                     h.parent_property
                 )));
             }
-            let Some(parent) = self.g.txn.get(Table::Nodes, &keys::node(h.parent))? else {
+            let Some(parent) = self.g.find_record(h.parent)? else {
                 return Ok(Err(format!("record {at}'s parent record {} is missing", h.parent)));
             };
             match record::header(parent) {
@@ -573,6 +573,27 @@ impl Checker<'_, '_> {
         Ok(Err(format!("its ancestry is deeper than {MAX_DEPTH}")))
     }
 
+    /// Why record `id` cannot be read: absent, or an entry whose Entries row (which holds
+    /// its record) is gone or belongs to another id.
+    fn missing(&self, id: NodeId) -> Result<String> {
+        Ok(match self.g.txn.get(Table::Nodes, &keys::node(id))?.and_then(record::as_locator) {
+            Some(entries_key) => {
+                let (owner, property, key) = (
+                    u64_be(entries_key).unwrap_or(0),
+                    entries_key.get(8..12).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                    entries_key.get(12..).unwrap_or_default(),
+                );
+                let name = self.g.schema.properties.get(property as usize).map_or("?", |p| p.name.as_str());
+                format!(
+                    "record {id} is the entry with key {} of '{name}' in record {owner}, but the Entries row that holds \
+                     it is missing or holds another record",
+                    show_key(key)
+                )
+            }
+            None => format!("its ancestor record {id} is missing"),
+        })
+    }
+
     fn owner_name(&self, owner: NodeId, p: PropertyId) -> String {
         collection_name(self.g, self.damaged, NodeRef { id: owner, ty: self.g.schema.property(p).owner }, p)
     }
@@ -605,7 +626,7 @@ impl Checker<'_, '_> {
                     continue;
                 }
             };
-            let owner_ok = match self.g.txn.get(Table::Nodes, &keys::node(owner))? {
+            let owner_ok = match self.g.find_record(owner)? {
                 Some(rec) => matches!(record::header(rec), Ok(h) if h.ty == prop.host),
                 None => false,
             };
@@ -618,13 +639,14 @@ impl Checker<'_, '_> {
                 ));
                 continue;
             }
-            let id = u64_le(v).unwrap_or(0);
-            let ok = match self.g.txn.get(Table::Nodes, &keys::node(id))? {
-                Some(rec) => {
+            let (id, row_record) = record::split_entry_value(v).unwrap_or((0, &[]));
+            // The row's record must be the one its id's locator leads to (no two rows share an id).
+            let ok = match self.g.find_record(id)? {
+                Some(rec) if std::ptr::eq(rec, row_record) || rec == row_record => {
                     matches!(record::header(rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
                         && record::key(schema, rec).ok() == Some(key)
                 }
-                None => false,
+                _ => false,
             };
             if ok {
                 valid += 1;
@@ -660,7 +682,7 @@ impl Checker<'_, '_> {
                 self.problem(format!("a Links row from record {source} names unknown property {p}"));
                 continue;
             };
-            let rec = self.g.txn.get(Table::Nodes, &keys::node(source))?;
+            let rec = self.g.find_record(source)?;
             let header = rec.and_then(|r| record::header(r).ok());
             let (ok, referrer) = match &prop.kind {
                 PropertyKind::Reference { .. } => {

@@ -9,7 +9,7 @@ use espalier_schema::{
 use espalier_storage::{Reader, Table};
 
 use crate::change::{NodePath, PathStep};
-use crate::keys::{self, u64_be, u64_le};
+use crate::keys::{self, u64_be};
 use crate::record::{self, Header, NodeId, NodeRef};
 use crate::{strings, DataError, Result};
 
@@ -96,13 +96,26 @@ impl<'a> Graph<'a> {
     }
 
     pub fn record(&self, id: NodeId) -> Result<&'a [u8]> {
-        self.txn
-            .get(Table::Nodes, &keys::node(id))?
-            .ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
+        self.find_record(id)?.ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
+    }
+
+    /// The record with id `id`, following the locator of an entry to its Entries row; `None`
+    /// if there is none (or the locator leads to a row of another id).
+    pub fn find_record(&self, id: NodeId) -> Result<Option<&'a [u8]>> {
+        let Some(value) = self.txn.get(Table::Nodes, &keys::node(id))? else {
+            return Ok(None);
+        };
+        let Some(entries_key) = record::as_locator(value) else {
+            return Ok(Some(value));
+        };
+        Ok(match self.txn.get(Table::Entries, entries_key)?.and_then(record::split_entry_value) {
+            Some((found, rec)) if found == id => Some(rec),
+            _ => None,
+        })
     }
 
     pub fn exists(&self, id: NodeId) -> Result<bool> {
-        Ok(self.txn.get(Table::Nodes, &keys::node(id))?.is_some())
+        Ok(self.find_record(id)?.is_some())
     }
 
     pub fn header(&self, id: NodeId) -> Result<Header> {
@@ -181,14 +194,27 @@ impl<'a> Graph<'a> {
     }
 
     pub fn find_entry(&self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<Option<NodeRef>> {
+        Ok(self.find_entry_view(owner, property, key)?.map(|v| v.node))
+    }
+
+    /// The entry with key `key` and its record, in one descent of the Entries table.
+    pub fn find_entry_view(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+        key: EntryKey<'_>,
+    ) -> Result<Option<NodeView<'a>>> {
         let k = keys::entry(owner.id, property, &key.bytes());
         match self.txn.get(Table::Entries, &k)? {
-            Some(v) => {
-                let id = u64_le(v).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
-                Ok(Some(NodeRef { id, ty: self.entry_type(property) }))
-            }
+            Some(v) => Ok(Some(self.entry_view(v, self.entry_type(property))?)),
             None => Ok(None),
         }
+    }
+
+    fn entry_view(&self, value: &'a [u8], ty: NodeTypeId) -> Result<NodeView<'a>> {
+        let (id, record) =
+            record::split_entry_value(value).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
+        Ok(NodeView { schema: self.schema, node: NodeRef { id, ty }, record })
     }
 
     /// The entries of a collection in key order: (key bytes, entry node).
@@ -197,12 +223,22 @@ impl<'a> Graph<'a> {
         owner: NodeRef,
         property: PropertyId,
     ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeRef)>> + 'a> {
+        Ok(self.entry_views(owner, property)?.map(|item| item.map(|(k, v)| (k, v.node))))
+    }
+
+    /// The entries of a collection in key order with their records: (key bytes, entry view),
+    /// read by one scan of the owner's Entries rows.
+    pub fn entry_views(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+    ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeView<'a>)>> + 'a> {
         let ty = self.entry_type(property);
         let iter = self.txn.prefix(Table::Entries, &keys::collection(owner.id, property))?;
+        let g = *self;
         Ok(iter.map(move |item| {
             let (k, v) = item?;
-            let id = u64_le(v).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
-            Ok((&k[12..], NodeRef { id, ty }))
+            Ok((&k[12..], g.entry_view(v, ty)?))
         }))
     }
 

@@ -58,5 +58,5 @@ pub mod meta {
     pub const NEXT_STRING: &[u8] = b"next_string";
     pub const VERSION: &[u8] = b"version";
     /// Bumped when the on-disk layout changes incompatibly.
-    pub const FORMAT_VERSION: u64 = 1;
+    pub const FORMAT_VERSION: u64 = 2;
 }

@@ -13,6 +13,39 @@ pub const HEADER: usize = 16;
 /// Parent property of the root record.
 pub const NO_PARENT: PropertyId = u32::MAX;
 
+/// First bytes of a Nodes value that is not a record but a locator: entry records live in
+/// the Entries table, clustered under their owner and found by key in one descent; the Nodes
+/// table maps their id to that Entries key for everything that goes by id (references,
+/// parents, links). A record starts with its type id, which is never `u32::MAX`.
+pub const LOCATOR_TAG: [u8; 4] = [0xFF; 4];
+
+/// A Nodes value pointing at the Entries row `entries_key`.
+pub fn locator(entries_key: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(LOCATOR_TAG.len() + entries_key.len());
+    v.extend_from_slice(&LOCATOR_TAG);
+    v.extend_from_slice(entries_key);
+    v
+}
+
+/// The Entries key in a Nodes value, if it is a locator.
+pub fn as_locator(value: &[u8]) -> Option<&[u8]> {
+    value.strip_prefix(&LOCATOR_TAG[..])
+}
+
+/// An Entries value: the entry's id, then its record.
+pub fn entry_value(id: NodeId, record: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + record.len());
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(record);
+    v
+}
+
+/// Splits an Entries value into the entry's id and record.
+pub fn split_entry_value(value: &[u8]) -> Option<(NodeId, &[u8])> {
+    let (id, record) = value.split_at_checked(8)?;
+    Some((u64::from_le_bytes(id.try_into().ok()?), record))
+}
+
 /// A logical node: the record that stores it and its node type. A group's node shares the
 /// record of its host; an empty state has no record (`id == 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

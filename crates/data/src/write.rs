@@ -106,8 +106,28 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.next_node += 1;
         let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
         self.fill_defaults(&mut rec, id, ty)?;
-        self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
+        if self.is_entry_type(ty) {
+            let entries_key = keys::entry(parent, parent_property, key);
+            self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, &rec))?;
+            self.txn.put(Table::Nodes, &keys::node(id), &record::locator(&entries_key))?;
+        } else {
+            self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
+        }
         Ok(id)
+    }
+
+    /// Entry records are stored in their Entries row (see [`record::LOCATOR_TAG`]).
+    fn is_entry_type(&self, ty: NodeTypeId) -> bool {
+        matches!(
+            self.schema.node_type(ty).parent,
+            espalier_schema::ParentLink::DictionaryEntry { .. } | espalier_schema::ParentLink::MatrixEntry { .. }
+        )
+    }
+
+    /// The Entries key of an entry record, from its own header and key.
+    fn entries_key(&self, rec: &[u8]) -> Result<Vec<u8>> {
+        let h = record::header(rec)?;
+        Ok(keys::entry(h.parent, h.parent_property, record::key(self.schema, rec)?))
     }
 
     fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<()> {
@@ -133,7 +153,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
-        self.txn.put(Table::Nodes, &keys::node(id), rec)?;
+        if self.is_entry_type(record::header(rec)?.ty) {
+            let entries_key = self.entries_key(rec)?;
+            self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, rec))?;
+        } else {
+            self.txn.put(Table::Nodes, &keys::node(id), rec)?;
+        }
         Ok(())
     }
 
@@ -233,7 +258,6 @@ impl<'a, 's> WriteGraph<'a, 's> {
             return Err(DataError::KeyExists { collection: g.collection_path(owner, property), key: shown });
         }
         let id = self.create_node(ty, owner.id, property, &raw)?;
-        self.txn.put(Table::Entries, &k, &id.to_le_bytes())?;
         if let EntryKey::Target(target) = key {
             self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
         }
@@ -262,7 +286,6 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let entry_key = self.graph().entry_key(entry)?;
         let owner_path = self.path(owner)?;
         self.delete_subtree(entry, entry.id)?;
-        self.txn.delete(Table::Entries, &keys::entry(owner.id, property, &key.bytes()))?;
         self.bump_count(owner, property, -1)?;
         self.changes.push(Change::EntryRemoved {
             node: owner_path,
@@ -347,6 +370,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
             let target = self.graph().matrix_target(node)?;
             self.txn.delete(Table::Links, &keys::link(target, node.id, property))?;
         }
+        if self.is_entry_type(node.ty) {
+            let entries_key = self.entries_key(&rec)?;
+            self.txn.delete(Table::Entries, &entries_key)?;
+        }
         self.txn.delete(Table::Nodes, &keys::node(node.id))?;
         Ok(())
     }
@@ -379,14 +406,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 }
                 PropertyKind::Dictionary { .. } | PropertyKind::Matrix { .. } => {
                     let owner = NodeRef { id, ty: logical };
-                    let entries: Vec<(Vec<u8>, NodeRef)> = self
-                        .graph()
-                        .entries(owner, p)?
-                        .map(|e| e.map(|(k, n)| (k.to_vec(), n)))
-                        .collect::<Result<_>>()?;
-                    for (k, entry) in entries {
+                    let entries: Vec<NodeRef> =
+                        self.graph().entries(owner, p)?.map(|e| e.map(|(_, n)| n)).collect::<Result<_>>()?;
+                    for entry in entries {
                         self.delete_subtree(entry, boundary)?;
-                        self.txn.delete(Table::Entries, &keys::entry(id, p, &k))?;
                     }
                 }
             }

@@ -380,9 +380,13 @@ fn check_finds_a_missing_entries_row() {
     });
     let r = check_db(&db);
     assert_problem(&r.problems, &[". 'Regions' : \"north\" . 'Cities'", "entry count says 2 but there are 1 entries"]);
-    assert_problem(&r.problems, &["not reachable from the root", "key \"b\" of 'Cities'"]);
-    // City a's twin was b, which no longer resolves.
-    assert_problem(&r.problems, &[". 'Regions' : \"north\" . 'Cities' : \"a\", property 'Twin'", "does not resolve"]);
+    // The Entries row holds the entry's record: the record is gone, its locator dangles.
+    assert_problem(
+        &r.problems,
+        &["not reachable from the root", "key \"b\" of 'Cities'", "the Entries row that holds it is missing"],
+    );
+    // City a's twin was b, which no longer exists.
+    assert_problem(&r.problems, &[". 'Regions' : \"north\" . 'Cities' : \"a\", property 'Twin'", "does not exist"]);
 }
 
 #[test]

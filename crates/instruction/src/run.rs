@@ -152,6 +152,17 @@ impl<'g> Nav<'g> {
         key: &Value,
         b: &mut Bindings<'_, '_>,
     ) -> Result<NodeRef, InstructionError> {
+        Ok(self.entry_view(owner, property, key, b)?.node)
+    }
+
+    /// [`Nav::entry`] with the entry's record, which the lookup reads anyway.
+    fn entry_view(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+        key: &Value,
+        b: &mut Bindings<'_, '_>,
+    ) -> Result<NodeView<'g>, InstructionError> {
         if let Value::Random(None) = key {
             let count = self.graph.count(owner, property)?;
             if count == 0 {
@@ -162,7 +173,7 @@ impl<'g> Nav<'g> {
                 .into());
             }
             let n = b.below(count)?;
-            let found = self.graph.entries(owner, property)?.nth(n as usize).transpose()?;
+            let found = self.graph.entry_views(owner, property)?.nth(n as usize).transpose()?;
             return found
                 .map(|(_, e)| e)
                 .ok_or_else(|| InstructionError::Data(DataError::Corrupt("entry count exceeds entries".into())));
@@ -178,7 +189,7 @@ impl<'g> Nav<'g> {
                 },
                 other => Cow::Owned(b.text(other)?),
             };
-            return self.graph.find_entry(owner, property, EntryKey::Text(&text))?.ok_or_else(|| {
+            return self.graph.find_entry_view(owner, property, EntryKey::Text(&text))?.ok_or_else(|| {
                 DataError::KeyMissing {
                     collection: self.graph.collection_path(owner, property),
                     key: format!("{text:?}"),
@@ -188,7 +199,7 @@ impl<'g> Nav<'g> {
         }
         let key = b.key(key)?;
         let found = match self.entry_key_target(owner, property, &key)? {
-            Some(t) => self.graph.find_entry(owner, property, EntryKey::Target(t))?,
+            Some(t) => self.graph.find_entry_view(owner, property, EntryKey::Target(t))?,
             None => None,
         };
         found.ok_or_else(|| {
@@ -226,17 +237,35 @@ impl<'g> Nav<'g> {
 
     /// Follows a node path from the root.
     pub fn walk(&self, path: &[PStep], b: &mut Bindings<'_, '_>) -> Result<NodeRef, InstructionError> {
+        Ok(self.walk_view(path, b)?.0)
+    }
+
+    /// [`Nav::walk`], also returning the node's record when the last steps had it at hand
+    /// (an entry found by key, and groups in it), so the caller need not look it up again.
+    fn walk_view(
+        &self,
+        path: &[PStep],
+        b: &mut Bindings<'_, '_>,
+    ) -> Result<(NodeRef, Option<NodeView<'g>>), InstructionError> {
         let mut at = NodeRef::ROOT;
+        let mut view: Option<NodeView<'g>> = None;
         for step in path {
-            at = match step {
-                PStep::Group(p) => self.graph.group(at, *p),
-                PStep::Entry { property, key: Some(key), .. } => self.entry(at, *property, key, b)?,
+            (at, view) = match step {
+                PStep::Group(p) => match view {
+                    Some(v) => (self.graph.group(at, *p), Some(v.group(*p))),
+                    None => (self.graph.group(at, *p), None),
+                },
+                PStep::Entry { property, key: Some(key), .. } => {
+                    let v = self.entry_view(at, *property, key, b)?;
+                    (v.node, Some(v))
+                }
                 PStep::Entry { key: None, .. } => unreachable!("checked: node paths have keys"),
-                PStep::State { property, state, .. } => self.state_step(at, *property, *state)?,
-                PStep::Reference { property } => self.reference_step(at, *property)?,
+                PStep::State { property, state, .. } => (self.state_step(at, *property, *state)?, None),
+                PStep::Reference { property } => (self.reference_step(at, *property)?, None),
             };
         }
-        Ok(at)
+        debug_assert!(view.is_none_or(|v| v.node == at), "a view of another node");
+        Ok((at, view))
     }
 
     /// The value of a leaf, or `None` if the projection path crosses an unselected state.
@@ -308,7 +337,7 @@ pub(crate) fn run_query(
     q: &QueryPlan,
     b: &mut Bindings<'_, '_>,
 ) -> Result<QueryResult, InstructionError> {
-    let context = nav.walk(&q.path, b)?;
+    let (context, context_view) = nav.walk_view(&q.path, b)?;
     let filters: Vec<Option<Resolved>> = q
         .projections
         .iter()
@@ -327,7 +356,7 @@ pub(crate) fn run_query(
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
     let mut key: Vec<Cow<'_, str>> = Vec::new();
-    visit(nav, q, &filters, context, 0, &mut key, &mut out, &mut visited)?;
+    visit(nav, q, &filters, context, context_view, 0, &mut key, &mut out, &mut visited)?;
     Ok(out)
 }
 
@@ -337,43 +366,52 @@ fn visit<'g>(
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
+    view: Option<NodeView<'g>>,
     depth: usize,
     key: &mut Vec<Cow<'g, str>>,
     out: &mut QueryResult,
     visited: &mut u64,
 ) -> Result<(), InstructionError> {
+    debug_assert!(view.is_none_or(|v| v.node == node), "a view of another node");
     if depth == q.select.len() {
         *visited += 1;
         if *visited > MAX_VISITED_ROWS {
             return Err(InstructionError::Limit(format!("query visits more than {MAX_VISITED_ROWS} rows")));
         }
-        return row(nav, q, filters, node, key, out);
+        return row(nav, q, filters, node, view, key, out);
     }
     match &q.select[depth] {
-        PStep::Group(p) => visit(nav, q, filters, nav.graph.group(node, *p), depth + 1, key, out, visited),
+        PStep::Group(p) => {
+            let group_view = view.map(|v| v.group(*p));
+            visit(nav, q, filters, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited)
+        }
         PStep::State { property, state, .. } => {
-            let (current, child) = nav.graph.state(node, *property)?;
+            let (current, child) = match view {
+                Some(v) => v.state(*property)?,
+                None => nav.graph.state(node, *property)?,
+            };
             if current == *state {
-                visit(nav, q, filters, child, depth + 1, key, out, visited)?;
+                visit(nav, q, filters, child, None, depth + 1, key, out, visited)?;
             }
             Ok(())
         }
         PStep::Reference { property } => {
             let target = nav.reference_step(node, *property)?;
-            visit(nav, q, filters, target, depth + 1, key, out, visited)
+            visit(nav, q, filters, target, None, depth + 1, key, out, visited)
         }
         PStep::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
-            for entry in nav.graph.entries(node, *property)? {
+            // Each row's record comes with the scan of the owner's Entries rows.
+            for entry in nav.graph.entry_views(node, *property)? {
                 let (raw, entry) = entry?;
                 let before = key.len();
                 if matrix {
-                    key.extend(nav.graph.entry_key(entry)?.into_iter().map(Cow::Owned));
+                    key.extend(nav.graph.entry_key(entry.node)?.into_iter().map(Cow::Owned));
                 } else {
                     // Borrowed from the snapshot: no allocation for rows outside the page.
                     key.push(String::from_utf8_lossy(raw));
                 }
-                visit(nav, q, filters, entry, depth + 1, key, out, visited)?;
+                visit(nav, q, filters, entry.node, Some(entry), depth + 1, key, out, visited)?;
                 key.truncate(before);
             }
             Ok(())
@@ -386,12 +424,13 @@ fn row(
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
+    view: Option<NodeView<'_>>,
     key: &[Cow<'_, str>],
     out: &mut QueryResult,
 ) -> Result<(), InstructionError> {
     let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
     let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
-    let mut view = None;
+    let mut view = view;
     for (proj, filter) in q.projections.iter().zip(filters) {
         // Without a filter and outside the page, a projection only matters for state crossings.
         if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, PStep::State { .. })) {
