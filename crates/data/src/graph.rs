@@ -264,7 +264,11 @@ impl<'a> Graph<'a> {
     /// The key of entry `node` as the instruction language writes it: one text for a
     /// dictionary entry, the target's (possibly compound) key for a matrix entry.
     pub fn entry_key(&self, node: NodeRef) -> Result<Vec<String>> {
-        let record = self.record(node.id)?;
+        self.entry_key_in(node, self.record(node.id)?)
+    }
+
+    /// [`Graph::entry_key`] from the entry's record, already read.
+    fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
         let raw = record::key(self.schema, record)?;
         match self.schema.node_type(node.ty).parent {
             ParentLink::DictionaryEntry { .. } => Ok(vec![String::from_utf8_lossy(raw).into_owned()]),
@@ -297,11 +301,17 @@ impl<'a> Graph<'a> {
                     return Ok(NodePath(steps));
                 }
                 ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
-                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => PathStep::Entry {
-                    collection: self.schema.property(property).name.clone(),
-                    key: self.entry_key(at)?,
-                    matrix: matches!(nt.parent, ParentLink::MatrixEntry { .. }),
-                },
+                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
+                    // One record read gives both the key and the parent.
+                    let rec = self.record(at.id)?;
+                    steps.push(PathStep::Entry {
+                        collection: self.schema.property(property).name.clone(),
+                        key: self.entry_key_in(at, rec)?,
+                        matrix: matches!(nt.parent, ParentLink::MatrixEntry { .. }),
+                    });
+                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                    continue;
+                }
                 ParentLink::State { property, state } => PathStep::State {
                     stategroup: self.schema.property(property).name.clone(),
                     state: self.state_name(property, state).to_string(),
