@@ -2,8 +2,11 @@
 //!
 //! [`core`] is the in-process micro-benchmark that compares the engine's basic operations
 //! (key lookup, one-property commit, reference navigation, a small collection query) with
-//! SQLite on the same data, next to the machine's floor ([`floor`]).
+//! SQLite on the same data, next to the machine's floor ([`floor`]). [`suite`] is the
+//! benchmark language of the thesis (§6.1) and the runner of benchmark files such as the
+//! suites B1–B7 in `benchmarks/`.
 
 pub mod core;
 pub mod floor;
 pub mod stats;
+pub mod suite;

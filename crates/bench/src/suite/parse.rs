@@ -1,0 +1,689 @@
+//! Parsing a benchmark file: the model (handed to the schema compiler), the `initialize` part
+//! (checked against the compiled model as it is read) and the `repeat` parts (handed to the
+//! instruction parser token by token, then type-checked). Every error is a [`Diagnostic`]
+//! pointing into the file.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use espalier_instruction::parse::{ParseOptions, Parser};
+use espalier_instruction::plan::Checker;
+use espalier_schema::lexer::{tokenize, Token, TokenKind};
+use espalier_schema::{Diagnostic, NodeTypeId, PropertyKind, Schema, Span, ROOT};
+
+use super::{BenchInstruction, Benchmark, InitItem, InitValue, StateInit, Suite};
+
+/// Deepest nesting of `( … )` in `initialize` (the schema's own nesting is bounded likewise).
+const MAX_INIT_DEPTH: usize = espalier_schema::MAX_DEPTH;
+/// Most benchmarks in one file and instructions in one `repeat` body.
+pub const MAX_BENCHMARKS: usize = 1_000;
+pub const MAX_INSTRUCTIONS: usize = 1_000;
+/// Largest `repeat` count.
+pub const MAX_REPEAT: u64 = 100_000_000;
+/// Most values in `random ( … )`.
+const MAX_CHOICES: usize = 10_000;
+
+/// A benchmark file that did not parse or check. `Display` renders every diagnostic with the
+/// file name, line:column, the source line and a caret.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SuiteError {
+    #[error("{}", render(.file, .source_text, .diagnostics))]
+    Invalid { file: String, source_text: String, diagnostics: Vec<Diagnostic> },
+    #[error("cannot read {file}: {reason}")]
+    Read { file: String, reason: String },
+}
+
+fn render(file: &str, source: &str, diagnostics: &[Diagnostic]) -> String {
+    diagnostics.iter().map(|d| d.render(source, file)).collect::<Vec<_>>().join("\n").trim_end().to_string()
+}
+
+impl SuiteError {
+    /// The diagnostics (empty for read errors).
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        match self {
+            SuiteError::Invalid { diagnostics, .. } => diagnostics,
+            SuiteError::Read { .. } => &[],
+        }
+    }
+}
+
+/// Reads and parses a benchmark file; the suite is named after the file's stem.
+pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
+    let file = path.display().to_string();
+    let source =
+        std::fs::read_to_string(path).map_err(|e| SuiteError::Read { file: file.clone(), reason: e.to_string() })?;
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "benchmark".into());
+    parse_suite(&source, &name).map_err(|e| match e {
+        SuiteError::Invalid { source_text, diagnostics, .. } => SuiteError::Invalid { file, source_text, diagnostics },
+        other => other,
+    })
+}
+
+/// Parses and checks a benchmark file's text. `name` names the suite and its unnamed
+/// benchmarks (and the file in error messages).
+pub fn parse_suite(source: &str, name: &str) -> Result<Suite, SuiteError> {
+    let fail = |d: Diagnostic| SuiteError::Invalid {
+        file: name.to_string(),
+        source_text: source.to_string(),
+        diagnostics: vec![d],
+    };
+    let tokens = tokenize(source).map_err(fail)?;
+    // The model ends where `initialize` starts at the outermost level.
+    let mut depth = 0i64;
+    let mut init_at = None;
+    let mut repeat_at = None;
+    for (i, t) in tokens.iter().enumerate() {
+        match &t.kind {
+            TokenKind::LParen => depth += 1,
+            TokenKind::RParen => depth -= 1,
+            TokenKind::Word(w) if depth == 0 && w == "initialize" => {
+                init_at = Some(i);
+                break;
+            }
+            TokenKind::Word(w) if depth == 0 && (w == "repeat" || w == "benchmark") && repeat_at.is_none() => {
+                repeat_at = Some(t);
+            }
+            _ => {}
+        }
+    }
+    let Some(init_at) = init_at else {
+        let (at, place) = match repeat_at {
+            Some(t) => (t.span, format!(" before `{}`", t.kind.describe().trim_matches('`'))),
+            None => (tokens.last().map_or(Span::default(), |t| t.span), " after the application model".to_string()),
+        };
+        return Err(fail(Diagnostic::new(
+            source,
+            at,
+            format!(
+                "expected `initialize ( … )`{place} (a benchmark file is a model, an `initialize` \
+                 part and `repeat` parts)"
+            ),
+        )));
+    };
+    let model = &source[..tokens[init_at].span.start as usize];
+    let schema = espalier_schema::compile(model).map_err(|d| SuiteError::Invalid {
+        file: name.to_string(),
+        source_text: source.to_string(),
+        // The model is a prefix of the file, so its spans and line:columns are the file's.
+        diagnostics: d.0,
+    })?;
+    let mut p = SuiteParser { source, tokens: &tokens, pos: init_at + 1, schema: &schema, depth: 0 };
+    let init = p.init_block(ROOT, "`initialize`").map_err(fail)?;
+    let benchmarks = p.benchmarks(name).map_err(fail)?;
+    Ok(Suite { name: name.to_string(), source: source.to_string(), model: model.to_string(), schema, init, benchmarks })
+}
+
+struct SuiteParser<'a> {
+    source: &'a str,
+    tokens: &'a [Token],
+    pos: usize,
+    schema: &'a Schema,
+    depth: usize,
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+impl<'a> SuiteParser<'a> {
+    fn peek(&self) -> &'a Token {
+        // `tokenize` ends the list with `Eof`, and `bump` never moves past it.
+        &self.tokens[self.pos.min(self.tokens.len() - 1)]
+    }
+
+    fn bump(&mut self) -> &'a Token {
+        let t = self.peek();
+        if t.kind != TokenKind::Eof {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::new(self.source, span, message)
+    }
+
+    fn expected(&self, what: &str) -> Diagnostic {
+        let t = self.peek();
+        self.error(t.span, format!("expected {what}, found {}", t.kind.describe()))
+    }
+
+    fn expect(&mut self, kind: TokenKind, what: &str) -> PResult<&'a Token> {
+        if self.peek().kind == kind {
+            Ok(self.bump())
+        } else {
+            Err(self.expected(what))
+        }
+    }
+
+    fn eat_word(&mut self, word: &str) -> bool {
+        if self.peek().kind.is_word(word) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn count(&mut self, what: &str) -> PResult<(u64, Span)> {
+        let t = self.peek();
+        match t.kind {
+            TokenKind::Int(n) if n >= 0 => {
+                self.bump();
+                Ok((n as u64, t.span))
+            }
+            TokenKind::Int(n) => Err(self.error(t.span, format!("{what} cannot be negative ({n})"))),
+            _ => Err(self.expected(what)),
+        }
+    }
+
+    fn describe_node(&self, node: NodeTypeId) -> String {
+        use espalier_schema::ParentLink::*;
+        match self.schema.node_type(node).parent {
+            Root => "the root".into(),
+            Group { property } => format!("group '{}'", self.schema.property(property).name),
+            DictionaryEntry { property } | MatrixEntry { property } => {
+                format!("the entries of '{}'", self.schema.property(property).name)
+            }
+            State { property, state } => match &self.schema.property(property).kind {
+                PropertyKind::StateGroup { states } => format!(
+                    "state '{}' of '{}'",
+                    states.get(state as usize).map_or("?", |s| s.name.as_str()),
+                    self.schema.property(property).name
+                ),
+                _ => "a state".into(),
+            },
+        }
+    }
+
+    // ---- initialize ----
+
+    /// `( item* )` for a node of type `node`.
+    fn init_block(&mut self, node: NodeTypeId, what: &str) -> PResult<Vec<InitItem>> {
+        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        if self.depth >= MAX_INIT_DEPTH {
+            return Err(self.error(open, format!("`initialize` is nested more than {MAX_INIT_DEPTH} levels deep")));
+        }
+        self.depth += 1;
+        let mut items = Vec::new();
+        let mut seen = HashSet::new();
+        loop {
+            let t = self.peek();
+            match &t.kind {
+                TokenKind::RParen => {
+                    self.bump();
+                    break;
+                }
+                TokenKind::Name(name) => {
+                    let item = self.init_item(node)?;
+                    if !seen.insert(item.property) {
+                        return Err(self.error(t.span, format!("'{name}' is initialised twice in {what}")));
+                    }
+                    items.push(item);
+                }
+                TokenKind::Eof => return Err(self.error(open, format!("`(` opening {what} is never closed"))),
+                _ => return Err(self.expected(&format!("a property name like 'Name' or `)` closing {what}"))),
+            }
+        }
+        self.depth -= 1;
+        self.require_references(node, &items, open)?;
+        Ok(items)
+    }
+
+    /// Every reference of a node that `initialize` creates must get a value (the root's may
+    /// stay unset: the root exists before any instruction).
+    fn require_references(&self, node: NodeTypeId, items: &[InitItem], at: Span) -> PResult<()> {
+        if node == ROOT {
+            return Ok(());
+        }
+        for &p in &self.schema.node_type(node).properties {
+            let prop = self.schema.property(p);
+            let given = items.iter().find(|i| i.property == p);
+            match (&prop.kind, given) {
+                (PropertyKind::Reference { .. }, None) => {
+                    return Err(self.error(
+                        at,
+                        format!(
+                            "{} have reference '{}' but this block gives it no value (every reference \
+                             must point at an entry: `'{}' -> reference random N` or `reference \"key\"`)",
+                            self.describe_node(node),
+                            prop.name,
+                            prop.name
+                        ),
+                    ))
+                }
+                (PropertyKind::Group { node: g }, None) => self.require_references(*g, &[], at)?,
+                (PropertyKind::StateGroup { states }, None) => {
+                    // The default is the first state.
+                    if let Some(first) = states.first() {
+                        self.require_references(first.node, &[], at)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn init_item(&mut self, node: NodeTypeId) -> PResult<InitItem> {
+        let name_tok = self.bump();
+        let TokenKind::Name(name) = &name_tok.kind else { unreachable!("caller peeked a name") };
+        let Some(prop) = self.schema.find(node, name) else {
+            let names: Vec<String> = self
+                .schema
+                .node_type(node)
+                .properties
+                .iter()
+                .map(|&p| format!("'{}'", self.schema.property(p).name))
+                .collect();
+            let has = if names.is_empty() { "it has none".to_string() } else { format!("it has {}", names.join(", ")) };
+            return Err(
+                self.error(name_tok.span, format!("no property '{name}' in {}; {has}", self.describe_node(node)))
+            );
+        };
+        let property = prop.id;
+        self.expect(TokenKind::Arrow, &format!("`->` after '{name}'"))?;
+        let kind = prop.kind.clone();
+        // The kind word is optional for leaves (`'t' -> random ( … )`) and groups; when given it
+        // must match the model.
+        let word_tok = self.peek();
+        let word = match &word_tok.kind {
+            TokenKind::Word(w) => Some(w.as_str()),
+            _ => None,
+        };
+        let kind_word = kind.keyword();
+        if let Some(w) = word {
+            let known = ["number", "integer", "text", "reference", "group", "dictionary", "matrix", "stategroup"];
+            let fits = w == kind_word || (w == "integer" && kind_word == "number");
+            if known.contains(&w) {
+                if !fits {
+                    return Err(self.error(word_tok.span, format!("'{name}' is a {kind_word} in the model, not a {w}")));
+                }
+                self.bump();
+            }
+        }
+        let value = match &kind {
+            PropertyKind::Number => self.number_value(name)?,
+            PropertyKind::Text => self.text_value(name)?,
+            PropertyKind::Reference { target } => self.reference_value(name, target.key_arity)?,
+            PropertyKind::Group { node } => InitValue::Group(self.init_block(*node, &format!("group '{name}'"))?),
+            PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => {
+                if word != Some(kind_word) {
+                    return Err(self.error(
+                        word_tok.span,
+                        format!("expected `{kind_word} N ( … )` for '{name}' (N entries, keys \"0\" … \"N-1\")"),
+                    ));
+                }
+                let (size, _) = self.count(&format!("the number of entries of '{name}'"))?;
+                if let PropertyKind::Matrix { target, .. } = &kind {
+                    if target.key_arity != 1 && size > 0 {
+                        return Err(self.error(
+                            name_tok.span,
+                            format!(
+                                "matrix '{name}' has keys of {} components; `initialize` can fill only \
+                                 matrices into a dictionary that is not nested",
+                                target.key_arity
+                            ),
+                        ));
+                    }
+                }
+                let items = self.init_block(*node, &format!("the entries of '{name}'"))?;
+                InitValue::Collection { size, items }
+            }
+            PropertyKind::StateGroup { states } => {
+                if word != Some(kind_word) {
+                    return Err(self.error(
+                        word_tok.span,
+                        format!("expected `stategroup 'State' ( … )` or `stategroup ( 'State' -> weight ( … ) … )` for '{name}'"),
+                    ));
+                }
+                self.states_value(name, states)?
+            }
+        };
+        let span = Span { start: name_tok.span.start, end: self.tokens[self.pos.saturating_sub(1)].span.end };
+        Ok(InitItem { property, value, span })
+    }
+
+    /// Is the next token the start of the next item or the end of the block (so a leaf has
+    /// no value)?
+    fn at_item_end(&self) -> bool {
+        matches!(self.peek().kind, TokenKind::Name(_) | TokenKind::RParen)
+    }
+
+    fn number_value(&mut self, name: &str) -> PResult<InitValue> {
+        if self.at_item_end() {
+            return Ok(InitValue::Default);
+        }
+        let t = self.peek();
+        match &t.kind {
+            TokenKind::Int(n) => {
+                self.bump();
+                Ok(InitValue::Number(*n))
+            }
+            TokenKind::Word(w) if w == "random" => {
+                self.bump();
+                if self.peek().kind == TokenKind::LParen {
+                    let open = self.bump().span;
+                    let mut values = Vec::new();
+                    loop {
+                        let t = self.peek();
+                        match t.kind {
+                            TokenKind::Int(n) if values.len() < MAX_CHOICES => {
+                                self.bump();
+                                values.push(n);
+                            }
+                            TokenKind::RParen if !values.is_empty() => {
+                                self.bump();
+                                return Ok(InitValue::OneOfNumbers(values));
+                            }
+                            TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                            _ if values.len() >= MAX_CHOICES => {
+                                return Err(self.error(t.span, format!("more than {MAX_CHOICES} choices")))
+                            }
+                            _ => return Err(self.expected("a number or `)` in `random ( … )`")),
+                        }
+                    }
+                }
+                let t = self.peek();
+                match t.kind {
+                    TokenKind::Int(n) if n > 0 => {
+                        self.bump();
+                        Ok(InitValue::RandomNumber(n as u64))
+                    }
+                    TokenKind::Int(n) => Err(self.error(t.span, format!("`random` needs a positive bound, not {n}"))),
+                    _ => Err(self.expected(&format!(
+                        "a bound after `random` for number '{name}' (`random 1000`: 0 … 999) or `( values )`"
+                    ))),
+                }
+            }
+            _ => Err(self.expected(&format!("a value for number '{name}' (`5`, `random 1000` or `random ( 1 2 3 )`)"))),
+        }
+    }
+
+    fn text_literal(&self, t: &Token) -> Option<String> {
+        match &t.kind {
+            TokenKind::Str(s) | TokenKind::Name(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn text_value(&mut self, name: &str) -> PResult<InitValue> {
+        // A quoted 'name' is a text here only in `random ( … )`; elsewhere it starts the next item.
+        if matches!(self.peek().kind, TokenKind::RParen | TokenKind::Name(_)) {
+            return Ok(InitValue::Default);
+        }
+        let t = self.peek();
+        match &t.kind {
+            TokenKind::Str(s) => {
+                self.bump();
+                Ok(InitValue::Text(s.clone()))
+            }
+            TokenKind::Word(w) if w == "random" => {
+                self.bump();
+                let open = self.expect(TokenKind::LParen, &format!("`(` with the texts '{name}' is chosen from"))?.span;
+                let mut values = Vec::new();
+                loop {
+                    let t = self.peek();
+                    if let Some(s) = self.text_literal(t) {
+                        if values.len() >= MAX_CHOICES {
+                            return Err(self.error(t.span, format!("more than {MAX_CHOICES} choices")));
+                        }
+                        self.bump();
+                        values.push(s);
+                        continue;
+                    }
+                    match t.kind {
+                        TokenKind::RParen if !values.is_empty() => {
+                            self.bump();
+                            return Ok(InitValue::OneOfTexts(values));
+                        }
+                        TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                        _ => return Err(self.expected("a text (\"x\" or 'x') or `)` in `random ( … )`")),
+                    }
+                }
+            }
+            _ => Err(self.expected(&format!("a value for text '{name}' (\"text\" or `random ( 'a' 'b' )`)"))),
+        }
+    }
+
+    fn reference_value(&mut self, name: &str, arity: usize) -> PResult<InitValue> {
+        let t = self.peek();
+        let compound_hint =
+            if arity > 1 { format!(" (its key has {arity} components: [\"a\", \"b\"])") } else { String::new() };
+        match &t.kind {
+            TokenKind::Str(s) if arity == 1 => {
+                self.bump();
+                Ok(InitValue::ReferenceKey(vec![s.clone()]))
+            }
+            TokenKind::Int(n) if arity == 1 => {
+                self.bump();
+                Ok(InitValue::ReferenceKey(vec![n.to_string()]))
+            }
+            TokenKind::LBracket => {
+                let open = self.bump().span;
+                let mut parts = Vec::new();
+                loop {
+                    let t = self.peek();
+                    match &t.kind {
+                        TokenKind::Str(s) => parts.push(s.clone()),
+                        TokenKind::Int(n) => parts.push(n.to_string()),
+                        TokenKind::Eof => return Err(self.error(open, "`[` is never closed")),
+                        _ => return Err(self.expected("a key component (\"key\")")),
+                    }
+                    self.bump();
+                    if parts.len() > arity {
+                        return Err(self.error(t.span, format!("reference '{name}' has keys of {arity} components")));
+                    }
+                    match self.peek().kind {
+                        TokenKind::Comma => {
+                            self.bump();
+                        }
+                        TokenKind::RBracket => {
+                            self.bump();
+                            break;
+                        }
+                        _ => return Err(self.expected("`,` or `]`")),
+                    }
+                }
+                if parts.len() != arity {
+                    return Err(self.error(open, format!("reference '{name}' has keys of {arity} components")));
+                }
+                Ok(InitValue::ReferenceKey(parts))
+            }
+            TokenKind::Word(w) if w == "random" => {
+                if arity != 1 {
+                    return Err(self.error(
+                        t.span,
+                        format!(
+                            "`random` cannot pick a key of {arity} components for reference '{name}'; give the key"
+                        ),
+                    ));
+                }
+                self.bump();
+                let t = self.peek();
+                match t.kind {
+                    TokenKind::Int(n) if n > 0 => {
+                        self.bump();
+                        Ok(InitValue::RandomReference(Some(n as u64)))
+                    }
+                    TokenKind::Int(n) => Err(self.error(t.span, format!("`random` needs a positive bound, not {n}"))),
+                    _ => Ok(InitValue::RandomReference(None)),
+                }
+            }
+            _ => Err(self.expected(&format!(
+                "a target for reference '{name}' (`\"key\"`, `random N` or `random`){compound_hint}"
+            ))),
+        }
+    }
+
+    fn states_value(&mut self, name: &str, states: &[espalier_schema::State]) -> PResult<InitValue> {
+        let state_index = |p: &Self, s: &str, span: Span| -> PResult<u32> {
+            states.iter().position(|st| st.name == s).map(|i| i as u32).ok_or_else(|| {
+                let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.name)).collect();
+                p.error(span, format!("stategroup '{name}' has no state '{s}'; its states are {}", names.join(", ")))
+            })
+        };
+        let t = self.peek();
+        match &t.kind {
+            TokenKind::Name(s) => {
+                self.bump();
+                let state = state_index(self, s, t.span)?;
+                let node = states[state as usize].node;
+                let items = self.init_block(node, &format!("state '{s}'"))?;
+                Ok(InitValue::States(vec![StateInit { state, weight: 1, items, span: t.span }]))
+            }
+            TokenKind::LParen => {
+                let open = self.bump().span;
+                let mut choices: Vec<StateInit> = Vec::new();
+                loop {
+                    let t = self.peek();
+                    match &t.kind {
+                        TokenKind::Name(s) => {
+                            self.bump();
+                            let state = state_index(self, s, t.span)?;
+                            if choices.iter().any(|c| c.state == state) {
+                                return Err(self.error(t.span, format!("state '{s}' is given twice")));
+                            }
+                            self.expect(TokenKind::Arrow, &format!("`->` and a weight after state '{s}'"))?;
+                            let (weight, _) = self.count(&format!("a weight for state '{s}' (`'{s}' -> 3 ( )`)"))?;
+                            let node = states[state as usize].node;
+                            let items = self.init_block(node, &format!("state '{s}'"))?;
+                            choices.push(StateInit { state, weight, items, span: t.span });
+                        }
+                        TokenKind::RParen if !choices.is_empty() => {
+                            self.bump();
+                            break;
+                        }
+                        TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                        _ => return Err(self.expected("a state name with a weight (`'S' -> 3 ( )`) or `)`")),
+                    }
+                }
+                if choices.iter().map(|c| c.weight).try_fold(0u64, |a, w| a.checked_add(w)).is_none_or(|s| s == 0) {
+                    return Err(
+                        self.error(open, format!("the weights of stategroup '{name}' must add up to more than 0"))
+                    );
+                }
+                Ok(InitValue::States(choices))
+            }
+            _ => Err(self.expected(&format!(
+                "a state ('State' ( … )) or weighted states (( 'State' -> 3 ( … ) … )) for '{name}'"
+            ))),
+        }
+    }
+
+    // ---- benchmarks ----
+
+    fn benchmarks(&mut self, default_name: &str) -> PResult<Vec<Benchmark>> {
+        let mut out: Vec<Benchmark> = Vec::new();
+        let mut unnamed = 0usize;
+        while self.peek().kind != TokenKind::Eof {
+            if out.len() >= MAX_BENCHMARKS {
+                return Err(self.error(self.peek().span, format!("more than {MAX_BENCHMARKS} benchmarks in one file")));
+            }
+            let start = self.peek().span;
+            let name = if self.eat_word("benchmark") {
+                let t = self.peek();
+                match &t.kind {
+                    TokenKind::Name(n) => {
+                        self.bump();
+                        if out.iter().any(|b| &b.name == n) {
+                            return Err(
+                                self.error(t.span, format!("a benchmark named '{n}' comes earlier in the file"))
+                            );
+                        }
+                        n.clone()
+                    }
+                    _ => return Err(self.expected("the benchmark's 'name' after `benchmark`")),
+                }
+            } else {
+                unnamed += 1;
+                let mut n = if unnamed == 1 { default_name.to_string() } else { format!("{default_name}_{unnamed}") };
+                while out.iter().any(|b| b.name == n) {
+                    n.push('_');
+                }
+                n
+            };
+            if !self.eat_word("repeat") {
+                return Err(self.expected("`repeat N ( … )` (or `benchmark 'name' repeat N ( … )`)"));
+            }
+            let (repeat, repeat_span) = self.count("the number of repetitions after `repeat`")?;
+            if repeat == 0 || repeat > MAX_REPEAT {
+                return Err(
+                    self.error(repeat_span, format!("`repeat` needs 1 … {MAX_REPEAT} repetitions, not {repeat}"))
+                );
+            }
+            // `expect error 'code'` (every run fails so) or `allow error 'code'` (repeatable: runs may
+            // also fail so).
+            let mut expect: Option<String> = None;
+            let mut allow: Vec<String> = Vec::new();
+            loop {
+                let t = self.peek();
+                let word = match &t.kind {
+                    TokenKind::Word(w) if w == "expect" || w == "allow" => w.clone(),
+                    _ => break,
+                };
+                self.bump();
+                if !self.eat_word("error") {
+                    return Err(self.expected(&format!("`error` after `{word}` (`{word} error 'key_exists'`)")));
+                }
+                let code = match &self.peek().kind {
+                    TokenKind::Name(code) | TokenKind::Str(code) => code.clone(),
+                    _ => return Err(self.expected("the error code, like 'key_exists'")),
+                };
+                self.bump();
+                if word == "expect" {
+                    if expect.is_some() || !allow.is_empty() {
+                        return Err(self.error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
+                    }
+                    expect = Some(code);
+                } else {
+                    if expect.is_some() {
+                        return Err(self.error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
+                    }
+                    allow.push(code);
+                }
+            }
+            let open = self.expect(TokenKind::LParen, "`(` with the instructions to repeat")?.span;
+            let mut parser = Parser::new(self.source, self.tokens, ParseOptions::BENCHMARK);
+            parser.set_pos(self.pos);
+            let list = parser.instruction_list().map_err(|e| e.0)?;
+            self.pos = parser.pos();
+            if list.is_empty() {
+                return Err(self.error(open, "a `repeat` needs at least one instruction"));
+            }
+            if list.len() > MAX_INSTRUCTIONS {
+                return Err(self.error(open, format!("more than {MAX_INSTRUCTIONS} instructions in one `repeat`")));
+            }
+            match self.peek().kind {
+                TokenKind::RParen => {
+                    self.bump();
+                }
+                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                _ => return Err(self.expected("`,` between instructions or `)` closing the `repeat`")),
+            }
+            let params = None;
+            let checker = Checker { schema: self.schema, params: &params };
+            let several = list.len() > 1;
+            let mut instructions = Vec::with_capacity(list.len());
+            for (i, instr) in list.into_iter().enumerate() {
+                let plan = checker.check(&instr.item, instr.span).map_err(|e| {
+                    let span = if e.span == Span::default() { instr.span } else { e.span };
+                    self.error(span, e.message)
+                })?;
+                let text = self
+                    .source
+                    .get(instr.span.start as usize..instr.span.end as usize)
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let iname = if several { format!("{name}[{}]", i + 1) } else { name.clone() };
+                instructions.push(BenchInstruction { name: iname, text, plan, span: instr.span });
+            }
+            let span = start.to(self.tokens[self.pos.saturating_sub(1)].span);
+            out.push(Benchmark { name, repeat, expect, allow, instructions, span });
+        }
+        if out.is_empty() {
+            return Err(self.error(self.peek().span, "expected at least one `repeat N ( … )` after `initialize`"));
+        }
+        Ok(out)
+    }
+}

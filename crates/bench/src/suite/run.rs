@@ -1,0 +1,568 @@
+//! Running a suite: build the dataset in a temporary directory, then time every instruction
+//! of every benchmark, hot and (optionally) cold.
+//!
+//! **Hot.** The data file is read once (so it is in the page cache), every instruction runs
+//! `warmup` times untimed — mutations inside a transaction that is then rolled back, so the
+//! data the timed runs see is the data `initialize` made — and then the `repeat` loop runs,
+//! each instruction timed on its own with [`Instant`] (the sample covers `Engine::run` of the
+//! checked plan and dropping its reply).
+//!
+//! **Cold.** Before the hot run a copy of the freshly built data file is made. The cold phase
+//! runs on that copy the first `samples` iterations of every benchmark (same `index` and
+//! `random` values as the hot run's first iterations); before each sample the database is
+//! synced and closed, the file is dropped from the page cache ([`sys::drop_from_cache`]) and
+//! the database is opened again — all outside the sample. [`SuiteRun::cold_method`] says
+//! whether the cache could really be dropped and how much of the file was still cached.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use espalier_instruction::plan::{PItem, POp, PStep, Plan};
+use espalier_instruction::{ast::Value, BenchValues, Engine, ParamValue, Reply};
+use espalier_schema::{PropertyId, Schema};
+use espalier_transaction::{DatabaseOptions, Durability};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use super::dataset::{mix, SplitMix};
+use super::sys::{self, DropMethod, Memory};
+use super::{create_dataset, is_nested, key_dictionaries, BuildError, BuildOptions, DatasetStats, Scale, Suite};
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub seed: u64,
+    pub scale: Scale,
+    /// Multiplies every `repeat` count (at least 1 repetition remains).
+    pub repeat_scale: f64,
+    /// Untimed runs of every instruction before the timed ones.
+    pub warmup: u64,
+    pub cold: Option<ColdOptions>,
+    /// `None` by default: commits reach the OS page cache, never fsync (as in `bench core`).
+    pub durability: Durability,
+    /// Where the temporary database directory is made (default: the system's temp dir).
+    pub dir: Option<PathBuf>,
+    pub progress: bool,
+    /// Entries per write request while building.
+    pub batch: u64,
+    /// Run only these benchmarks (all when empty).
+    pub only: Vec<String>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seed: 1,
+            scale: Scale::default(),
+            repeat_scale: 1.0,
+            warmup: 20,
+            cold: None,
+            durability: Durability::None,
+            dir: None,
+            progress: false,
+            batch: BuildOptions::default().batch,
+            only: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColdOptions {
+    /// Cold samples per instruction (at most the benchmark's repetitions).
+    pub samples: u64,
+}
+
+/// Hot or cold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Hot,
+    Cold,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Hot => "hot",
+            Mode::Cold => "cold",
+        }
+    }
+}
+
+/// The timed runs of one instruction in one mode.
+#[derive(Debug, Clone)]
+pub struct InstructionRun {
+    pub benchmark: String,
+    pub name: String,
+    pub text: String,
+    pub mode: Mode,
+    pub samples: Vec<Duration>,
+    /// Outcome counts: `"ok"` or an error code.
+    pub outcomes: BTreeMap<String, u64>,
+    /// `None`: every run should succeed; `Some(code)`: every run should fail with `code`.
+    pub expected: Option<String>,
+    /// Error codes that are not unexpected either.
+    pub allowed: Vec<String>,
+    /// Sum of the `total` of query replies, and how many there were.
+    pub query_totals: (u64, u64),
+}
+
+impl InstructionRun {
+    pub fn failed(&self) -> u64 {
+        self.outcomes.iter().filter(|(k, _)| k.as_str() != "ok").map(|(_, n)| n).sum()
+    }
+
+    /// Runs whose outcome differs from the expected one.
+    pub fn unexpected(&self) -> u64 {
+        let want = self.expected.as_deref().unwrap_or("ok");
+        self.outcomes.iter().filter(|(k, _)| k.as_str() != want && !self.allowed.contains(k)).map(|(_, n)| n).sum()
+    }
+}
+
+/// Everything measured for one suite.
+#[derive(Debug, Clone)]
+pub struct SuiteRun {
+    pub suite: String,
+    pub dataset: DatasetStats,
+    /// Disk bytes of the database directory after the build, and after the hot run.
+    pub disk_bytes_built: u64,
+    pub disk_bytes_after: u64,
+    /// After the build (peak since the suite started).
+    pub memory_build: Memory,
+    /// After the hot run (peak since the run started; anon = idle heap with the database open).
+    pub memory_run: Memory,
+    /// Whether the peak could be reset between phases.
+    pub peak_reset: bool,
+    /// How cold samples were made, and the cached fraction of the data file measured right
+    /// after the first drop.
+    pub cold_method: Option<(DropMethod, Option<f64>)>,
+    pub runs: Vec<InstructionRun>,
+}
+
+/// A run failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Build(#[from] BuildError),
+    #[error("{0}")]
+    Options(String),
+    #[error("{context}: {reason}")]
+    Io { context: String, reason: String },
+    #[error("{context}: {reason}")]
+    Engine { context: String, reason: String },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+    let context = context.into();
+    move |e| RunError::Io { context, reason: e.to_string() }
+}
+
+fn engine_err(context: impl Into<String>) -> impl FnOnce(espalier_instruction::InstructionError) -> RunError {
+    let context = context.into();
+    move |e| RunError::Engine { context, reason: e.to_string() }
+}
+
+/// The benchmark's `index` and `random`.
+struct Values {
+    index: u64,
+    rng: SplitMix,
+}
+
+impl BenchValues for Values {
+    fn index(&self) -> u64 {
+        self.index
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.rng.below(bound)
+    }
+}
+
+fn name_hash(name: &str) -> u64 {
+    // FNV-1a: stable across builds and platforms.
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// A repeat count scaled by `f` (at least 1).
+pub fn scaled_repeat(n: u64, f: f64) -> u64 {
+    let r = (n as f64 * f).round();
+    if r.is_nan() || r < 1.0 {
+        1
+    } else {
+        (r as u64).min(super::parse::MAX_REPEAT)
+    }
+}
+
+/// `plan` with its key bounds fitted to the dataset: `random` on an entry step or entry
+/// operation becomes `random <scaled size>` (keys are "0" … "N-1"), and `random N` used as a
+/// key scales with the collection whose key it is. Number bounds are left alone.
+pub fn bind_plan(plan: &Plan, schema: &Schema, sizes: &HashMap<PropertyId, u64>, scale: Scale) -> Plan {
+    let binder = Binder { schema, sizes, scale };
+    let mut plan = plan.clone();
+    binder.plan(&mut plan);
+    plan
+}
+
+struct Binder<'a> {
+    schema: &'a Schema,
+    sizes: &'a HashMap<PropertyId, u64>,
+    scale: Scale,
+}
+
+impl Binder<'_> {
+    fn plan(&self, plan: &mut Plan) {
+        match plan {
+            Plan::Update { path, items, .. } => {
+                self.steps(path);
+                self.items(items);
+            }
+            Plan::Query(q) => {
+                self.steps(&mut q.path);
+                self.steps(&mut q.select);
+            }
+            Plan::Get { path, .. } => self.steps(path),
+            Plan::Command { .. } => {}
+            Plan::Transaction(list) => list.iter_mut().for_each(|p| self.plan(p)),
+        }
+    }
+
+    fn steps(&self, steps: &mut [PStep]) {
+        for s in steps {
+            if let PStep::Entry { property, key: Some(k), .. } = s {
+                self.entry_key(*property, k);
+            }
+        }
+    }
+
+    fn items(&self, items: &mut [PItem]) {
+        for it in items {
+            match &mut it.op {
+                POp::SetReference(v) => self.reference_key(it.property, v),
+                POp::Group(is) | POp::SwitchState { items: is, .. } | POp::UpdateState { items: is, .. } => {
+                    self.items(is)
+                }
+                POp::AddEntry { key, items } | POp::UpdateEntry { key, items } => {
+                    self.entry_key(it.property, key);
+                    self.items(items);
+                }
+                POp::RemoveEntry { key } => self.entry_key(it.property, key),
+                POp::SetNumber(_) | POp::AddNumber(_) | POp::SetText(_) => {}
+            }
+        }
+    }
+
+    fn scaled_size(&self, collection: PropertyId) -> Option<i64> {
+        let n = *self.sizes.get(&collection).filter(|&&n| n > 0)?;
+        Some(self.scale.apply(n, is_nested(self.schema, collection)) as i64)
+    }
+
+    fn entry_key(&self, collection: PropertyId, v: &mut Value) {
+        if let Value::Random(None) = v {
+            if let Some(n) = self.scaled_size(collection) {
+                *v = Value::Random(Some(n));
+            }
+            return;
+        }
+        self.key_bounds(collection, v);
+    }
+
+    fn reference_key(&self, reference: PropertyId, v: &mut Value) {
+        if let Value::Random(None) = v {
+            let dicts = key_dictionaries(self.schema, reference);
+            if let [d] = dicts.as_slice() {
+                if let Some(n) = self.scaled_size(*d) {
+                    *v = Value::Random(Some(n));
+                }
+            }
+            return;
+        }
+        self.key_bounds(reference, v);
+    }
+
+    fn key_bounds(&self, p: PropertyId, v: &mut Value) {
+        let dicts = key_dictionaries(self.schema, p);
+        let scale = |d: PropertyId, n: &mut i64| {
+            if *n > 0 {
+                *n = self.scale.apply(*n as u64, is_nested(self.schema, d)) as i64;
+            }
+        };
+        match v {
+            Value::Random(Some(n)) => {
+                if let Some(&d) = dicts.first() {
+                    scale(d, n);
+                }
+            }
+            Value::Compound(parts) => {
+                for (part, &d) in parts.iter_mut().zip(&dicts) {
+                    if let Value::Random(Some(n)) = part {
+                        scale(d, n);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A plan that runs `plan` and then fails, so a write transaction rolls back: the warm-up of
+/// a mutation leaves no trace. (No command can have this name: names come from the schema
+/// notation, which has no NUL.)
+fn rolled_back(plan: &Plan) -> Plan {
+    Plan::Transaction(vec![plan.clone(), Plan::Command { name: "\0warm-up rollback".into(), args: Vec::new() }])
+}
+
+fn bar(show: bool, len: u64, prefix: String) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:>28} [{bar:36}] {pos}/{len} {elapsed_precise} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(prefix);
+    pb
+}
+
+/// One benchmark ready to run.
+struct Prepared<'s> {
+    bench: &'s super::Benchmark,
+    plans: Vec<Plan>,
+    repeat: u64,
+}
+
+/// Builds the suite's dataset in a temporary directory and measures every instruction.
+pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError> {
+    opts.scale.validate().map_err(RunError::Options)?;
+    if !(opts.repeat_scale.is_finite() && opts.repeat_scale > 0.0) {
+        return Err(RunError::Options(format!(
+            "the repeat scale must be a positive number, not {}",
+            opts.repeat_scale
+        )));
+    }
+    for name in &opts.only {
+        if suite.benchmark(name).is_none() {
+            let names: Vec<&str> = suite.benchmarks.iter().map(|b| b.name.as_str()).collect();
+            return Err(RunError::Options(format!(
+                "{} has no benchmark '{name}'; it has {}",
+                suite.name,
+                names.join(", ")
+            )));
+        }
+    }
+    let sizes = suite.collection_sizes();
+    let prepared: Vec<Prepared<'_>> = suite
+        .benchmarks
+        .iter()
+        .filter(|b| opts.only.is_empty() || opts.only.contains(&b.name))
+        .map(|bench| Prepared {
+            bench,
+            plans: bench.instructions.iter().map(|i| bind_plan(&i.plan, &suite.schema, &sizes, opts.scale)).collect(),
+            repeat: scaled_repeat(bench.repeat, opts.repeat_scale),
+        })
+        .collect();
+
+    let mut tmp = tempfile::Builder::new();
+    tmp.prefix("espalier-bench-");
+    let tmp = match &opts.dir {
+        Some(d) => tmp.tempdir_in(d),
+        None => tmp.tempdir(),
+    }
+    .map_err(io("making the temporary directory"))?;
+    let db_dir = tmp.path().join("db");
+    let db_options = DatabaseOptions { durability: opts.durability, ..DatabaseOptions::default() };
+
+    let peak_reset = sys::reset_peak();
+    let pb = bar(opts.progress, 0, format!("build {}", suite.name));
+    let build = BuildOptions { seed: opts.seed, scale: opts.scale, batch: opts.batch };
+    let (engine, dataset) = create_dataset(&db_dir, suite, db_options.clone(), &build, &pb)?;
+    pb.finish_and_clear();
+    let memory_build = sys::memory();
+    let disk_bytes_built = sys::disk_bytes(&db_dir);
+    let data_file = db_dir.join("data.mdb");
+
+    let cold_dir = tmp.path().join("cold");
+    if opts.cold.is_some() {
+        std::fs::create_dir_all(&cold_dir).map_err(io("making the cold copy's directory"))?;
+        sys::copy_sparse(&data_file, &cold_dir.join("data.mdb"))
+            .map_err(io("copying the database for the cold run"))?;
+    }
+
+    // ---- hot ----
+    sys::warm_file(&data_file).map_err(io("reading the data file into the page cache"))?;
+    if peak_reset {
+        sys::reset_peak();
+    }
+    let mut runs = Vec::new();
+    let total: u64 = prepared.iter().map(|p| p.repeat * p.plans.len() as u64).sum();
+    let pb = bar(opts.progress, total, format!("hot {}", suite.name));
+    for p in &prepared {
+        warm_up(&engine, p, opts)?;
+        runs.extend(measure_hot(&engine, p, opts.seed, &pb));
+    }
+    pb.finish_and_clear();
+    let memory_run = sys::memory();
+    engine
+        .database()
+        .store()
+        .sync()
+        .map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
+    let disk_bytes_after = sys::disk_bytes(&db_dir);
+    drop(engine);
+
+    // ---- cold ----
+    let mut cold_method = None;
+    if let Some(cold) = opts.cold {
+        let total: u64 = prepared.iter().map(|p| p.repeat.min(cold.samples) * p.plans.len() as u64).sum();
+        let pb = bar(opts.progress, total, format!("cold {}", suite.name));
+        let mut engine =
+            Some(Engine::open(&cold_dir, db_options.clone()).map_err(engine_err("opening the cold copy"))?);
+        for p in &prepared {
+            let (r, method) = measure_cold(&mut engine, &cold_dir, &db_options, p, opts.seed, cold.samples, &pb)?;
+            runs.extend(r);
+            if cold_method.is_none() {
+                cold_method = method;
+            }
+        }
+        pb.finish_and_clear();
+    }
+    Ok(SuiteRun {
+        suite: suite.name.clone(),
+        dataset,
+        disk_bytes_built,
+        disk_bytes_after,
+        memory_build,
+        memory_run,
+        peak_reset,
+        cold_method,
+        runs,
+    })
+}
+
+fn new_run(p: &Prepared<'_>, i: usize, mode: Mode, capacity: u64) -> InstructionRun {
+    let instr = &p.bench.instructions[i];
+    InstructionRun {
+        benchmark: p.bench.name.clone(),
+        name: instr.name.clone(),
+        text: instr.text.clone(),
+        mode,
+        samples: Vec::with_capacity(capacity as usize),
+        outcomes: BTreeMap::new(),
+        expected: p.bench.expect.clone(),
+        allowed: p.bench.allow.clone(),
+        query_totals: (0, 0),
+    }
+}
+
+fn seed_of(seed: u64, bench: &str) -> u64 {
+    mix(seed, 0, name_hash(bench))
+}
+
+fn warm_up(engine: &Engine, p: &Prepared<'_>, opts: &RunOptions) -> Result<(), RunError> {
+    let params: HashMap<String, ParamValue> = HashMap::new();
+    // A separate stream: the timed runs draw the same values with or without warm-up.
+    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(opts.seed, &p.bench.name) ^ 0x5741_524d) };
+    let wrapped: Vec<Plan> =
+        p.plans.iter().map(|plan| if plan.is_read_only() { plan.clone() } else { rolled_back(plan) }).collect();
+    for i in 0..opts.warmup.min(p.repeat) {
+        values.index = i;
+        for plan in &wrapped {
+            // Outcomes do not matter here: a warm-up mutation always fails by design.
+            let _ = engine.run(plan, &params, Some(&mut values));
+        }
+    }
+    Ok(())
+}
+
+/// Records one sample's outcome.
+fn record(run: &mut InstructionRun, elapsed: Duration, outcome: Result<Option<u64>, &'static str>) {
+    run.samples.push(elapsed);
+    let key = match outcome {
+        Ok(total) => {
+            if let Some(t) = total {
+                run.query_totals.0 += t;
+                run.query_totals.1 += 1;
+            }
+            "ok"
+        }
+        Err(code) => code,
+    };
+    *run.outcomes.entry(key.to_string()).or_insert(0) += 1;
+}
+
+/// Runs `plan` once, timed: the outcome is the query total (for queries) or the error code.
+fn timed(
+    engine: &Engine,
+    plan: &Plan,
+    params: &HashMap<String, ParamValue>,
+    values: &mut Values,
+) -> (Duration, Result<Option<u64>, &'static str>) {
+    let start = Instant::now();
+    let reply = engine.run(plan, params, Some(values));
+    let outcome = match &reply {
+        Ok(Reply::Query(q)) => Ok(Some(q.total)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e.code()),
+    };
+    drop(reply);
+    (start.elapsed(), outcome)
+}
+
+fn measure_hot(engine: &Engine, p: &Prepared<'_>, seed: u64, pb: &ProgressBar) -> Vec<InstructionRun> {
+    let params = HashMap::new();
+    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(seed, &p.bench.name)) };
+    let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Hot, p.repeat)).collect();
+    for i in 0..p.repeat {
+        values.index = i;
+        for (plan, run) in p.plans.iter().zip(runs.iter_mut()) {
+            let (elapsed, outcome) = timed(engine, plan, &params, &mut values);
+            record(run, elapsed, outcome);
+        }
+        if i % 64 == 63 || i + 1 == p.repeat {
+            pb.set_position(pb.position() + (i % 64 + 1) * p.plans.len() as u64);
+        }
+    }
+    runs
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_cold(
+    engine: &mut Option<Engine>,
+    dir: &Path,
+    db_options: &DatabaseOptions,
+    p: &Prepared<'_>,
+    seed: u64,
+    samples: u64,
+    pb: &ProgressBar,
+) -> Result<(Vec<InstructionRun>, Option<(DropMethod, Option<f64>)>), RunError> {
+    let params = HashMap::new();
+    let n = p.repeat.min(samples);
+    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(seed, &p.bench.name)) };
+    let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Cold, n)).collect();
+    let data_file = dir.join("data.mdb");
+    let mut method = None;
+    for i in 0..n {
+        values.index = i;
+        for (plan, run) in p.plans.iter().zip(runs.iter_mut()) {
+            if let Some(e) = engine.take() {
+                e.database()
+                    .store()
+                    .sync()
+                    .map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
+                drop(e);
+            }
+            let dropped = sys::drop_from_cache(&data_file).map_err(io("dropping the data file from the page cache"))?;
+            if method.is_none() {
+                method = Some((dropped, sys::cached_fraction(&data_file)));
+            }
+            let e = Engine::open(dir, db_options.clone()).map_err(engine_err("reopening the database"))?;
+            let (elapsed, outcome) = timed(&e, plan, &params, &mut values);
+            record(run, elapsed, outcome);
+            *engine = Some(e);
+            pb.inc(1);
+        }
+    }
+    Ok((runs, method))
+}
