@@ -12,6 +12,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use espalier_transaction::{DatabaseOptions, Durability};
 
 mod bench_cmd;
+mod bench_suite;
 mod db;
 mod dump;
 mod exec;
@@ -171,6 +172,37 @@ Examples:\n\n    \
 espalier bench core --quick\n    \
 espalier --json bench core > core.json")]
     Core(bench_cmd::CoreArgs),
+
+    /// Run benchmark files: a model, an `initialize` part and `repeat` parts (suites B1–B7).
+    #[command(long_about = "Runs benchmark files written in the benchmark language of the thesis \
+(docs/benchmark-language.md; the suites B1-B7 of its appendix B are in benchmarks/). For each file: \
+build the dataset its `initialize` part describes in a temporary database (durability none unless \
+--fsync; the same --seed gives the same data), then run every instruction of every `repeat` part \
+N times after a warm-up, timing each run. The report gives per instruction: count, min, q1, median, \
+q3, p99, max and mean in microseconds, the failures by error code, and per file the dataset's size \
+on disk and the peak memory. Markdown on standard output (JSON with --json); --out, --markdown and \
+--svg write files, each whole or not at all.\n\n\
+Hot and cold: the timed runs are hot (the data file read into the page cache, then warm-up). \
+--cold adds cold samples: before each, the database is closed, its file dropped from the OS page \
+cache (posix_fadvise DONTNEED) and the database reopened; the report says whether the drop worked.\n\n\
+Sizes: --scale multiplies the outermost collections (B7 is B6 scaled up), --nested-scale the \
+nested ones, --repeat-scale the repetitions; `random N` keys scale with their collection.\n\n\
+Examples:\n\n    \
+espalier bench run benchmarks/b1                      # every file of B1, Markdown report\n    \
+espalier bench run benchmarks/b6/use_case.bench --cold --svg b6.svg\n    \
+espalier bench run benchmarks/b7 --scale 100 --out b7.json\n    \
+espalier bench run benchmarks/b3 --scale 0.1 --nested-scale 0.1 --repeat-scale 0.1   # a quick look\n    \
+espalier bench compare before.json after.json")]
+    Run(bench_suite::RunArgs),
+
+    /// Put JSON reports of `bench run` side by side, with ratios of medians.
+    #[command(long_about = "Reads two or more JSON reports written by `espalier bench run --out` \
+(or by peers in the same format) and prints a Markdown table: the median of every instruction in \
+each report and its ratio to the first report's median, matched by directory, name and mode (hot \
+or cold). --svg draws the box plots of all reports side by side.\n\n\
+Example:\n\n    \
+espalier bench compare hdd.json ssd.json --svg compare.svg")]
+    Compare(bench_suite::CompareArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -250,6 +282,15 @@ impl From<espalier_instruction::InstructionError> for Failure {
     }
 }
 
+/// A subcommand's exit status (0: success) as a result.
+fn exit_code(status: Result<u8, String>) -> Result<(), Failure> {
+    match status {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(Failure::Exit(code)),
+        Err(message) => Err(Failure::Other(message)),
+    }
+}
+
 fn main() -> ExitCode {
     // Usage errors exit 1 like every failure that is not an instruction's (clap would use 2,
     // which here means "the instruction failed").
@@ -277,6 +318,8 @@ fn main() -> ExitCode {
         Command::Import(args) => dump::import(g, &args),
         Command::Check => dump::check(g),
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
+        Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
+        Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
         Command::Serve => {
             eprintln!("espalier serve comes with the server (issue #4); use `espalier shell` meanwhile");
             Err(Failure::Exit(2))
