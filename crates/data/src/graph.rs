@@ -83,6 +83,12 @@ impl<'a> NodeView<'a> {
     }
 }
 
+/// The Entries key of an entry record, from its own header and key.
+pub(crate) fn entries_key(schema: &Schema, rec: &[u8]) -> Result<Vec<u8>> {
+    let h = record::header(rec)?;
+    Ok(keys::entry(h.parent, h.parent_property, record::key(schema, rec)?))
+}
+
 /// Read access to the graph in one snapshot (or in the write transaction).
 #[derive(Clone, Copy)]
 pub struct Graph<'a> {
@@ -211,6 +217,17 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// Where the record of an entry found by key lives, for
+    /// [`crate::WriteGraph::remember_location`]; `None` for other nodes.
+    pub fn entry_location(&self, view: NodeView<'_>) -> Result<Option<(NodeId, Vec<u8>)>> {
+        match self.schema.node_type(record::header(view.record)?.ty).parent {
+            ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. } => {
+                Ok(Some((view.node.id, entries_key(self.schema, view.record)?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn entry_view(&self, value: &'a [u8], ty: NodeTypeId) -> Result<NodeView<'a>> {
         let (id, record) =
             record::split_entry_value(value).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
@@ -291,6 +308,15 @@ impl<'a> Graph<'a> {
 
     /// The path from the root to `node`.
     pub fn path(&self, node: NodeRef) -> Result<NodePath> {
+        self.path_known(node, None)
+    }
+
+    /// [`Graph::path`] given the record that holds `node` (already read by the caller).
+    pub fn path_from(&self, node: NodeRef, record: &'a [u8]) -> Result<NodePath> {
+        self.path_known(node, Some(record))
+    }
+
+    fn path_known(&self, node: NodeRef, known: Option<&'a [u8]>) -> Result<NodePath> {
         let mut steps = Vec::new();
         let mut at = node;
         for _ in 0..MAX_DEPTH {
@@ -303,7 +329,10 @@ impl<'a> Graph<'a> {
                 ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
                 ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
                     // One record read gives both the key and the parent.
-                    let rec = self.record(at.id)?;
+                    let rec = match known {
+                        Some(rec) if at.id == node.id => rec,
+                        _ => self.record(at.id)?,
+                    };
                     steps.push(PathStep::Entry {
                         collection: self.schema.property(property).name.clone(),
                         key: self.entry_key_in(at, rec)?,

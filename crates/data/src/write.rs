@@ -20,6 +20,10 @@ pub struct WriteGraph<'a, 's> {
     next_node: u64,
     next_string: u64,
     changes: Vec<Change>,
+    /// Where the entry record last found or written lives (id, Entries key): an update finds
+    /// its entry by key, then reads, writes and names it, and this spares each of those the
+    /// Nodes locator. Checked against the row's id on use, so a stale hint is only a miss.
+    located: Option<(NodeId, Vec<u8>)>,
 }
 
 /// Where to roll one instruction back to.
@@ -40,7 +44,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn new(schema: &'a Schema, txn: &'a mut WriteTxn<'s>) -> Result<WriteGraph<'a, 's>> {
         let next_node = read_counter(txn, meta::NEXT_NODE, ROOT_ID)?;
         let next_string = read_counter(txn, meta::NEXT_STRING, 1)?;
-        Ok(WriteGraph { schema, txn, next_node, next_string, changes: Vec::new() })
+        Ok(WriteGraph { schema, txn, next_node, next_string, changes: Vec::new(), located: None })
     }
 
     /// Read access that sees this transaction's own writes.
@@ -126,8 +130,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// The Entries key of an entry record, from its own header and key.
     fn entries_key(&self, rec: &[u8]) -> Result<Vec<u8>> {
-        let h = record::header(rec)?;
-        Ok(keys::entry(h.parent, h.parent_property, record::key(self.schema, rec)?))
+        crate::graph::entries_key(self.schema, rec)
     }
 
     fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<()> {
@@ -148,14 +151,37 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(())
     }
 
+    /// Tells the next reads by id where an entry record is (see `located`); `location` comes
+    /// from [`Graph::entry_location`].
+    pub fn remember_location(&mut self, location: (NodeId, Vec<u8>)) {
+        self.located = Some(location);
+    }
+
+    /// Record `id`, through the remembered location when it is that entry's.
+    fn record_by_id(&self, id: NodeId) -> Result<&[u8]> {
+        if let Some((hint, entries_key)) = &self.located {
+            if *hint == id {
+                if let Some((found, rec)) =
+                    self.txn.get(Table::Entries, entries_key)?.and_then(record::split_entry_value)
+                {
+                    if found == id {
+                        return Ok(rec);
+                    }
+                }
+            }
+        }
+        self.graph().record(id)
+    }
+
     fn load(&self, id: NodeId) -> Result<Vec<u8>> {
-        Ok(self.graph().record(id)?.to_vec())
+        Ok(self.record_by_id(id)?.to_vec())
     }
 
     fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
         if self.is_entry_type(record::header(rec)?.ty) {
             let entries_key = self.entries_key(rec)?;
             self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, rec))?;
+            self.located = Some((id, entries_key));
         } else {
             self.txn.put(Table::Nodes, &keys::node(id), rec)?;
         }
@@ -163,7 +189,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn path(&self, node: NodeRef) -> Result<crate::NodePath> {
-        self.graph().path(node)
+        if node.id == 0 {
+            return self.graph().path(node);
+        }
+        self.graph().path_from(node, self.record_by_id(node.id)?)
     }
 
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {

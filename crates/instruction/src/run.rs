@@ -242,7 +242,7 @@ impl<'g> Nav<'g> {
 
     /// [`Nav::walk`], also returning the node's record when the last steps had it at hand
     /// (an entry found by key, and groups in it), so the caller need not look it up again.
-    fn walk_view(
+    pub(crate) fn walk_view(
         &self,
         path: &[PStep],
         b: &mut Bindings<'_, '_>,

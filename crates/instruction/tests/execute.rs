@@ -277,3 +277,25 @@ fn bad_command_bodies_are_schema_errors_pointing_into_the_schema() {
     assert!(text.contains("schema:3:12: error: in command 'bump': no property 'm' in the root; it has 'n'"), "{text}");
     assert!(!dir.path().join("db").exists(), "nothing created for a bad schema");
 }
+
+#[test]
+fn an_entry_removed_and_added_again_inside_one_transaction_is_updated_as_the_new_entry() {
+    // The write path remembers where the entry it found by key lives; after the entry is
+    // removed and a new one takes its key (with a new record id), that memory must not be used.
+    let (_d, e) = engine();
+    seed(&e);
+    ok(
+        &e,
+        r#"transaction (
+            update . 'Machines' : "m1" ( 'Pulses' -> number 5 ),
+            update ( 'Machines' -> dictionary "m1" remove ),
+            update ( 'Machines' -> dictionary "m1" ( 'Pulses' -> number 1 ) ),
+            update . 'Machines' : "m1" ( 'Pulses' -> number + 10 )
+        )"#,
+    );
+    let (_, got) = rows(ok(&e, r#"collection select . 'Machines' 'p' -> number : 'Pulses'"#));
+    assert!(got.contains(&(vec!["m1".to_string()], vec![json!(11)])), "{got:?}");
+    let snap = e.database().snapshot().unwrap();
+    let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
+    assert!(report.problems.is_empty(), "{:#?}", report.problems);
+}
