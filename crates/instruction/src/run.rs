@@ -222,11 +222,21 @@ impl<'g> Nav<'g> {
         Ok(child)
     }
 
-    fn reference_step(&self, node: NodeRef, property: PropertyId) -> Result<NodeRef, InstructionError> {
+    /// Follows reference `property` of `node`, reading its slot from `view` when the caller
+    /// already holds the node's record.
+    fn reference_step(
+        &self,
+        node: NodeRef,
+        view: Option<NodeView<'g>>,
+        property: PropertyId,
+    ) -> Result<NodeRef, InstructionError> {
         let PropertyKind::Reference { target } = &self.schema().property(property).kind else {
             unreachable!("checked: reference step on a reference")
         };
-        let id = self.graph.reference(node, property)?;
+        let id = match view {
+            Some(v) => v.reference(property)?,
+            None => self.graph.reference(node, property)?,
+        };
         if id == 0 {
             return Err(
                 DataError::Corrupt(format!("reference '{}' is unset", self.schema().property(property).name)).into()
@@ -261,7 +271,7 @@ impl<'g> Nav<'g> {
                 }
                 PStep::Entry { key: None, .. } => unreachable!("checked: node paths have keys"),
                 PStep::State { property, state, .. } => (self.state_step(at, *property, *state)?, None),
-                PStep::Reference { property } => (self.reference_step(at, *property)?, None),
+                PStep::Reference { property } => (self.reference_step(at, view, *property)?, None),
             };
         }
         debug_assert!(view.is_none_or(|v| v.node == at), "a view of another node");
@@ -289,7 +299,9 @@ impl<'g> Nav<'g> {
                     }
                     self.graph.view(child)?
                 }
-                PStep::Reference { property } => self.graph.view(self.reference_step(at.node, *property)?)?,
+                PStep::Reference { property } => {
+                    self.graph.view(self.reference_step(at.node, Some(at), *property)?)?
+                }
                 PStep::Entry { .. } => unreachable!("checked: no entry steps in projections"),
             };
         }
@@ -396,7 +408,7 @@ fn visit<'g>(
             Ok(())
         }
         PStep::Reference { property } => {
-            let target = nav.reference_step(node, *property)?;
+            let target = nav.reference_step(node, view, *property)?;
             visit(nav, q, filters, target, None, depth + 1, key, out, visited)
         }
         PStep::Entry { property, .. } => {
