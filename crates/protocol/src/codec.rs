@@ -248,6 +248,23 @@ fn msgpack_value<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
     Ok(value)
 }
 
+/// Decodes any value from an (uncompressed) body in `encoding`: HTTP bodies, tests.
+pub fn decode_value<T: serde::de::DeserializeOwned>(
+    encoding: Encoding,
+    bytes: &[u8],
+    limit: usize,
+) -> Result<T, DecodeError> {
+    if bytes.len() > limit {
+        return Err(DecodeError::TooLarge { size: bytes.len(), limit });
+    }
+    match encoding {
+        Encoding::Json => {
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed { encoding, detail: e.to_string() })
+        }
+        Encoding::Msgpack => msgpack_value(bytes).map_err(|detail| DecodeError::Malformed { encoding, detail }),
+    }
+}
+
 fn decode_msgpack(bytes: &[u8]) -> Result<Message, Undecodable> {
     if bytes.is_empty() {
         return Err(undecodable(

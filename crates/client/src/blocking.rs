@@ -1,0 +1,54 @@
+//! A blocking wrapper for code without an async runtime (scripts, the command line). It runs
+//! its own single-threaded runtime; subscriptions need the async [`crate::Client`].
+
+use espalier_protocol::{Message, Params, QueryResult, Reply};
+
+use crate::{ClientError, ClientOptions, Welcome};
+
+pub struct Client {
+    runtime: tokio::runtime::Runtime,
+    client: crate::Client,
+}
+
+impl Client {
+    pub fn connect(url: &str, opts: ClientOptions) -> Result<Client, ClientError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Connect(format!("cannot start a runtime: {e}")))?;
+        let client = runtime.block_on(crate::Client::connect(url, opts))?;
+        Ok(Client { runtime, client })
+    }
+
+    pub fn welcome(&self) -> &Welcome {
+        self.client.welcome()
+    }
+
+    pub fn ping(&self) -> Result<(), ClientError> {
+        self.runtime.block_on(self.client.ping())
+    }
+
+    pub fn execute(&self, text: &str, params: Option<Params>) -> Result<Reply, ClientError> {
+        self.runtime.block_on(self.client.execute(text, params))
+    }
+
+    pub fn query(&self, text: &str, params: Option<Params>) -> Result<QueryResult, ClientError> {
+        self.runtime.block_on(self.client.query(text, params))
+    }
+
+    pub fn get(&self, path: &str, params: Option<Params>) -> Result<(u64, serde_json::Value), ClientError> {
+        self.runtime.block_on(self.client.get(path, params))
+    }
+
+    pub fn status(&self) -> Result<Message, ClientError> {
+        self.runtime.block_on(self.client.status())
+    }
+
+    pub fn shutdown(&self) -> Result<(), ClientError> {
+        self.runtime.block_on(self.client.shutdown())
+    }
+
+    pub fn close(&self) -> Result<(), ClientError> {
+        self.runtime.block_on(self.client.close())
+    }
+}

@@ -1,0 +1,358 @@
+//! Engine work for requests. Everything here blocks (LMDB reads, group commit) and runs on
+//! tokio's blocking pool, never on a runtime worker.
+
+use std::collections::HashMap;
+
+use espalier_data::dump::{export_node, DumpError};
+use espalier_data::{DataError, EntryKey, Graph, NodePath, NodeRef, PathStep};
+use espalier_instruction::ast::{Instruction, Value};
+use espalier_instruction::parse::{parse_instruction, ParseOptions};
+use espalier_instruction::plan::{PStep, Plan};
+use espalier_instruction::{Engine, InstructionError, ParamValue, QueryResult, Reply};
+use espalier_protocol::{ErrorCode, RequestError, Source};
+use espalier_schema::PropertyKind;
+
+use crate::hub::Filter;
+
+/// An instruction's failure as the protocol reports it.
+pub fn instruction_error(e: &InstructionError) -> RequestError {
+    RequestError::new(ErrorCode::parse(e.code()), e.to_string())
+}
+
+/// A parsed and type-checked instruction.
+pub struct Checked {
+    pub plan: Plan,
+}
+
+impl Checked {
+    pub fn is_read_only(&self) -> bool {
+        self.plan.is_read_only()
+    }
+}
+
+/// Parses (text) and checks an instruction.
+pub fn check(engine: &Engine, source: &Source) -> Result<Checked, RequestError> {
+    let plan = match source {
+        Source::Text(text) => {
+            let instr = parse_instruction(text, ParseOptions::CLIENT)
+                .map_err(|e| instruction_error(&InstructionError::Parse(e)))?;
+            engine.check(&instr, Some(text))
+        }
+        Source::Structured(instr) => engine.check(instr, None),
+    }
+    .map_err(|e| instruction_error(&e))?;
+    Ok(Checked { plan })
+}
+
+/// Runs a checked instruction (a snapshot read, or one atomic write through group commit).
+pub fn run(engine: &Engine, checked: &Checked, params: &HashMap<String, ParamValue>) -> Result<Reply, RequestError> {
+    engine.run(&checked.plan, params, None).map_err(|e| instruction_error(&e))
+}
+
+/// The checked plan of `get <path>`.
+fn get_plan(engine: &Engine, path: &str) -> Result<Vec<PStep>, RequestError> {
+    let text = format!("get {path}");
+    let instr = parse_instruction(&text, ParseOptions::CLIENT).map_err(|e| {
+        RequestError::new(ErrorCode::Syntax, format!("the node path {path:?} does not parse: {}", e.0.message))
+    })?;
+    match engine.check(&instr, Some(&text)).map_err(|e| instruction_error(&e))? {
+        Plan::Get { path, .. } => Ok(path),
+        _ => Err(RequestError::bad_request(format!("{path:?} is not a node path"))),
+    }
+}
+
+fn data_error(e: DataError) -> RequestError {
+    instruction_error(&InstructionError::Data(e))
+}
+
+fn value_error(message: String) -> RequestError {
+    RequestError::new(ErrorCode::Value, message)
+}
+
+/// A key or text value as text, the way the engine reads it.
+fn text_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<String, RequestError> {
+    match v {
+        Value::Text(t) => Ok(t.clone()),
+        Value::Int(i) => Ok(i.to_string()),
+        Value::Param(p) => match params.get(p) {
+            Some(ParamValue::Text(t)) => Ok(t.clone()),
+            Some(ParamValue::Int(i)) => Ok(i.to_string()),
+            None => Err(value_error(format!("no value given for parameter ${p}"))),
+        },
+        Value::Compound(_) => Err(value_error("a compound key where one text is expected".into())),
+        Value::Index | Value::Random(_) => {
+            Err(value_error("`index` and `random` are only meaningful in a benchmark".into()))
+        }
+    }
+}
+
+/// A key's components (a compound key, or a text parameter holding a JSON array).
+fn key_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<Vec<String>, RequestError> {
+    match v {
+        Value::Compound(parts) => parts.iter().map(|p| text_of(p, params)).collect(),
+        Value::Param(p) => match params.get(p) {
+            Some(ParamValue::Text(t)) if t.starts_with('[') => serde_json::from_str(t)
+                .map_err(|_| value_error(format!("parameter ${p}: a compound key must be a JSON array of strings"))),
+            _ => Ok(vec![text_of(v, params)?]),
+        },
+        other => Ok(vec![text_of(other, params)?]),
+    }
+}
+
+/// Follows a checked node path from the root, with `params` for `$name` keys.
+fn walk(graph: &Graph<'_>, path: &[PStep], params: &HashMap<String, ParamValue>) -> Result<NodeRef, RequestError> {
+    let schema = graph.schema;
+    let mut at = NodeRef::ROOT;
+    for step in path {
+        at = match step {
+            PStep::Group(p) => graph.group(at, *p),
+            PStep::Entry { property, key: Some(key), .. } => {
+                let found = match &schema.property(*property).kind {
+                    PropertyKind::Matrix { target, .. } => {
+                        let key = key_of(key, params)?;
+                        find_matrix_entry(graph, at, *property, target, &key).map_err(data_error)?
+                    }
+                    _ => {
+                        let text = text_of(key, params)?;
+                        graph.find_entry(at, *property, EntryKey::Text(&text)).map_err(data_error)?
+                    }
+                };
+                found.ok_or_else(|| {
+                    let shown = match key_of(key, params) {
+                        Ok(k) if k.len() == 1 => format!("{:?}", k[0]),
+                        Ok(k) => format!("{k:?}"),
+                        Err(_) => "?".into(),
+                    };
+                    data_error(DataError::KeyMissing { collection: graph.collection_path(at, *property), key: shown })
+                })?
+            }
+            PStep::Entry { key: None, .. } => {
+                return Err(RequestError::bad_request("a node path needs a key at every collection step"))
+            }
+            PStep::State { property, state, .. } => {
+                let (current, child) = graph.state(at, *property).map_err(data_error)?;
+                if current != *state {
+                    return Err(data_error(DataError::StateNotSelected {
+                        node: graph.describe(at),
+                        stategroup: schema.property(*property).name.clone(),
+                        expected: graph.state_name(*property, *state).to_string(),
+                        actual: graph.state_name(*property, current).to_string(),
+                    }));
+                }
+                child
+            }
+            PStep::Reference { property } => {
+                let PropertyKind::Reference { target } = &schema.property(*property).kind else {
+                    return Err(RequestError::new(ErrorCode::Internal, "a checked reference step is not a reference"));
+                };
+                let id = graph.reference(at, *property).map_err(data_error)?;
+                if id == 0 {
+                    return Err(data_error(DataError::Corrupt(format!(
+                        "reference '{}' of {} is unset",
+                        schema.property(*property).name,
+                        graph.describe(at)
+                    ))));
+                }
+                NodeRef { id, ty: target.entry_type }
+            }
+        };
+    }
+    Ok(at)
+}
+
+/// The entry of a matrix whose key designates `key` (the target's key components).
+fn find_matrix_entry(
+    graph: &Graph<'_>,
+    owner: NodeRef,
+    property: u32,
+    target: &espalier_schema::ReferenceTarget,
+    key: &[String],
+) -> Result<Option<NodeRef>, DataError> {
+    // `resolve` asserts the arity; a client's key must be checked here.
+    if key.len() != target.key_arity {
+        return Ok(None);
+    }
+    match graph.resolve(owner, target, key) {
+        Ok(t) => graph.find_entry(owner, property, EntryKey::Target(t.id)),
+        Err(DataError::KeyMissing { .. } | DataError::StateNotSelected { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Follows a stored node path (as change sets and subscriptions name nodes); `None` if the
+/// node does not exist (an entry is missing or another state is selected).
+pub fn walk_node_path(graph: &Graph<'_>, path: &NodePath) -> Result<Option<NodeRef>, RequestError> {
+    let schema = graph.schema;
+    let mut at = NodeRef::ROOT;
+    for step in &path.0 {
+        let name = match step {
+            PathStep::Group(g) => g,
+            PathStep::Entry { collection, .. } => collection,
+            PathStep::State { stategroup, .. } => stategroup,
+        };
+        let Some(property) = schema.find(at.ty, name) else {
+            return Ok(None);
+        };
+        let id = property.id;
+        at = match (step, &property.kind) {
+            (PathStep::Group(_), PropertyKind::Group { .. }) => graph.group(at, id),
+            (PathStep::Entry { key, .. }, PropertyKind::Dictionary { .. }) => {
+                let [k] = key.as_slice() else { return Ok(None) };
+                match graph.find_entry(at, id, EntryKey::Text(k)).map_err(data_error)? {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
+            (PathStep::Entry { key, .. }, PropertyKind::Matrix { target, .. }) => {
+                match find_matrix_entry(graph, at, id, target, key).map_err(data_error)? {
+                    Some(n) => n,
+                    None => return Ok(None),
+                }
+            }
+            (PathStep::State { state, .. }, PropertyKind::StateGroup { states }) => {
+                let Some(index) = states.iter().position(|s| &s.name == state) else { return Ok(None) };
+                let (current, child) = graph.state(at, id).map_err(data_error)?;
+                if current as usize != index {
+                    return Ok(None);
+                }
+                child
+            }
+            _ => return Ok(None),
+        };
+    }
+    Ok(Some(at))
+}
+
+/// A node and its subtree in dump form.
+pub fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, RequestError> {
+    let mut bytes = Vec::new();
+    export_node(graph, node, &mut bytes).map_err(|e| match e {
+        DumpError::Data(d) => data_error(d),
+        other => RequestError::new(ErrorCode::Internal, format!("writing the node: {other}")),
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RequestError::new(ErrorCode::Internal, format!("reading back the node JSON: {e}")))
+}
+
+/// `get`: the node at a (text) path, with the version of the snapshot it was read from.
+pub fn get(
+    engine: &Engine,
+    path: &str,
+    params: &HashMap<String, ParamValue>,
+) -> Result<(u64, serde_json::Value), RequestError> {
+    let steps = get_plan(engine, path)?;
+    let snap = engine.database().snapshot().map_err(data_error)?;
+    let graph = snap.graph();
+    let node = walk(&graph, &steps, params)?;
+    let version = snap.version().map_err(data_error)?;
+    Ok((version, node_json(&graph, node)?))
+}
+
+/// What a subscription watches, resolved against the current data.
+pub enum Resolved {
+    /// A node, by its stored path.
+    Node(NodePath),
+    /// A query: its plan and the part of the tree it can see.
+    Query { plan: Plan, scope: Filter },
+}
+
+/// Resolves a node path (following references now) to the node's stored path.
+pub fn resolve_node(
+    engine: &Engine,
+    path: &str,
+    params: &HashMap<String, ParamValue>,
+) -> Result<NodePath, RequestError> {
+    let steps = get_plan(engine, path)?;
+    let snap = engine.database().snapshot().map_err(data_error)?;
+    let graph = snap.graph();
+    let node = walk(&graph, &steps, params)?;
+    graph.path(node).map_err(data_error)
+}
+
+fn has_reference(steps: &[PStep]) -> bool {
+    steps.iter().any(|s| matches!(s, PStep::Reference { .. }))
+}
+
+/// Checks a subscription's query and finds what part of the tree it depends on: the subtree
+/// of its start node, or everything if it follows references (their targets may be anywhere).
+pub fn resolve_query(
+    engine: &Engine,
+    source: &Source,
+    params: &HashMap<String, ParamValue>,
+) -> Result<Resolved, RequestError> {
+    let is_query = match source {
+        Source::Structured(i) => matches!(i, Instruction::Query(_)),
+        Source::Text(_) => true, // known after parsing
+    };
+    if !is_query {
+        return Err(RequestError::bad_request("only collection queries can be subscribed to"));
+    }
+    let checked = check(engine, source)?;
+    let Plan::Query(query) = &checked.plan else {
+        return Err(RequestError::bad_request(
+            "only collection queries (`collection … select …`) can be subscribed to; subscribe to a node with `path`",
+        ));
+    };
+    let follows_references = has_reference(&query.path)
+        || has_reference(&query.select)
+        || query.projections.iter().any(|p| has_reference(&p.path));
+    let scope = if follows_references {
+        Filter::Everything
+    } else {
+        let snap = engine.database().snapshot().map_err(data_error)?;
+        let graph = snap.graph();
+        let node = walk(&graph, &query.path, params)?;
+        narrow(graph.schema, graph.path(node).map_err(data_error)?, &query.select)
+    };
+    Ok(Resolved::Query { plan: checked.plan, scope })
+}
+
+/// The narrowest filter for a query's rows: down the select path's group and state steps to
+/// its first collection (the rows are in its entries), else the context node's subtree.
+fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[PStep]) -> Filter {
+    for step in select {
+        match step {
+            PStep::Group(p) => node.0.push(PathStep::Group(schema.property(*p).name.clone())),
+            PStep::State { property, state, .. } => {
+                let PropertyKind::StateGroup { states } = &schema.property(*property).kind else {
+                    return Filter::Subtree(node);
+                };
+                let Some(s) = states.get(*state as usize) else { return Filter::Subtree(node) };
+                node.0.push(PathStep::State {
+                    stategroup: schema.property(*property).name.clone(),
+                    state: s.name.clone(),
+                });
+            }
+            PStep::Entry { property, .. } => {
+                return Filter::Collection { node, collection: schema.property(*property).name.clone() };
+            }
+            PStep::Reference { .. } => return Filter::Everything,
+        }
+    }
+    Filter::Subtree(node)
+}
+
+/// The node at a stored path and the version it was read at (`None`: it does not exist).
+pub fn node_at(engine: &Engine, path: &NodePath) -> Result<(u64, Option<serde_json::Value>), RequestError> {
+    let snap = engine.database().snapshot().map_err(data_error)?;
+    let graph = snap.graph();
+    let version = snap.version().map_err(data_error)?;
+    match walk_node_path(&graph, path)? {
+        Some(node) => Ok((version, Some(node_json(&graph, node)?))),
+        None => Ok((version, None)),
+    }
+}
+
+/// Runs a subscription's query. The version is a lower bound of what the rows reflect (the
+/// engine reads its own snapshot): re-running for a commit at or below it is harmless.
+pub fn run_query(
+    engine: &Engine,
+    plan: &Plan,
+    params: &HashMap<String, ParamValue>,
+) -> Result<(u64, QueryResult), RequestError> {
+    let version = engine.database().version();
+    match engine.run(plan, params, None).map_err(|e| instruction_error(&e))? {
+        Reply::Query(q) => Ok((version, q)),
+        _ => Err(RequestError::new(ErrorCode::Internal, "a query plan gave another kind of reply")),
+    }
+}

@@ -1,0 +1,34 @@
+//! Layer 6: the server. One port, served by axum on tokio:
+//!
+//! - `GET /ws`: WebSocket sessions — pipelined requests with ids (replies in any order),
+//!   subscriptions with server push, JSON or MessagePack, optional per-message compression;
+//! - `POST /v1/execute`, `GET /v1/node`, `GET /v1/status`, `GET /v1/health`,
+//!   `POST /v1/shutdown`: one-shot HTTP.
+//!
+//! The protocol is `docs/protocol.md` (types in `espalier-protocol`); running and configuring
+//! the server is `docs/server.md`. Module map: `server` (router, auth, HTTP, shutdown),
+//! `session` (a WebSocket session's reader and writer), `work` (engine calls on the blocking
+//! pool with the query-time limit), `exec` (the engine calls themselves), `hub` (change feed →
+//! history and subscription queues), `subscription` (one subscription's task), `config`.
+
+pub mod config;
+mod exec;
+mod hub;
+mod server;
+mod session;
+mod subscription;
+mod work;
+
+pub use config::{read_token_file, ServerConfig, ServerLimits, Token, DEFAULT_LISTEN};
+pub use server::{Server, ShutdownHandle};
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(String, std::io::Error),
+    #[error("{0}")]
+    Io(std::io::Error),
+}

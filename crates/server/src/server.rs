@@ -1,0 +1,478 @@
+//! The server: one listener, an axum router (WebSocket sessions and HTTP one-shot requests),
+//! authentication, the session limit, and graceful shutdown.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use espalier_instruction::Engine;
+use espalier_protocol::codec::decode_value;
+use espalier_protocol::{
+    Codec, Compression, Encoding, ErrorCode, Instruction, Message, Params, RequestError, Role, Source,
+};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::{ServerConfig, ServerLimits, Token};
+use crate::hub::Hub;
+use crate::work::{self, Job, Outcome};
+use crate::{session, ServerError};
+
+/// What every session and request shares.
+pub struct Shared {
+    pub engine: Arc<Engine>,
+    pub hub: Arc<Hub>,
+    pub limits: ServerLimits,
+    tokens: Vec<Token>,
+    /// One permit per open session or HTTP request in progress.
+    pub sessions: Arc<Semaphore>,
+    shutting_down: AtomicBool,
+    shutdown_tx: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Starts the graceful shutdown (idempotent).
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.shutdown_tx.send_replace(true);
+    }
+
+    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown_tx.subscribe()
+    }
+
+    pub fn open_sessions(&self) -> usize {
+        self.limits.max_sessions - self.sessions.available_permits()
+    }
+
+    pub fn status(&self, id: Option<u64>) -> Message {
+        Message::status(
+            id,
+            self.engine.database().version(),
+            self.open_sessions() as u64,
+            self.hub.subscriptions() as u64,
+            self.hub.history_from(),
+        )
+    }
+
+    /// The role a request's secret grants.
+    fn authenticate(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Role, RequestError> {
+        if self.tokens.is_empty() {
+            return Ok(Role::Admin);
+        }
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim);
+        let Some(secret) = bearer.or(query_token) else {
+            return Err(RequestError::new(
+                ErrorCode::Unauthorized,
+                "this server requires a token: send `Authorization: Bearer <secret>` (or `?token=<secret>`)",
+            ));
+        };
+        // Compare against every token in constant time, so timing tells nothing.
+        let mut role = None;
+        for t in &self.tokens {
+            if constant_time_eq(t.secret.as_bytes(), secret.as_bytes()) {
+                role = Some(t.role);
+            }
+        }
+        role.ok_or_else(|| RequestError::new(ErrorCode::Unauthorized, "the token is not valid on this server"))
+    }
+
+    /// A session (or HTTP request) slot, or why there is none.
+    fn admit(&self) -> Result<OwnedSemaphorePermit, RequestError> {
+        if self.is_shutting_down() {
+            return Err(RequestError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+        }
+        self.sessions.clone().try_acquire_owned().map_err(|_| {
+            RequestError::new(
+                ErrorCode::TooManySessions,
+                format!("the server has its maximum of {} sessions; try again later", self.limits.max_sessions),
+            )
+        })
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Stops a running server gracefully.
+#[derive(Clone)]
+pub struct ShutdownHandle(Arc<Shared>);
+
+impl ShutdownHandle {
+    pub fn shutdown(&self) {
+        self.0.begin_shutdown();
+    }
+}
+
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    hub_thread: std::thread::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds the listener and starts the subscription hub; [`Server::serve`] runs it.
+    pub async fn bind(engine: Arc<Engine>, config: ServerConfig) -> Result<Server, ServerError> {
+        config.validate()?;
+        let listener =
+            TcpListener::bind(config.listen).await.map_err(|e| ServerError::Bind(config.listen.to_string(), e))?;
+        let limits = config.limits;
+        let (hub, hub_thread) = Hub::start(engine.database().clone(), limits.history_commits, limits.history_changes)
+            .map_err(ServerError::Io)?;
+        let (shutdown_tx, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            engine,
+            hub,
+            sessions: Arc::new(Semaphore::new(limits.max_sessions)),
+            limits,
+            tokens: config.tokens,
+            shutting_down: AtomicBool::new(false),
+            shutdown_tx,
+        });
+        Ok(Server { listener, shared, hub_thread })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
+        self.listener.local_addr().map_err(ServerError::Io)
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle(self.shared.clone())
+    }
+
+    /// Serves until shut down, then: stops accepting, lets sessions finish their requests (up
+    /// to the grace period), closes them, stops the hub and flushes the database.
+    pub async fn serve(self) -> Result<(), ServerError> {
+        let Server { listener, shared, hub_thread } = self;
+        let app = router(shared.clone());
+        let mut signal = shared.shutdown_signal();
+        // Small replies must not wait for Nagle's algorithm.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                // An error means the sender is gone, which only happens at shutdown too.
+                let _ = signal.wait_for(|stop| *stop).await;
+            })
+            .await
+            .map_err(ServerError::Io)?;
+        // Sessions hold permits until they have closed; wait for all of them (bounded).
+        let all = u32::try_from(shared.limits.max_sessions).unwrap_or(u32::MAX);
+        let wait = shared.limits.shutdown_grace + Duration::from_secs(5);
+        if tokio::time::timeout(wait, shared.sessions.clone().acquire_many_owned(all)).await.is_err() {
+            eprintln!("espalier serve: some sessions did not close within {wait:?}; exiting anyway");
+        }
+        shared.hub.stop();
+        let engine = shared.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            let _ = hub_thread.join();
+            engine.database().store().sync()
+        })
+        .await
+        .map_err(|e| ServerError::Io(std::io::Error::other(e.to_string())))?
+        .map_err(|e| ServerError::Io(std::io::Error::other(format!("flushing the database: {e}"))))?;
+        Ok(())
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    let body_limit = shared.limits.max_frame_bytes;
+    Router::new()
+        .route("/ws", get(ws_upgrade))
+        .route("/v1/execute", post(http_execute))
+        .route("/v1/node", get(http_node))
+        .route("/v1/status", get(http_status))
+        .route("/v1/health", get(http_health))
+        .route("/v1/shutdown", post(http_shutdown))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .with_state(shared)
+}
+
+/// An HTTP response holding one protocol message.
+fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
+    match Codec::plain(encoding, usize::MAX).to_bytes(msg) {
+        Ok(bytes) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static(encoding.content_type()))], bytes).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the reply: {e}")).into_response(),
+    }
+}
+
+fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
+    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    reply(status, encoding, &Message::from_error(None, e))
+}
+
+async fn not_found() -> Response {
+    error_reply(
+        Encoding::Json,
+        &RequestError::new(
+            ErrorCode::BadRequest,
+            "no such endpoint; the server has GET /ws (WebSocket), POST /v1/execute, GET /v1/node, GET /v1/status, \
+             GET /v1/health and POST /v1/shutdown (see docs/protocol.md)",
+        ),
+    )
+}
+
+/// Query parameters as name → value (the last value of a repeated name wins).
+fn query_map(q: Result<Query<Vec<(String, String)>>, QueryRejection>) -> Result<HashMap<String, String>, RequestError> {
+    let Query(pairs) = q.map_err(|e| RequestError::bad_request(format!("the query string does not parse: {e}")))?;
+    Ok(pairs.into_iter().collect())
+}
+
+/// The session settings of a WebSocket upgrade.
+fn session_codec(q: &HashMap<String, String>, limits: &ServerLimits) -> Result<Codec, RequestError> {
+    for name in q.keys() {
+        if !["encoding", "compression", "compress_min", "token"].contains(&name.as_str()) {
+            return Err(RequestError::bad_request(format!(
+                "unknown parameter {name:?}; a session takes encoding, compression, compress_min and token"
+            )));
+        }
+    }
+    let encoding = match q.get("encoding") {
+        None => Encoding::Json,
+        Some(e) => Encoding::parse(e)
+            .ok_or_else(|| RequestError::bad_request(format!("encoding {e:?} is not json or msgpack")))?,
+    };
+    let compression = match q.get("compression") {
+        None => Compression::None,
+        Some(c) => Compression::parse(c)
+            .ok_or_else(|| RequestError::bad_request(format!("compression {c:?} is not none, zstd or deflate")))?,
+    };
+    let compress_min = match q.get("compress_min") {
+        None => espalier_protocol::DEFAULT_COMPRESS_MIN,
+        Some(n) => n
+            .parse::<usize>()
+            .map_err(|_| RequestError::bad_request(format!("compress_min {n:?} is not a byte count")))?,
+    };
+    Ok(Codec::new(encoding, compression, compress_min, limits.max_frame_bytes))
+}
+
+async fn ws_upgrade(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let prepared = (|| {
+        let q = query_map(query)?;
+        let codec = session_codec(&q, &shared.limits)?;
+        let role = shared.authenticate(&headers, q.get("token").map(String::as_str))?;
+        Ok::<_, RequestError>((codec, role))
+    })();
+    let (codec, role) = match prepared {
+        Ok(p) => p,
+        Err(e) => return error_reply(Encoding::Json, &e),
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => {
+            return error_reply(
+                Encoding::Json,
+                &RequestError::bad_request(format!("GET /ws is a WebSocket endpoint: {e}")),
+            )
+        }
+    };
+    let permit = match shared.admit() {
+        Ok(p) => p,
+        Err(e) => return error_reply(Encoding::Json, &e),
+    };
+    let limit = shared.limits.max_frame_bytes;
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| session::run(socket, shared, role, codec, permit))
+}
+
+/// Encodings of an HTTP exchange: the request body's, and the reply's.
+fn http_encodings(headers: &HeaderMap) -> Result<(Encoding, Encoding), RequestError> {
+    let request = match headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        None => Encoding::Json,
+        Some(ct) => Encoding::from_content_type(ct).ok_or_else(|| {
+            RequestError::new(
+                ErrorCode::WrongEncoding,
+                format!("Content-Type {ct:?} is neither application/json nor application/msgpack"),
+            )
+        })?,
+    };
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split(',').find_map(Encoding::from_content_type));
+    Ok((request, accept.unwrap_or(request)))
+}
+
+fn accept_encoding(headers: &HeaderMap) -> Encoding {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split(',').find_map(Encoding::from_content_type))
+        .unwrap_or(Encoding::Json)
+}
+
+#[derive(Deserialize)]
+struct ExecuteBody {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    instruction: Option<Instruction>,
+    #[serde(default)]
+    params: Option<Params>,
+}
+
+/// Authenticates and admits an HTTP request.
+fn http_admit(
+    shared: &Shared,
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+) -> Result<(Role, OwnedSemaphorePermit), RequestError> {
+    let role = shared.authenticate(headers, q.get("token").map(String::as_str))?;
+    let permit = shared.admit()?;
+    Ok((role, permit))
+}
+
+fn outcome_response(encoding: Encoding, limit: usize, r: Result<Outcome, RequestError>) -> Response {
+    let msg = match r {
+        Ok(Outcome::Reply(reply)) => Message::result(None, reply),
+        Ok(Outcome::Node { version, node }) => Message::node(None, version, node),
+        Err(e) => return error_reply(encoding, &e),
+    };
+    match Codec::plain(encoding, usize::MAX).encode_limited(&msg, limit) {
+        Ok(_) => reply(StatusCode::OK, encoding, &msg),
+        Err(e) => error_reply(encoding, &RequestError::new(ErrorCode::ResultTooLarge, e.to_string())),
+    }
+}
+
+async fn http_execute(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let (req_enc, reply_enc) = match http_encodings(&headers) {
+        Ok(e) => e,
+        Err(e) => return error_reply(accept_encoding(&headers), &e),
+    };
+    let prepared = (|| {
+        let q = query_map(query)?;
+        let (role, permit) = http_admit(&shared, &headers, &q)?;
+        let body = body.map_err(|e| match e {
+            BytesRejection::FailedToBufferBody(_) => RequestError::new(
+                ErrorCode::TooLarge,
+                format!("the body is over the limit of {} bytes (or was cut off): {e}", shared.limits.max_frame_bytes),
+            ),
+            other => RequestError::bad_request(other.to_string()),
+        })?;
+        let parsed: ExecuteBody = decode_value(req_enc, &body, shared.limits.max_frame_bytes)
+            .map_err(|e| RequestError::new(e.code(), e.to_string()))?;
+        let source = match (parsed.text, parsed.instruction) {
+            (Some(t), None) => Source::Text(t),
+            (None, Some(i)) => Source::Structured(i),
+            _ => return Err(RequestError::bad_request("give exactly one of `text` and `instruction`")),
+        };
+        let params = parsed.params.unwrap_or_default().into_iter().collect();
+        Ok((role, permit, source, params))
+    })();
+    let (role, permit, source, params) = match prepared {
+        Ok(p) => p,
+        Err(e) => return error_reply(reply_enc, &e),
+    };
+    let limit = shared.limits.max_result_bytes;
+    let response =
+        work::run(&shared, role, Job::Execute { source, params }, move |r| outcome_response(reply_enc, limit, r)).await;
+    drop(permit);
+    response
+}
+
+async fn http_node(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let encoding = accept_encoding(&headers);
+    let prepared = (|| {
+        let q = query_map(query)?;
+        let (role, permit) = http_admit(&shared, &headers, &q)?;
+        let path = q.get("path").cloned().unwrap_or_default();
+        let params = q
+            .iter()
+            .filter_map(|(k, v)| {
+                k.strip_prefix("p.").map(|name| (name.to_string(), espalier_protocol::ParamValue::Text(v.clone())))
+            })
+            .collect();
+        Ok::<_, RequestError>((role, permit, path, params))
+    })();
+    let (role, permit, path, params) = match prepared {
+        Ok(p) => p,
+        Err(e) => return error_reply(encoding, &e),
+    };
+    let limit = shared.limits.max_result_bytes;
+    let response =
+        work::run(&shared, role, Job::Get { path, params }, move |r| outcome_response(encoding, limit, r)).await;
+    drop(permit);
+    response
+}
+
+async fn http_status(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let encoding = accept_encoding(&headers);
+    match query_map(query).and_then(|q| shared.authenticate(&headers, q.get("token").map(String::as_str))) {
+        Ok(_) => reply(StatusCode::OK, encoding, &shared.status(None)),
+        Err(e) => error_reply(encoding, &e),
+    }
+}
+
+async fn http_health(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let encoding = accept_encoding(&headers);
+    if shared.is_shutting_down() {
+        return error_reply(encoding, &RequestError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
+    }
+    reply(StatusCode::OK, encoding, &Message::ok(None))
+}
+
+async fn http_shutdown(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let encoding = accept_encoding(&headers);
+    let role = match query_map(query).and_then(|q| shared.authenticate(&headers, q.get("token").map(String::as_str))) {
+        Ok(r) => r,
+        Err(e) => return error_reply(encoding, &e),
+    };
+    if role < Role::Admin {
+        return error_reply(
+            encoding,
+            &RequestError::new(ErrorCode::Forbidden, format!("shutdown needs the admin role; this token has {role}")),
+        );
+    }
+    shared.begin_shutdown();
+    reply(StatusCode::OK, encoding, &Message::ok(None))
+}

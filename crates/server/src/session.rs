@@ -1,0 +1,373 @@
+//! One WebSocket session: a reader that decodes and dispatches requests (each runs on its own
+//! task, so replies go out in any order), and a writer that sends replies and pushes.
+//!
+//! Bounds: at most `max_in_flight` requests in progress (the excess is answered
+//! `too_many_requests`); the outgoing queue holds at most `max_in_flight + 32` messages, and
+//! a request reserves its reply's place before it starts, so a reply never waits for room and
+//! engine threads never wait for a slow client. When the queue is full the reader stops
+//! reading, so a client that does not read its replies only slows itself.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::{close_code, CloseFrame, Message as WsMessage, WebSocket};
+use espalier_protocol::codec::EncodeError;
+use espalier_protocol::{Codec, ErrorCode, Frame, Message, Request, RequestBody, Role, Undecodable};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc::{self, OwnedPermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::server::Shared;
+use crate::subscription;
+use crate::work::{self, Job, Outcome};
+
+/// Messages beyond the in-flight replies the outgoing queue holds (errors, pushes).
+const QUEUE_SLACK: usize = 32;
+/// Most messages written before one flush.
+const MAX_BATCH: usize = 64;
+/// How long closing waits for the writer to deliver what is queued.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How often a closing session checks whether its requests have finished.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
+/// WebSocket close code: an internal error.
+const CLOSE_INTERNAL: u16 = 1011;
+
+/// What the writer sends.
+pub enum Outgoing {
+    Frame(Frame),
+    Close(u16, String),
+}
+
+pub type Subscriptions = Arc<Mutex<HashMap<u64, JoinHandle<()>>>>;
+
+pub fn lock_subs(subs: &Subscriptions) -> std::sync::MutexGuard<'_, HashMap<u64, JoinHandle<()>>> {
+    subs.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An error message, encoded; closes the session if even that cannot be encoded.
+pub fn encode_error(codec: &Codec, id: Option<u64>, code: ErrorCode, message: impl Into<String>) -> Outgoing {
+    encode_message(codec, &Message::error(id, code, message))
+}
+
+fn encode_message(codec: &Codec, msg: &Message) -> Outgoing {
+    match codec.encode(msg) {
+        Ok(f) => Outgoing::Frame(f),
+        Err(e) => Outgoing::Close(CLOSE_INTERNAL, format!("cannot encode a message: {e}")),
+    }
+}
+
+/// A reply, encoded, or the error that replaces it when it is over `limit` bytes.
+pub fn encode_reply(codec: &Codec, msg: &Message, limit: usize) -> Outgoing {
+    match codec.encode_limited(msg, limit) {
+        Ok(f) => Outgoing::Frame(f),
+        Err(EncodeError::TooLarge { size, limit }) => encode_error(
+            codec,
+            msg.id,
+            ErrorCode::ResultTooLarge,
+            format!("the reply is {size} bytes, over the server's limit of {limit} bytes (max_result_bytes)"),
+        ),
+        Err(EncodeError::Serialize(e)) => {
+            encode_error(codec, msg.id, ErrorCode::Internal, format!("cannot encode the reply: {e}"))
+        }
+    }
+}
+
+fn outcome_message(id: u64, r: Result<Outcome, espalier_protocol::RequestError>) -> Message {
+    match r {
+        Ok(Outcome::Reply(reply)) => Message::result(Some(id), reply),
+        Ok(Outcome::Node { version, node }) => Message::node(Some(id), version, node),
+        Err(e) => Message::from_error(Some(id), &e),
+    }
+}
+
+struct Session {
+    shared: Arc<Shared>,
+    role: Role,
+    codec: Codec,
+    tx: mpsc::Sender<Outgoing>,
+    inflight: Arc<Semaphore>,
+    subs: Subscriptions,
+    next_sub: u64,
+}
+
+/// Serves one upgraded WebSocket until either side closes it or the server shuts down.
+pub async fn run(socket: WebSocket, shared: Arc<Shared>, role: Role, codec: Codec, permit: OwnedSemaphorePermit) {
+    let _permit = permit; // the session's slot, held until it has closed
+    let (sink, mut stream) = socket.split();
+    let max_in_flight = shared.limits.max_in_flight;
+    let (tx, rx) = mpsc::channel(max_in_flight + QUEUE_SLACK);
+    let writer = tokio::spawn(write_loop(sink, rx));
+    let mut session = Session {
+        shared,
+        role,
+        codec,
+        tx,
+        inflight: Arc::new(Semaphore::new(max_in_flight)),
+        subs: Arc::new(Mutex::new(HashMap::new())),
+        next_sub: 1,
+    };
+    let welcome = Message::welcome(
+        session.shared.engine.database().version(),
+        role,
+        codec.encoding,
+        codec.compression,
+        codec.compress_min as u64,
+        session.shared.limits.announced(),
+    );
+    let (code, reason) = if session.tx.send(encode_message(&codec, &welcome)).await.is_ok() {
+        session.read_loop(&mut stream).await
+    } else {
+        (close_code::NORMAL, String::new())
+    };
+    session.finish(code, reason, writer).await;
+}
+
+async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut rx: mpsc::Receiver<Outgoing>) {
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        let mut written = 0;
+        while let Some(out) = next.take() {
+            match out {
+                Outgoing::Frame(Frame::Text(t)) => {
+                    if sink.feed(WsMessage::Text(t.into())).await.is_err() {
+                        return;
+                    }
+                }
+                Outgoing::Frame(Frame::Binary(b)) => {
+                    if sink.feed(WsMessage::Binary(b.into())).await.is_err() {
+                        return;
+                    }
+                }
+                Outgoing::Close(code, reason) => {
+                    let frame = CloseFrame { code, reason: truncate_reason(reason).into() };
+                    let _ = sink.send(WsMessage::Close(Some(frame))).await;
+                    let _ = sink.close().await;
+                    return;
+                }
+            }
+            written += 1;
+            if written < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if sink.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Close reasons are at most 123 bytes.
+fn truncate_reason(mut reason: String) -> String {
+    if reason.len() > 123 {
+        let mut end = 120;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push_str("...");
+    }
+    reason
+}
+
+/// Was the read error a message over the size limit?
+fn is_capacity(e: axum::Error) -> bool {
+    let inner = e.into_inner();
+    matches!(
+        inner.downcast_ref::<tokio_tungstenite::tungstenite::Error>(),
+        Some(tokio_tungstenite::tungstenite::Error::Capacity(_))
+    )
+}
+
+impl Session {
+    /// Reads until the client closes, the server shuts down (and in-flight requests are done),
+    /// or a frame is over the limit. Returns the close code and reason.
+    async fn read_loop(&mut self, stream: &mut SplitStream<WebSocket>) -> (u16, String) {
+        let mut shutdown = self.shared.shutdown_signal();
+        let mut closing: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+        let mut poll = tokio::time::interval(DRAIN_POLL);
+        let max = self.shared.limits.max_in_flight;
+        loop {
+            let next = tokio::select! {
+                r = shutdown.wait_for(|stop| *stop), if closing.is_none() => {
+                    // An error means the server is gone: close as for a shutdown.
+                    let _ = r;
+                    closing = Some(Box::pin(tokio::time::sleep(self.shared.limits.shutdown_grace)));
+                    continue;
+                }
+                _ = async { if let Some(c) = closing.as_mut() { c.await } }, if closing.is_some() => {
+                    return (close_code::AWAY, "server shutting down (grace period over)".into());
+                }
+                _ = poll.tick(), if closing.is_some() => {
+                    if self.inflight.available_permits() == max {
+                        return (close_code::AWAY, "server shutting down".into());
+                    }
+                    continue;
+                }
+                m = stream.next() => m,
+            };
+            let flow = match next {
+                None => return (close_code::NORMAL, String::new()),
+                Some(Err(e)) => {
+                    return if is_capacity(e) {
+                        (
+                            close_code::SIZE,
+                            format!("a message is over the limit of {} bytes", self.shared.limits.max_frame_bytes),
+                        )
+                    } else {
+                        (close_code::PROTOCOL, "WebSocket protocol error".into())
+                    };
+                }
+                Some(Ok(WsMessage::Text(t))) => {
+                    let decoded = self.codec.decode_text(t.as_str());
+                    self.on_frame(decoded, closing.is_some()).await
+                }
+                Some(Ok(WsMessage::Binary(b))) => {
+                    let decoded = self.codec.decode_binary(&b);
+                    self.on_frame(decoded, closing.is_some()).await
+                }
+                Some(Ok(WsMessage::Close(_))) => return (close_code::NORMAL, String::new()),
+                Some(Ok(_)) => ControlFlow::Continue(()), // ping/pong: answered by the WebSocket layer
+            };
+            if flow.is_break() {
+                return (close_code::NORMAL, String::new());
+            }
+        }
+    }
+
+    async fn push(&self, out: Outgoing) -> ControlFlow<()> {
+        match self.tx.send(out).await {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(_) => ControlFlow::Break(()), // the writer is gone: the client went away
+        }
+    }
+
+    async fn on_frame(&mut self, decoded: Result<Message, Undecodable>, closing: bool) -> ControlFlow<()> {
+        let msg = match decoded {
+            Ok(m) => m,
+            Err(Undecodable { id, error }) => {
+                return self.push(encode_error(&self.codec, id, error.code(), error.to_string())).await
+            }
+        };
+        let id = msg.id;
+        match msg.into_request() {
+            Ok(req) if closing => {
+                let _ = req;
+                self.push(encode_error(&self.codec, id, ErrorCode::ShuttingDown, "the server is shutting down")).await
+            }
+            Ok(req) => self.on_request(req).await,
+            Err(e) => self.push(encode_error(&self.codec, id, e.code, e.message)).await,
+        }
+    }
+
+    async fn on_request(&mut self, req: Request) -> ControlFlow<()> {
+        let Request { id, body } = req;
+        let Ok(inflight) = self.inflight.clone().try_acquire_owned() else {
+            let max = self.shared.limits.max_in_flight;
+            let msg =
+                format!("more than {max} requests in flight on this session; wait for replies before sending more");
+            return self.push(encode_error(&self.codec, Some(id), ErrorCode::TooManyRequests, msg)).await;
+        };
+        let Ok(slot) = self.tx.clone().reserve_owned().await else {
+            return ControlFlow::Break(());
+        };
+        let codec = self.codec;
+        match body {
+            RequestBody::Ping => {
+                slot.send(encode_message(&codec, &Message::pong(id)));
+            }
+            RequestBody::Status => {
+                slot.send(encode_message(&codec, &self.shared.status(Some(id))));
+            }
+            RequestBody::Shutdown => {
+                if self.role < Role::Admin {
+                    let msg = format!("shutdown needs the admin role; this session has {}", self.role);
+                    slot.send(encode_error(&codec, Some(id), ErrorCode::Forbidden, msg));
+                } else {
+                    slot.send(encode_message(&codec, &Message::ok(Some(id))));
+                    self.shared.begin_shutdown();
+                }
+            }
+            RequestBody::Execute { source, params } => {
+                self.spawn_work(slot, inflight, id, Job::Execute { source, params });
+            }
+            RequestBody::Get { path, params } => {
+                self.spawn_work(slot, inflight, id, Job::Get { path, params });
+            }
+            RequestBody::Subscribe { target, params, since } => {
+                let mut subs = lock_subs(&self.subs);
+                if subs.len() >= self.shared.limits.max_subscriptions {
+                    let max = self.shared.limits.max_subscriptions;
+                    let msg = format!("this session has its maximum of {max} subscriptions; unsubscribe first");
+                    slot.send(encode_error(&codec, Some(id), ErrorCode::TooManySubscriptions, msg));
+                } else {
+                    let sub = self.next_sub;
+                    self.next_sub += 1;
+                    let ctx = subscription::Context {
+                        shared: self.shared.clone(),
+                        codec,
+                        tx: self.tx.clone(),
+                        subs: self.subs.clone(),
+                        subscription: sub,
+                        request: id,
+                        target,
+                        params,
+                        since,
+                    };
+                    // Inserted under the lock, before the task can remove itself on failure.
+                    subs.insert(sub, tokio::spawn(subscription::run(ctx, slot, inflight)));
+                }
+            }
+            RequestBody::Unsubscribe { subscription } => {
+                let handle = lock_subs(&self.subs).remove(&subscription);
+                match handle {
+                    None => {
+                        let msg = format!("this session has no subscription {subscription}");
+                        slot.send(encode_error(&codec, Some(id), ErrorCode::UnknownSubscription, msg));
+                    }
+                    Some(task) => {
+                        task.abort();
+                        tokio::spawn(async move {
+                            // After the task has stopped, nothing more of it can be queued.
+                            let _ = task.await;
+                            slot.send(encode_message(&codec, &Message::unsubscribed(id, subscription)));
+                            drop(inflight);
+                        });
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit, id: u64, job: Job) {
+        let shared = self.shared.clone();
+        let role = self.role;
+        let codec = self.codec;
+        let limit = shared.limits.max_result_bytes;
+        tokio::spawn(async move {
+            let out =
+                work::run(&shared, role, job, move |r| encode_reply(&codec, &outcome_message(id, r), limit)).await;
+            slot.send(out);
+            drop(inflight);
+        });
+    }
+
+    /// Ends the subscriptions, queues the close frame and waits (bounded) for the writer.
+    async fn finish(self, code: u16, reason: String, writer: JoinHandle<()>) {
+        let tasks: Vec<_> = lock_subs(&self.subs).drain().map(|(_, t)| t).collect();
+        for t in &tasks {
+            t.abort();
+        }
+        let Session { tx, .. } = self;
+        let _ = tokio::time::timeout(CLOSE_WAIT, tx.send(Outgoing::Close(code, reason))).await;
+        drop(tx);
+        let mut writer = writer;
+        if tokio::time::timeout(CLOSE_WAIT, &mut writer).await.is_err() {
+            writer.abort();
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! One subscription's task: resolve what it watches, register with the hub, send `subscribed`
+//! with the data (or resume from the history), then turn each queued change set into a
+//! `notify`, or a lag into a `reload` with the data afresh.
+//!
+//! Versions: the data of `subscribed`/`reload` is read at version V (exact for nodes, a lower
+//! bound for queries — see `exec::run_query`), and only change sets after V are notified, so
+//! a commit is never applied twice to a node's data nor skipped.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use espalier_data::ChangeSet;
+use espalier_instruction::plan::Plan;
+use espalier_instruction::{ParamValue, QueryResult};
+use espalier_protocol::codec::EncodeError;
+use espalier_protocol::{Codec, Data, ErrorCode, Message, RequestError, Target};
+use tokio::sync::mpsc::{self, OwnedPermit};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::exec::{self, Resolved};
+use crate::hub::{Filter, Start, SubQueue};
+use crate::server::Shared;
+use crate::session::{encode_error, encode_reply, lock_subs, Outgoing, Subscriptions};
+
+pub struct Context {
+    pub shared: Arc<Shared>,
+    pub codec: Codec,
+    pub tx: mpsc::Sender<Outgoing>,
+    pub subs: Subscriptions,
+    pub subscription: u64,
+    /// The id of the `subscribe` request.
+    pub request: u64,
+    pub target: Target,
+    pub params: HashMap<String, ParamValue>,
+    pub since: Option<u64>,
+}
+
+/// What the subscription watches, once resolved.
+enum Watch {
+    Node(espalier_data::NodePath),
+    Query(Plan),
+}
+
+/// Unregisters from the hub and the session when the task ends, however it ends.
+struct Registration {
+    shared: Arc<Shared>,
+    subs: Subscriptions,
+    subscription: u64,
+    key: Option<u64>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.shared.hub.unregister(key);
+        }
+        // A no-op after an unsubscribe (the session removed it first). The session holds this
+        // lock only for a map operation, never across an await or an abort.
+        lock_subs(&self.subs).remove(&self.subscription);
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, RequestError> + Send + 'static,
+) -> Result<T, RequestError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(RequestError::new(ErrorCode::Internal, format!("subscription work failed: {e}"))))
+}
+
+/// The data of a subscription now: (version, data).
+async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), RequestError> {
+    let engine = ctx.shared.engine.clone();
+    let watch = watch.clone();
+    let params = ctx.params.clone();
+    blocking(move || match &*watch {
+        Watch::Node(path) => {
+            let (version, node) = exec::node_at(&engine, path)?;
+            Ok((version, node.map_or(Data::None, Data::Node)))
+        }
+        Watch::Query(plan) => {
+            let (version, rows) = exec::run_query(&engine, plan, &params)?;
+            Ok((version, Data::Query(rows)))
+        }
+    })
+    .await
+}
+
+pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit) {
+    let mut reg =
+        Registration { shared: ctx.shared.clone(), subs: ctx.subs.clone(), subscription: ctx.subscription, key: None };
+    // Resolve the target against the current data.
+    let resolved = {
+        let engine = ctx.shared.engine.clone();
+        let target = ctx.target.clone();
+        let params = ctx.params.clone();
+        blocking(move || match &target {
+            Target::Node(path) => exec::resolve_node(&engine, path, &params).map(Resolved::Node),
+            Target::Query(source) => exec::resolve_query(&engine, source, &params),
+        })
+        .await
+    };
+    let (watch, filter) = match resolved {
+        Ok(Resolved::Node(path)) => (Watch::Node(path.clone()), Filter::Subtree(path)),
+        Ok(Resolved::Query { plan, scope }) => (Watch::Query(plan), scope),
+        Err(e) => {
+            slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
+            drop(reg);
+            return;
+        }
+    };
+    let watch = Arc::new(watch);
+    let queue = Arc::new(SubQueue::new(filter, ctx.shared.limits.subscriber_queue));
+    let current = ctx.shared.engine.database().version();
+    let (key, start) = ctx.shared.hub.register(queue.clone(), ctx.since, current);
+    reg.key = Some(key);
+    let limit = ctx.shared.limits.max_result_bytes;
+
+    // `subscribed`: resumed, or with the data afresh.
+    let mut last_rows: Option<QueryResult> = None;
+    let (mut seen, first) = match (start, ctx.since) {
+        (Start::Resumed, Some(since)) => {
+            (since, Message::subscribed(ctx.request, ctx.subscription, since, true, Data::None))
+        }
+        _ => match fetch(&ctx, &watch).await {
+            Ok((version, Data::None)) => {
+                let _ = version;
+                let e = RequestError::new(ErrorCode::KeyMissing, "the subscribed node does not exist");
+                slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
+                return;
+            }
+            Ok((version, data)) => {
+                if let Data::Query(rows) = &data {
+                    last_rows = Some(rows.clone());
+                }
+                (version, Message::subscribed(ctx.request, ctx.subscription, version, false, data))
+            }
+            Err(e) => {
+                slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
+                return;
+            }
+        },
+    };
+    match ctx.codec.encode_limited(&first, limit) {
+        Ok(frame) => slot.send(Outgoing::Frame(frame)),
+        Err(_) => {
+            slot.send(encode_reply(&ctx.codec, &first, limit));
+            return;
+        }
+    };
+    drop(inflight);
+
+    loop {
+        let pending = queue.take();
+        if !pending.lagged && pending.sets.is_empty() {
+            queue.notify.notified().await;
+            continue;
+        }
+        let result = if pending.lagged {
+            reload(&ctx, &watch, &mut seen, &mut last_rows).await
+        } else {
+            let sets: Vec<Arc<ChangeSet>> = pending.sets.into_iter().filter(|s| s.version > seen).collect();
+            notify(&ctx, &watch, &queue.filter, sets, &mut seen, &mut last_rows).await
+        };
+        match result {
+            Ok(true) => {}
+            Ok(false) => return, // the session is gone
+            Err(e) => {
+                // The subscription cannot go on: say so and end it.
+                let msg = Message::subscription_error(ctx.subscription, e.code, e.message);
+                let _ = ctx.tx.send(encode_reply(&ctx.codec, &msg, usize::MAX)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Sends one message of this subscription; false if the session is gone.
+async fn send(ctx: &Context, msg: &Message) -> Result<bool, RequestError> {
+    let frame = ctx.codec.encode_limited(msg, ctx.shared.limits.max_result_bytes).map_err(|e| match e {
+        EncodeError::TooLarge { size, limit } => RequestError::new(
+            ErrorCode::ResultTooLarge,
+            format!("a notification is {size} bytes, over the server's limit of {limit} bytes; the subscription ends"),
+        ),
+        EncodeError::Serialize(e) => RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")),
+    })?;
+    Ok(ctx.tx.send(Outgoing::Frame(frame)).await.is_ok())
+}
+
+async fn reload(
+    ctx: &Context,
+    watch: &Arc<Watch>,
+    seen: &mut u64,
+    last_rows: &mut Option<QueryResult>,
+) -> Result<bool, RequestError> {
+    let (version, data) = fetch(ctx, watch).await?;
+    if let Data::Query(rows) = &data {
+        *last_rows = Some(rows.clone());
+    }
+    *seen = version;
+    send(ctx, &Message::reload(ctx.subscription, version, "lagged", data)).await
+}
+
+async fn notify(
+    ctx: &Context,
+    watch: &Arc<Watch>,
+    filter: &Filter,
+    sets: Vec<Arc<ChangeSet>>,
+    seen: &mut u64,
+    last_rows: &mut Option<QueryResult>,
+) -> Result<bool, RequestError> {
+    let Some(newest) = sets.last().map(|s| s.version) else {
+        return Ok(true);
+    };
+    match &**watch {
+        Watch::Node(_) => {
+            for set in sets {
+                let changes: Vec<_> = set.changes.iter().filter(|c| filter.touches(c)).cloned().collect();
+                *seen = set.version;
+                if !send(ctx, &Message::notify_changes(ctx.subscription, set.version, changes)).await? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Watch::Query(_) => {
+            let (version, data) = fetch(ctx, watch).await?;
+            *seen = version.max(newest);
+            let Data::Query(rows) = data else {
+                return Err(RequestError::new(ErrorCode::Internal, "a query subscription read a node"));
+            };
+            if last_rows.as_ref() == Some(&rows) {
+                return Ok(true); // the commit did not change the rows
+            }
+            *last_rows = Some(rows.clone());
+            send(ctx, &Message::notify_query(ctx.subscription, *seen, rows)).await
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Integration tests: a real server on a free loopback port, driven by the Rust client (and
+//! raw WebSocket / HTTP for what a client would never send).
+
+mod auth;
+mod common;
+mod frames;
+mod http;
+mod limits;
+mod requests;
+mod shutdown;
+mod subscriptions;
