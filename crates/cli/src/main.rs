@@ -18,6 +18,7 @@ mod dump;
 mod exec;
 mod output;
 mod schema_cmd;
+mod serve;
 mod shell;
 
 use output::Format;
@@ -154,10 +155,22 @@ espalier check")]
     #[command(subcommand)]
     Bench(BenchCommand),
 
-    /// Serve the database over the network (not yet available).
-    #[command(long_about = "Serve the database to network clients. Not available yet: it comes \
-with the server (issue #4). Use `espalier shell` or `espalier exec` meanwhile.")]
-    Serve,
+    /// Serve the database over the network (WebSocket and HTTP on one port).
+    #[command(long_about = "Serve the database at --db to network clients on one port: WebSocket \
+sessions at /ws (pipelined requests, subscriptions with server push, JSON or MessagePack, optional \
+zstd/deflate compression) and one-shot HTTP at /v1/execute, /v1/node, /v1/status, /v1/health. \
+The protocol is docs/protocol.md; running and securing the server is docs/server.md.\n\n\
+Without tokens the server listens on loopback only and every local client may do everything. \
+With tokens (--token NAME:ROLE:SECRET or --tokens-file FILE; roles read, write, admin) every \
+client must present one, and the server may listen on any address.\n\n\
+It prints `listening on ws://ADDR/ws and http://ADDR/v1/` on standard output once it accepts \
+connections. Ctrl-C or SIGTERM (or an admin `shutdown` request) stops it gracefully: no new \
+connections, requests in flight finish (up to --shutdown-grace-ms), the database is flushed.\n\n\
+Examples:\n\n    \
+espalier serve --demo                         # the demo database on 127.0.0.1:7420\n    \
+espalier --db shop.db serve --listen 127.0.0.1:9000\n    \
+espalier serve --listen 0.0.0.0:7420 --tokens-file tokens.toml")]
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -320,10 +333,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
-        Command::Serve => {
-            eprintln!("espalier serve comes with the server (issue #4); use `espalier shell` meanwhile");
-            Err(Failure::Exit(2))
-        }
+        Command::Serve(args) => serve::serve(g, &args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

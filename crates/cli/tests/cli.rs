@@ -380,11 +380,13 @@ fn bad_dumps_leave_nothing_behind() {
 }
 
 #[test]
-fn serve_is_not_there_yet() {
+fn serve_without_a_database_says_how_to_make_one() {
+    // The server itself is tested in tests/serve.rs.
     let dir = tempfile::tempdir().unwrap();
     let o = run(dir.path(), &["serve"]);
-    assert_eq!(code(&o), 2);
-    assert!(stderr(&o).contains("issue #4"), "{}", stderr(&o));
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("no database at"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("init --demo"), "{}", stderr(&o));
 }
 
 #[test]
