@@ -210,8 +210,15 @@ impl<'a> Graph<'a> {
         property: PropertyId,
         key: EntryKey<'_>,
     ) -> Result<Option<NodeView<'a>>> {
-        let k = keys::entry(owner.id, property, &key.bytes());
-        match self.txn.get(Table::Entries, &k)? {
+        let raw = key.bytes();
+        if raw.len() > keys::MAX_KEY_BYTES {
+            return Ok(None); // never stored: adding such a key fails
+        }
+        // The Entries key on the stack: this is the hot path of every lookup by key.
+        let mut k = [0u8; 12 + keys::MAX_KEY_BYTES];
+        k[..12].copy_from_slice(&keys::collection(owner.id, property));
+        k[12..12 + raw.len()].copy_from_slice(&raw);
+        match self.txn.get(Table::Entries, &k[..12 + raw.len()])? {
             Some(v) => Ok(Some(self.entry_view(v, self.entry_type(property))?)),
             None => Ok(None),
         }

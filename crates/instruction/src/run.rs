@@ -350,20 +350,24 @@ pub(crate) fn run_query(
     b: &mut Bindings<'_, '_>,
 ) -> Result<QueryResult, InstructionError> {
     let (context, context_view) = nav.walk_view(&q.path, b)?;
-    let filters: Vec<Option<Resolved>> = q
-        .projections
-        .iter()
-        .map(|p| {
-            Ok(match &p.filter {
-                None => None,
-                Some(PFilter::Number(op, v)) => Some(Resolved::Number(*op, b.number(v)?)),
-                Some(PFilter::Text(op, v)) => Some(Resolved::Text(*op, b.text(v)?)),
-                Some(PFilter::Prefix(v)) => Some(Resolved::Prefix(b.text(v)?)),
-                Some(PFilter::States(s)) => Some(Resolved::States(s.clone())),
-                Some(PFilter::Reference(op, v)) => Some(Resolved::Key(*op, b.key(v)?)),
+    // Most queries filter nothing: then no per-query allocation for the filters.
+    let filters: Vec<Option<Resolved>> = if q.projections.iter().all(|p| p.filter.is_none()) {
+        Vec::new()
+    } else {
+        q.projections
+            .iter()
+            .map(|p| {
+                Ok(match &p.filter {
+                    None => None,
+                    Some(PFilter::Number(op, v)) => Some(Resolved::Number(*op, b.number(v)?)),
+                    Some(PFilter::Text(op, v)) => Some(Resolved::Text(*op, b.text(v)?)),
+                    Some(PFilter::Prefix(v)) => Some(Resolved::Prefix(b.text(v)?)),
+                    Some(PFilter::States(s)) => Some(Resolved::States(s.clone())),
+                    Some(PFilter::Reference(op, v)) => Some(Resolved::Key(*op, b.key(v)?)),
+                })
             })
-        })
-        .collect::<Result<_, InstructionError>>()?;
+            .collect::<Result<_, InstructionError>>()?
+    };
     let mut out =
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
@@ -440,10 +444,12 @@ fn row(
     key: &[Cow<'_, str>],
     out: &mut QueryResult,
 ) -> Result<(), InstructionError> {
+    debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
     let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
     let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
     let mut view = view;
-    for (proj, filter) in q.projections.iter().zip(filters) {
+    for (i, proj) in q.projections.iter().enumerate() {
+        let filter = filters.get(i).and_then(Option::as_ref);
         // Without a filter and outside the page, a projection only matters for state crossings.
         if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, PStep::State { .. })) {
             continue;
