@@ -8,5 +8,6 @@
 
 pub mod core;
 pub mod floor;
+pub mod peers;
 pub mod stats;
 pub mod suite;
