@@ -12,6 +12,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use espalier_transaction::{DatabaseOptions, Durability};
 
 mod bench_cmd;
+mod bench_peers;
 mod bench_suite;
 mod db;
 mod dump;
@@ -216,6 +217,26 @@ or cold). --svg draws the box plots of all reports side by side.\n\n\
 Example:\n\n    \
 espalier bench compare hdd.json ssd.json --svg compare.svg")]
     Compare(bench_suite::CompareArgs),
+
+    /// B6 and B7 on Espalier, SQLite and PostgreSQL, loaded with the same data, cross-checked.
+    #[command(long_about = "Builds the use-case data of the thesis (appendix B.6; B.7 is the same \
+model, bigger) in Espalier, copies it into SQLite (file-backed, WAL) and into a PostgreSQL server \
+that the command starts on a free 127.0.0.1 port and stops at the end, then runs each operation \
+— search, overview_subcollection, task_start, get_big_items, many_references (B7: \
+many_references, search, task_start) — on every system with the same parameters, each \
+instruction translated to equivalent SQL. Every result is cross-checked: query rows must be \
+equal, and after a mutation the touched node is read back from each system and compared; a \
+difference fails the run. The report gives latency quartiles, p99, each peer's median over \
+Espalier's, on-disk sizes and the targets of issue #3.\n\n\
+The data are the benchmark files benchmarks/b6/use_case.bench and benchmarks/b7/big_use_case.bench, \
+built as `espalier bench run` builds them (same --seed, --scale, --nested-scale). No system fsyncs \
+on commit unless --fsync (then all do). PostgreSQL must be installed (initdb and pg_ctl on PATH \
+or in /usr/lib/postgresql/*/bin); as root, the server runs as the postgres user.\n\n\
+Examples:\n\n    \
+espalier bench peers --suite b6\n    \
+espalier bench peers --suite b7 --dir /var/tmp          # 5.1 million entries\n    \
+espalier --json bench peers --suite b6 --systems espalier,sqlite --ops 200 > b6.json")]
+    Peers(bench_peers::PeersArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -333,6 +354,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
+        Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };
     match result {
