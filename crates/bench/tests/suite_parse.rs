@@ -232,3 +232,19 @@ fn the_thesis_listing_parses() {
     assert_eq!(s.expected_entries(Scale::default()), 10_000.0);
     assert_eq!(s.expected_entries(Scale { outer: 0.01, nested: 1.0 }), 100.0);
 }
+
+#[test]
+fn the_language_reference_examples_parse() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/benchmark-language.md"))
+        .expect("docs/benchmark-language.md");
+    let mut blocks = 0;
+    let mut rest = doc.as_str();
+    while let Some(start) = rest.find("```bench\n") {
+        let body = &rest[start + "```bench\n".len()..];
+        let end = body.find("```").expect("closed code block");
+        parse_suite(&body[..end], "doc").unwrap_or_else(|e| panic!("docs example does not parse:\n{e}"));
+        blocks += 1;
+        rest = &body[end + 3..];
+    }
+    assert!(blocks >= 2, "found {blocks} examples");
+}

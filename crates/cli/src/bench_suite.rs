@@ -125,8 +125,14 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
     let files = expand(&args.files)?;
     let mut suites: Vec<(PathBuf, Suite)> = Vec::with_capacity(files.len());
     for f in &files {
-        let suite = load_suite(f).map_err(|e| e.to_string())?;
-        suites.push((f.clone(), suite));
+        match load_suite(f) {
+            Ok(suite) => suites.push((f.clone(), suite)),
+            Err(e) => {
+                // Rendered diagnostics carry their own `file:line:column: error:` prefix.
+                eprintln!("{e}");
+                return Ok(1);
+            }
+        }
     }
     for name in &args.only {
         if !suites.iter().any(|(_, s)| s.benchmark(name).is_some()) {

@@ -21,6 +21,9 @@
 //!   (page cache dropped before every sample).
 //! - [`report`]: statistics per instruction, the JSON and Markdown reports, `--compare`;
 //!   [`chart`]: box-plot SVGs like the thesis's figures 7.1–7.4.
+//! - For peers that replay a suite on another system: [`bind_plan`] gives an instruction's
+//!   plan with its `random` keys fitted to the dataset, and [`benchmark_rng`] the generator
+//!   its `random` values come from.
 //!
 //! **Scaling.** [`Scale::outer`] multiplies the sizes of the outermost collections (those not
 //! inside an entry of another collection), so the data grows linearly with it; B7 is B6 at a
@@ -39,7 +42,10 @@ pub mod chart;
 
 pub use dataset::{build_dataset, create_dataset, mix, BuildError, BuildOptions, DatasetStats, SplitMix};
 pub use parse::{load_suite, parse_suite, SuiteError};
-pub use run::{bind_plan, run_suite, scaled_repeat, ColdOptions, InstructionRun, Mode, RunError, RunOptions, SuiteRun};
+pub use run::{
+    benchmark_rng, bind_plan, run_suite, scaled_repeat, ColdOptions, InstructionRun, Mode, RunError, RunOptions,
+    SuiteRun,
+};
 
 use espalier_instruction::plan::Plan;
 use espalier_schema::{ParentLink, PropertyId, PropertyKind, Schema, Span, StateIndex};

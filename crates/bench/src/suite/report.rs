@@ -245,23 +245,28 @@ impl Report {
                 bytes(s.memory_after_run.anon_bytes),
             );
         }
-        let methods: Vec<String> = self
-            .suites
-            .iter()
-            .filter_map(|s| {
-                s.cold_method.as_ref().map(|m| {
-                    let cached = s
-                        .cold_cached_fraction
-                        .map(|f| format!(" ({:.1}% of the file cached after the drop)", f * 100.0))
-                        .unwrap_or_default();
-                    format!("- {}: {m}{cached}", s.suite)
-                })
-            })
-            .collect();
+        // One line per cold method, with the suites that used it and the most of a data file
+        // still cached right after a drop.
+        let mut methods: Vec<(&str, Vec<&str>, Option<f64>)> = Vec::new();
+        for s in &self.suites {
+            let Some(m) = s.cold_method.as_deref() else { continue };
+            match methods.iter_mut().find(|(x, _, _)| *x == m) {
+                Some((_, suites, cached)) => {
+                    suites.push(&s.suite);
+                    *cached = max_opt(*cached, s.cold_cached_fraction);
+                }
+                None => methods.push((m, vec![&s.suite], s.cold_cached_fraction)),
+            }
+        }
         if !methods.is_empty() {
-            out.push_str("\nCold samples:\n\n");
-            out.push_str(&methods.join("\n"));
-            out.push('\n');
+            out.push_str("\nCold samples: ");
+            for (m, suites, cached) in &methods {
+                let cached = cached
+                    .map(|f| format!(" At most {:.1}% of a data file was still cached right after a drop.", f * 100.0))
+                    .unwrap_or_default();
+                let which = if methods.len() == 1 { String::new() } else { format!(" ({})", suites.join(", ")) };
+                let _ = writeln!(out, "{m}{which}.{cached}");
+            }
         }
         out.push_str("\n## Instructions (µs)\n\n");
         let mut group: Option<&str> = None;
@@ -289,6 +294,14 @@ impl Report {
             );
         }
         out
+    }
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }
 

@@ -460,6 +460,13 @@ fn seed_of(seed: u64, bench: &str) -> u64 {
     mix(seed, 0, name_hash(bench))
 }
 
+/// The generator behind `random` in benchmark `bench`'s timed runs with `seed`: each
+/// repetition's instructions draw from it in order (`random N` and a key `random` take one
+/// [`SplitMix::below`] each). Peers use it to replay the same choices.
+pub fn benchmark_rng(seed: u64, bench: &str) -> SplitMix {
+    SplitMix::new(seed_of(seed, bench))
+}
+
 fn warm_up(engine: &Engine, p: &Prepared<'_>, opts: &RunOptions) -> Result<(), RunError> {
     let params: HashMap<String, ParamValue> = HashMap::new();
     // A separate stream: the timed runs draw the same values with or without warm-up.
@@ -512,7 +519,7 @@ fn timed(
 
 fn measure_hot(engine: &Engine, p: &Prepared<'_>, seed: u64, pb: &ProgressBar) -> Vec<InstructionRun> {
     let params = HashMap::new();
-    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(seed, &p.bench.name)) };
+    let mut values = Values { index: 0, rng: benchmark_rng(seed, &p.bench.name) };
     let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Hot, p.repeat)).collect();
     for i in 0..p.repeat {
         values.index = i;
@@ -539,7 +546,7 @@ fn measure_cold(
 ) -> Result<(Vec<InstructionRun>, Option<(DropMethod, Option<f64>)>), RunError> {
     let params = HashMap::new();
     let n = p.repeat.min(samples);
-    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(seed, &p.bench.name)) };
+    let mut values = Values { index: 0, rng: benchmark_rng(seed, &p.bench.name) };
     let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Cold, n)).collect();
     let data_file = dir.join("data.mdb");
     let mut method = None;
