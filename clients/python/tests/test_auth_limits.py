@@ -27,7 +27,16 @@ def secured() -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def tight() -> Iterator[Server]:
-    s = Server("--max-frame-bytes", "65536", "--max-in-flight", "4", "--max-subscriptions", "2")
+    s = Server(
+        "--max-frame-bytes",
+        "65536",
+        "--max-in-flight",
+        "4",
+        "--max-subscriptions",
+        "2",
+        "--max-result-bytes",
+        "8192",
+    )
     yield s
     s.cleanup()
 
@@ -90,11 +99,56 @@ def test_frame_limit_checked_locally_and_by_the_server(tight: Server) -> None:
             assert lost.value.close_code == 1009
             with pytest.raises(espalier.ConnectionLostError):
                 await db.ping()
-        # Other sessions are unaffected, and a compressed oversized message is refused too.
-        async with await aio.connect(tight.url, compression="zstd", respect_limits=False) as db:
+        # A compressed message is bounded by its decompressed size: the server cannot read
+        # its id, so it answers with an id-less `too_large` and the session goes on.
+        pushed: list[espalier.EspalierError] = []
+        async with await aio.connect(
+            tight.url, compression="zstd", respect_limits=False, timeout=1.0, on_error=pushed.append
+        ) as db:
+            with pytest.raises(espalier.ClientError) as unanswered:
+                await db.execute(big)
+            assert unanswered.value.code == "client_timeout"
+            assert db.stats["compressed_out"] == 1
+            assert [e.code for e in pushed] == ["too_large"]
             await db.ping()
 
     run(body())
+
+
+def test_result_limit(tight: Server) -> None:
+    name = "n" * 10_000  # a reply with it is over the server's max_result_bytes of 8192
+
+    async def body() -> None:
+        async with await aio.connect(tight.url) as db:
+            await db.update("update ( 'Clients' -> dictionary \"big\" ( 'Name' -> text \"short\" ) )")
+            sub = await db.subscribe(". 'Clients' : \"big\"")
+            await db.update(f"update . 'Clients' : \"big\" ( 'Name' -> text \"{name}\" )")
+            with pytest.raises(espalier.LimitError) as reply:
+                await db.get(". 'Clients' : \"big\"")
+            assert reply.value.code == "result_too_large"
+            # The notification is too large as well: the server ends the subscription.
+            with pytest.raises(espalier.LimitError) as pushed:
+                await sub.next(10)
+            assert pushed.value.code == "result_too_large" and pushed.value.subscription == sub.id
+            assert sub.ended
+            await db.ping()
+
+    run(body())
+
+
+def test_session_limit() -> None:
+    s = Server("--max-sessions", "2")
+    try:
+
+        async def body() -> None:
+            async with await aio.connect(s.url), await aio.connect(s.url):
+                with pytest.raises(espalier.LimitError) as e:
+                    await aio.connect(s.url)
+                assert e.value.code == "too_many_sessions"
+
+        run(body())
+    finally:
+        s.cleanup()
 
 
 def test_in_flight_limit(tight: Server) -> None:

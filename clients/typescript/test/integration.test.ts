@@ -374,7 +374,16 @@ describe("a server with tight limits", () => {
   let server: Server;
   const big = `/* ${"x".repeat(70_000)} */ ${PULSE}`;
   before(async () => {
-    server = await Server.start(["--max-frame-bytes", "65536", "--max-in-flight", "4", "--max-subscriptions", "2"]);
+    server = await Server.start([
+      "--max-frame-bytes",
+      "65536",
+      "--max-in-flight",
+      "4",
+      "--max-subscriptions",
+      "2",
+      "--max-result-bytes",
+      "8192",
+    ]);
   });
   after(async () => {
     await server.cleanup();
@@ -392,6 +401,42 @@ describe("a server with tight limits", () => {
     await using([connect(server.url, { respectLimits: false, reconnect: false })], async (db) => {
       await assert.rejects(db.execute(big), (e: unknown) => e instanceof ConnectionLostError && e.closeCode === 1009);
       await rejectsWith(db.ping(), ConnectionLostError);
+    });
+  });
+
+  test("a compressed message is bounded by its decompressed size", async () => {
+    const pushed: EspalierError[] = [];
+    const options = {
+      compression: "zstd",
+      respectLimits: false,
+      timeoutMs: 1000,
+      onError: (e: EspalierError) => pushed.push(e),
+    } as const;
+    await using([connect(server.url, options)], async (db) => {
+      // The server cannot read the id of what it cannot decompress: an id-less `too_large`.
+      await rejectsWith(db.execute(big), ClientError, "client_timeout");
+      assert.equal(db.stats.compressedOut, 1);
+      assert.deepEqual(
+        pushed.map((e) => e.code),
+        ["too_large"],
+      );
+      await db.ping();
+    });
+  });
+
+  test("the result limit", async () => {
+    const name = "n".repeat(10_000); // a reply with it is over max_result_bytes (8192)
+    await using([connect(server.url)], async (db) => {
+      await db.update("update ( 'Clients' -> dictionary \"big\" ( 'Name' -> text \"short\" ) )");
+      const sub = await db.subscribe(". 'Clients' : \"big\"");
+      await db.update(`update . 'Clients' : "big" ( 'Name' -> text "${name}" )`);
+      await rejectsWith(db.get(". 'Clients' : \"big\""), LimitError, "result_too_large");
+      // The notification is too large as well: the server ends the subscription.
+      await assert.rejects(sub.nextEvent(10_000), (e: unknown) => {
+        return e instanceof LimitError && e.code === "result_too_large" && e.subscription === sub.id;
+      });
+      assert.ok(sub.isEnded);
+      await db.ping();
     });
   });
 
@@ -446,6 +491,17 @@ describe("a server with tight limits", () => {
 });
 
 describe("a server of one's own", () => {
+  test("the session limit", async () => {
+    const server = await Server.start(["--max-sessions", "2"]);
+    try {
+      await using([connect(server.url), connect(server.url)], async () => {
+        await rejectsWith(connect(server.url), LimitError, "too_many_sessions");
+      });
+    } finally {
+      await server.cleanup();
+    }
+  });
+
   test("a restart resumes, or reloads what it cannot resume", async () => {
     const server = await Server.start();
     const bump = "update . 'Machines' : \"M2\" ( 'Pulses' -> number + 5 )";
