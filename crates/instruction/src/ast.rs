@@ -59,6 +59,8 @@ pub enum Instruction {
     Update { path: Path, items: Vec<Located<Item>> },
     /// `collection <node path> select <collection path> projections [where …] [limit N] [offset N]`
     Query(Query),
+    /// `collection match <bindings and conditions> select <columns> …` — a pattern query.
+    Match(Pattern),
     /// `get <node path>` — fine-grained read of one node and its subtree, as dump JSON.
     Get { path: Path },
     /// `command 'Name' ( 'param' -> value … )`
@@ -155,4 +157,155 @@ pub enum Filter {
     Prefix(Value),
     /// `in ( 'S1' 'S2' )` — stategroup is in one of the states.
     In(Vec<String>),
+}
+
+// ---- pattern queries (`collection match …`, docs/instructions.md "Pattern queries") ----
+
+/// `collection match <clause>+ select [distinct] <column>+ [order by …] [limit N] [offset N]`
+///
+/// Variables are bound to nodes (entries, or states and groups that store properties); a
+/// match is one assignment of every variable that satisfies every condition. Columns are
+/// computed per match, or per group when any column aggregates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pattern {
+    pub clauses: Vec<Located<Clause>>,
+    pub distinct: bool,
+    pub columns: Vec<Located<Column>>,
+    pub order: Vec<OrderKey>,
+    pub limit: Option<u64>,
+    pub offset: Option<u64>,
+}
+
+/// One part of a pattern: a variable binding or a condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Clause {
+    /// `var in <steps>` (from the root) or `var in other <steps>` (from another variable).
+    Bind { var: String, from: Option<String>, path: Vec<Located<PatternStep>> },
+    /// `where <condition>`
+    Where(Located<Condition>),
+}
+
+/// A step of a pattern path: the steps of collection paths, plus keys that name variables,
+/// reverse and parent steps, and bounded repetition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PatternStep {
+    /// `+ 'g'`
+    Group(String),
+    /// `. 'd'` (every entry) or `. 'd' : key`
+    Dictionary { name: String, key: Option<PatternKey> },
+    /// `% 'm'` (every entry) or `% 'm' : key` (a value, or a variable: the entry keyed by it)
+    Matrix { name: String, key: Option<PatternKey> },
+    /// `? 'sg' * 's'` — only while the stategroup is in that state.
+    State { stategroup: String, state: String },
+    /// `> 'r'` — a reference's target; on a matrix, every entry's target.
+    Reference(String),
+    /// `< 'r'` — backwards: every node whose reference (or matrix) `'r'` points here.
+    Reverse(String),
+    /// `.^` `%^` `+^` `?^` — up to the node that holds this entry, matrix entry, group or state.
+    Up(UpKind),
+    /// `repeat MIN to MAX ( steps )` — every node the steps reach in MIN to MAX repetitions,
+    /// each once, at its shortest distance.
+    Repeat { min: u32, max: u32, steps: Vec<Located<PatternStep>> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpKind {
+    Dictionary,
+    Matrix,
+    Group,
+    State,
+}
+
+/// The key of a keyed entry step in a pattern path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PatternKey {
+    Value(Value),
+    /// A variable: the matrix entry whose key is the variable's node.
+    Var(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    And(Vec<Located<Condition>>),
+    Or(Vec<Located<Condition>>),
+    Not(Box<Located<Condition>>),
+    /// `exists ( clauses )` — a sub-pattern with variables of its own has a match.
+    Exists(Vec<Located<Clause>>),
+    /// `var <steps>` — the steps lead somewhere; `var <steps> == other` — they reach `other`
+    /// (with no steps: the two variables are the same node). `!=` is `not` of this.
+    Path {
+        var: String,
+        path: Vec<Located<PatternStep>>,
+        target: Option<String>,
+    },
+    /// `term op term`: numbers numerically, texts and keys by text, states by name.
+    Compare {
+        left: Located<Term>,
+        op: Comparison,
+        right: Located<Term>,
+    },
+    /// `term ( [ 'prefix' ] * )`
+    Prefix {
+        term: Located<Term>,
+        prefix: Value,
+    },
+    /// `term in ( 'S1' 'S2' )`
+    In {
+        term: Located<Term>,
+        states: Vec<String>,
+    },
+}
+
+/// A value read from a match, or given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Term {
+    /// `var` — the node's key: the keys of the entries from the root down to it.
+    Var(String),
+    /// `var <steps> kind : 'property'`
+    Property { var: String, path: Vec<Located<PatternStep>>, kind: LeafKind, property: String },
+    /// A literal, a `$parameter`, or a state `'Name'` (as text).
+    Value(Value),
+}
+
+/// `'alias' -> expression`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    pub alias: String,
+    pub expr: ColumnExpr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnExpr {
+    Term(Located<Term>),
+    /// `count ( )`, `count ( term )`, `count ( distinct term )`
+    Count {
+        distinct: bool,
+        term: Option<Located<Term>>,
+    },
+    Sum(Located<Term>),
+    Min(Located<Term>),
+    Max(Located<Term>),
+    Avg(Located<Term>),
+    /// `shortest a ( steps ) to b max N` — the nodes of a shortest path from `a` to `b` along
+    /// the steps (at most N repetitions); a match with no such path is left out.
+    Shortest {
+        from: String,
+        steps: Vec<Located<PatternStep>>,
+        to: String,
+        max: u32,
+    },
+}
+
+/// `order by 'alias' [asc | desc]`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderKey {
+    pub alias: String,
+    pub descending: bool,
 }

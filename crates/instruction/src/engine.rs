@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::ast::{Instruction, Value};
 use crate::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan};
-use crate::run::{apply, run_query, BenchValues, Bindings, Nav, ParamValue, QueryResult};
+use crate::run::{apply, run_match, run_query, BenchValues, Bindings, Nav, ParamValue, QueryResult};
 use crate::InstructionError;
 
 /// The reply to one instruction.
@@ -178,6 +178,7 @@ impl Engine {
     fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
         match plan {
             Plan::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),
+            Plan::Match(m) => Ok(Reply::Query(run_match(nav.graph, m, b)?)),
             Plan::Get { path, .. } => {
                 let node = nav.walk(path, b)?;
                 Ok(Reply::Node(crate::run::node_json(&nav.graph, node)?))
@@ -198,7 +199,7 @@ impl Engine {
         b: &mut Bindings<'_, '_>,
     ) -> Result<Reply, InstructionError> {
         match plan {
-            Plan::Query(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
+            Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
             Plan::Update { path, items, .. } => {
                 let graph = g.graph();
                 let (node, view) = Nav { graph }.walk_view(path, b)?;

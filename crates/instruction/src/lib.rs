@@ -11,7 +11,7 @@ mod run;
 
 pub use engine::{compile_commands, Engine, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
-pub use run::{BenchValues, ParamValue, QueryResult, Row};
+pub use run::{BenchValues, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
 
 use espalier_data::DataError;
 use espalier_transaction::TxError;

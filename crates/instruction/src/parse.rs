@@ -12,6 +12,9 @@ use espalier_schema::{Diagnostic, Span};
 
 use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
 
+mod pattern;
+pub use pattern::{MAX_REPEAT, RESERVED};
+
 /// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
 pub const MAX_DEPTH: usize = 64;
 
@@ -164,6 +167,9 @@ impl<'a> Parser<'a> {
                 }
                 let items = self.block()?;
                 Instruction::Update { path, items }
+            }
+            "collection" if self.tokens.get(self.pos + 1).is_some_and(|t| t.kind.is_word("match")) => {
+                Instruction::Match(self.pattern()?)
             }
             "collection" => Instruction::Query(self.query()?),
             "get" => {
@@ -818,6 +824,7 @@ fn bench_value_in(instr: &Instruction) -> Option<&'static str> {
                 _ => None,
             })
         }),
+        Instruction::Match(p) => pattern::values(p).into_iter().find_map(value),
         Instruction::Get { path: p } => path(p),
         Instruction::Command { args, .. } => args.iter().find_map(|(_, v)| value(v)),
         Instruction::Transaction(list) => list.iter().find_map(|i| bench_value_in(&i.item)),
@@ -856,6 +863,7 @@ pub fn clear_spans(instr: &mut Instruction) {
                 path(&mut pr.item.path);
             }
         }
+        Instruction::Match(p) => pattern::clear_spans(p),
         Instruction::Get { path: p } => path(p),
         Instruction::Command { .. } => {}
         Instruction::Transaction(list) => {
@@ -901,6 +909,7 @@ fn write_instruction(out: &mut String, instr: &Instruction) {
                 let _ = write!(out, " offset {n}");
             }
         }
+        Instruction::Match(p) => pattern::write_pattern(out, p),
         Instruction::Get { path } => {
             out.push_str("get");
             write_path(out, path);

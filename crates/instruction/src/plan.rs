@@ -8,6 +8,11 @@ use espalier_schema::{NodeTypeId, ParamKind, PropertyId, PropertyKind, Schema, S
 
 use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Step, Value};
 
+mod pattern;
+pub use pattern::{
+    reverse, Anchor, Block, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PVar, UpFrom,
+};
+
 /// A check failure: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -26,17 +31,29 @@ pub type ParamTypes = Option<HashMap<String, ParamKind>>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
-    Update { path: Vec<PStep>, node: NodeTypeId, items: Vec<PItem> },
+    Update {
+        path: Vec<PStep>,
+        node: NodeTypeId,
+        items: Vec<PItem>,
+    },
     Query(QueryPlan),
-    Get { path: Vec<PStep>, node: NodeTypeId },
-    Command { name: String, args: Vec<(String, Value)> },
+    /// A pattern query (`collection match …`), planned.
+    Match(MatchPlan),
+    Get {
+        path: Vec<PStep>,
+        node: NodeTypeId,
+    },
+    Command {
+        name: String,
+        args: Vec<(String, Value)>,
+    },
     Transaction(Vec<Plan>),
 }
 
 impl Plan {
     pub fn is_read_only(&self) -> bool {
         match self {
-            Plan::Query(_) | Plan::Get { .. } => true,
+            Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => true,
             Plan::Transaction(list) => list.iter().all(Plan::is_read_only),
             Plan::Update { .. } | Plan::Command { .. } => false,
         }
@@ -159,6 +176,7 @@ impl<'s> Checker<'s> {
                 Ok(Plan::Update { path, node, items })
             }
             Instruction::Query(q) => self.query(q, span).map(Plan::Query),
+            Instruction::Match(p) => pattern::PatternChecker::new(self).check(p, span).map(Plan::Match),
             Instruction::Get { path } => {
                 let (path, node) = self.node_path(path, span)?;
                 Ok(Plan::Get { path, node })

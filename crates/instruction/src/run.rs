@@ -12,6 +12,10 @@ use crate::ast::{Comparison, LeafKind, Value};
 use crate::plan::{PFilter, PItem, POp, PStep, QueryPlan, StateChoice};
 use crate::InstructionError;
 
+mod pattern;
+pub(crate) use pattern::run_match;
+pub use pattern::MAX_PATTERN_ROWS;
+
 /// Upper bound on rows a query may visit (also with a limit, because the total is counted).
 pub const MAX_VISITED_ROWS: u64 = 100_000_000;
 

@@ -222,6 +222,8 @@ impl Binder<'_> {
                 self.steps(&mut q.select);
             }
             Plan::Get { path, .. } => self.steps(path),
+            // Pattern queries take no `index` / `random` values (the checker rejects them).
+            Plan::Match(_) => {}
             Plan::Command { .. } => {}
             Plan::Transaction(list) => list.iter_mut().for_each(|p| self.plan(p)),
         }

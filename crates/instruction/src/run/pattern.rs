@@ -1,0 +1,902 @@
+//! Running pattern plans: nested loops over the planned bindings, filters as soon as their
+//! variables are bound, `exists` as a semi-join that stops at the first match; then grouping,
+//! distinct, order, offset and limit over the matches.
+//!
+//! Every loop is bounded: nodes visited count against [`MAX_VISITED_ROWS`], rows kept against
+//! [`MAX_PATTERN_ROWS`], repetitions by the plan's `max` (at most
+//! [`crate::parse::MAX_REPEAT`]), and walks up the tree by [`MAX_TREE_DEPTH`].
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+
+use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView};
+use espalier_schema::{ParentLink, PropertyKind, StateIndex};
+
+use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
+use crate::ast::{Comparison, LeafKind};
+use crate::plan::{Anchor, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, UpFrom};
+use crate::InstructionError;
+
+/// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
+/// neither order nor distinct nor grouping).
+pub const MAX_PATTERN_ROWS: usize = 1_000_000;
+/// Deepest walk up the tree (schemas nest at most 64 levels; this bounds a corrupt chain).
+const MAX_TREE_DEPTH: usize = 1024;
+
+type Result<T> = std::result::Result<T, InstructionError>;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// A node reached by a walk; its record is read only when a step or a value needs it.
+#[derive(Clone, Copy)]
+struct Cur<'g> {
+    node: NodeRef,
+    view: Option<NodeView<'g>>,
+}
+
+impl<'g> Cur<'g> {
+    fn bare(node: NodeRef) -> Cur<'g> {
+        Cur { node, view: None }
+    }
+
+    fn of(view: NodeView<'g>) -> Cur<'g> {
+        Cur { node: view.node, view: Some(view) }
+    }
+}
+
+/// A bound variable; the record, once read, is kept for the other terms that read it.
+struct Slot<'g> {
+    node: NodeRef,
+    view: Cell<Option<NodeView<'g>>>,
+}
+
+type Env<'g> = Vec<Option<Slot<'g>>>;
+
+/// A literal or parameter, resolved once per run.
+enum Lit {
+    Int(i64),
+    Text(String),
+    Key(Vec<String>),
+}
+
+/// A value read from a leaf.
+enum Leaf {
+    Number(i64),
+    Text(String),
+    State(StateIndex, String),
+    Key(Vec<String>),
+}
+
+/// A result value: a column, a grouping key, a sort key.
+#[derive(Debug, Clone)]
+enum Val {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(String),
+    List(Vec<Val>),
+}
+
+impl Val {
+    fn rank(&self) -> u8 {
+        match self {
+            Val::Null => 0,
+            Val::Int(_) | Val::Float(_) => 1,
+            Val::Text(_) => 2,
+            Val::List(_) => 3,
+        }
+    }
+
+    fn cmp_total(&self, other: &Val) -> Ordering {
+        match (self, other) {
+            (Val::Int(a), Val::Int(b)) => a.cmp(b),
+            (Val::Int(a), Val::Float(b)) => (*a as f64).total_cmp(b),
+            (Val::Float(a), Val::Int(b)) => a.total_cmp(&(*b as f64)),
+            (Val::Float(a), Val::Float(b)) => a.total_cmp(b),
+            (Val::Text(a), Val::Text(b)) => a.cmp(b),
+            (Val::List(a), Val::List(b)) => {
+                for (x, y) in a.iter().zip(b) {
+                    let o = x.cmp_total(y);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                a.len().cmp(&b.len())
+            }
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        match self {
+            Val::Null => serde_json::Value::Null,
+            Val::Int(i) => serde_json::Value::from(*i),
+            Val::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            }
+            Val::Text(t) => serde_json::Value::from(t.clone()),
+            Val::List(l) => serde_json::Value::Array(l.iter().map(Val::json).collect()),
+        }
+    }
+
+    /// A key path as the instruction language shows keys: one component as text, several as
+    /// a list.
+    fn key(mut parts: Vec<String>) -> Val {
+        if parts.len() == 1 {
+            Val::Text(parts.pop().unwrap_or_default())
+        } else {
+            Val::List(parts.into_iter().map(Val::Text).collect())
+        }
+    }
+}
+
+impl PartialEq for Val {
+    fn eq(&self, other: &Val) -> bool {
+        self.cmp_total(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Val {}
+
+impl Hash for Val {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            Val::Null => 0u8.hash(h),
+            // Equal numbers hash alike whether integer or not.
+            Val::Int(i) => (*i as f64).to_bits().hash(h),
+            Val::Float(f) => f.to_bits().hash(h),
+            Val::Text(t) => t.hash(h),
+            Val::List(l) => l.hash(h),
+        }
+    }
+}
+
+struct Exec<'g, 'p> {
+    graph: Graph<'g>,
+    plan: &'p MatchPlan,
+    lits: Vec<Lit>,
+    visited: Cell<u64>,
+}
+
+pub(crate) fn run_match(
+    graph: Graph<'_>,
+    plan: &MatchPlan,
+    b: &mut Bindings<'_, '_>,
+) -> std::result::Result<QueryResult, InstructionError> {
+    let mut lits = Vec::with_capacity(plan.values.len());
+    for (v, kind) in &plan.values {
+        lits.push(match kind {
+            LitKind::Number => Lit::Int(b.number(v)?),
+            LitKind::Text => Lit::Text(b.text(v)?),
+            LitKind::Key(arity) => {
+                let k = b.key(v)?;
+                if k.len() != *arity {
+                    return Err(InstructionError::value(format!(
+                        "key {k:?} has {} components; {arity} are needed here",
+                        k.len()
+                    )));
+                }
+                Lit::Key(k)
+            }
+        });
+    }
+    let exec = Exec { graph, plan, lits, visited: Cell::new(0) };
+    let mut acc = Accumulator::new(plan);
+    let mut env: Env<'_> = (0..plan.vars.len()).map(|_| None).collect();
+    exec.block(&plan.block.ops, &mut env, &mut |ex, env| {
+        acc.add(ex, env)?;
+        Ok(Flow::Go)
+    })?;
+    acc.finish(plan)
+}
+
+impl<'g> Exec<'g, '_> {
+    fn tick(&self) -> Result<()> {
+        let n = self.visited.get() + 1;
+        self.visited.set(n);
+        if n > MAX_VISITED_ROWS {
+            return Err(InstructionError::Limit(format!("pattern query visits more than {MAX_VISITED_ROWS} nodes")));
+        }
+        Ok(())
+    }
+
+    fn load(&self, cur: &mut Cur<'g>) -> Result<NodeView<'g>> {
+        match cur.view {
+            Some(v) => Ok(v),
+            None => {
+                let v = self.graph.view(cur.node)?;
+                cur.view = Some(v);
+                Ok(v)
+            }
+        }
+    }
+
+    fn slot<'e>(&self, env: &'e Env<'g>, var: usize) -> &'e Slot<'g> {
+        env[var].as_ref().expect("planned: variables are bound before use")
+    }
+
+    fn var_cur(&self, env: &Env<'g>, var: usize) -> Cur<'g> {
+        let s = self.slot(env, var);
+        Cur { node: s.node, view: s.view.get() }
+    }
+
+    fn var_view(&self, env: &Env<'g>, var: usize) -> Result<NodeView<'g>> {
+        let s = self.slot(env, var);
+        match s.view.get() {
+            Some(v) => Ok(v),
+            None => {
+                let v = self.graph.view(s.node)?;
+                s.view.set(Some(v));
+                Ok(v)
+            }
+        }
+    }
+
+    fn anchor(&self, a: &Anchor, env: &Env<'g>) -> Cur<'g> {
+        match a {
+            Anchor::Root => Cur::bare(NodeRef::ROOT),
+            Anchor::Var(v) => self.var_cur(env, *v),
+        }
+    }
+
+    fn text_lit(&self, i: usize) -> &str {
+        match &self.lits[i] {
+            Lit::Text(t) => t,
+            _ => unreachable!("checked: text literal"),
+        }
+    }
+
+    // ---- blocks ----
+
+    fn block(
+        &self,
+        ops: &[MOp],
+        env: &mut Env<'g>,
+        emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>,
+    ) -> Result<Flow> {
+        let Some((op, rest)) = ops.split_first() else {
+            return emit(self, env);
+        };
+        match op {
+            MOp::Filter(c) => {
+                if self.holds(c, env)? {
+                    self.block(rest, env, emit)
+                } else {
+                    Ok(Flow::Go)
+                }
+            }
+            MOp::Scan { var, from, steps, dedupe, .. } => {
+                let start = self.anchor(from, env);
+                let mut found: Vec<Cur<'g>> = Vec::new();
+                self.walk(start, steps, env, &mut |c| {
+                    found.push(c);
+                    Ok(Flow::Go)
+                })?;
+                if *dedupe {
+                    let mut seen = HashSet::with_capacity(found.len());
+                    found.retain(|c| seen.insert(c.node));
+                }
+                let mut flow = Flow::Go;
+                for c in found {
+                    env[*var] = Some(Slot { node: c.node, view: Cell::new(c.view) });
+                    if self.block(rest, env, emit)? == Flow::Stop {
+                        flow = Flow::Stop;
+                        break;
+                    }
+                }
+                env[*var] = None;
+                Ok(flow)
+            }
+        }
+    }
+
+    fn holds(&self, c: &MCond, env: &mut Env<'g>) -> Result<bool> {
+        Ok(match c {
+            MCond::And(list) => {
+                for c in list {
+                    if !self.holds(c, env)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            MCond::Or(list) => {
+                for c in list {
+                    if self.holds(c, env)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            MCond::Not(c) => !self.holds(c, env)?,
+            MCond::Exists(block) => self.block(&block.ops, env, &mut |_, _| Ok(Flow::Stop))? == Flow::Stop,
+            MCond::Reach { from, steps, to } => {
+                let start = self.anchor(from, env);
+                let goal = to.map(|a| self.anchor(&a, env).node);
+                self.reaches(start, steps, env, goal)?
+            }
+            MCond::Compare { left, op, right, how } => {
+                let (Some(l), Some(r)) = (self.leaf(left, env)?, self.leaf(right, env)?) else {
+                    return Ok(false);
+                };
+                compare(&l, *op, &r, *how)
+            }
+            MCond::Prefix { term, prefix } => match self.leaf(term, env)? {
+                Some(Leaf::Text(t)) => t.starts_with(self.text_lit(*prefix)),
+                _ => false,
+            },
+            MCond::States { term, states } => match self.leaf(term, env)? {
+                Some(Leaf::State(s, _)) => states.contains(&s),
+                _ => false,
+            },
+        })
+    }
+
+    // ---- walks ----
+
+    /// Sends every node the steps reach from `cur` to `sink`, until it says stop.
+    fn walk(
+        &self,
+        mut cur: Cur<'g>,
+        steps: &[MStep],
+        env: &Env<'g>,
+        sink: &mut dyn FnMut(Cur<'g>) -> Result<Flow>,
+    ) -> Result<Flow> {
+        let Some((step, rest)) = steps.split_first() else {
+            return sink(cur);
+        };
+        let g = &self.graph;
+        match &step.kind {
+            MStepKind::Group(p) => {
+                let node = NodeRef { id: cur.node.id, ty: step.to };
+                let view = cur.view.map(|v| v.group(*p));
+                self.walk(Cur { node, view }, rest, env, sink)
+            }
+            MStepKind::Entries(p) => {
+                for entry in g.entry_views(cur.node, *p)? {
+                    let (_, v) = entry?;
+                    self.tick()?;
+                    if self.walk(Cur::of(v), rest, env, sink)? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::Go)
+            }
+            MStepKind::EntryKey(p, k) => match self.entry_by_key(cur.node, *p, *k)? {
+                Some(v) => self.walk(Cur::of(v), rest, env, sink),
+                None => Ok(Flow::Go),
+            },
+            MStepKind::EntryOf(p, var) => {
+                let target = self.slot(env, *var).node.id;
+                match g.find_entry_view(cur.node, *p, EntryKey::Target(target))? {
+                    Some(v) => self.walk(Cur::of(v), rest, env, sink),
+                    None => Ok(Flow::Go),
+                }
+            }
+            MStepKind::State(p, s) => {
+                let (current, child) = self.load(&mut cur)?.state(*p)?;
+                if current != *s {
+                    return Ok(Flow::Go);
+                }
+                self.walk(Cur::bare(child), rest, env, sink)
+            }
+            MStepKind::Reference(p) => {
+                let id = self.load(&mut cur)?.reference(*p)?;
+                if id == 0 {
+                    return Err(
+                        DataError::Corrupt(format!("reference '{}' is unset", g.schema.property(*p).name)).into()
+                    );
+                }
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
+            }
+            MStepKind::Targets(p) => {
+                for entry in g.entry_views(cur.node, *p)? {
+                    let (raw, _) = entry?;
+                    self.tick()?;
+                    let id = target_id(raw)?;
+                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::Go)
+            }
+            MStepKind::Referrers(p) | MStepKind::Owners(p) => {
+                let owners = matches!(step.kind, MStepKind::Owners(_));
+                for link in g.links_to(cur.node.id)? {
+                    let (source, property) = link?;
+                    if property != *p {
+                        continue;
+                    }
+                    self.tick()?;
+                    let node = if owners {
+                        // The link's source is the matrix entry; its owner holds the matrix.
+                        NodeRef { id: g.header(source)?.parent, ty: step.to }
+                    } else {
+                        NodeRef { id: source, ty: step.to }
+                    };
+                    if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::Go)
+            }
+            MStepKind::Up(from) => {
+                let id = match from {
+                    UpFrom::Group(_) => cur.node.id,
+                    UpFrom::Entry(_) | UpFrom::State(..) => g.header(cur.node.id)?.parent,
+                };
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
+            }
+            MStepKind::UpIfKey(p, k) => {
+                let parent = NodeRef { id: g.header(cur.node.id)?.parent, ty: step.to };
+                match self.entry_by_key(parent, *p, *k)? {
+                    Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent), rest, env, sink),
+                    _ => Ok(Flow::Go),
+                }
+            }
+            MStepKind::UpIfTarget(_, var) => {
+                if g.matrix_target(cur.node)? != self.slot(env, *var).node.id {
+                    return Ok(Flow::Go);
+                }
+                let parent = NodeRef { id: g.header(cur.node.id)?.parent, ty: step.to };
+                self.walk(Cur::bare(parent), rest, env, sink)
+            }
+            MStepKind::Repeat { min, max, body } => {
+                // Breadth first: each node once, at its shortest distance.
+                let mut seen: HashSet<NodeRef> = HashSet::from([cur.node]);
+                if *min == 0 && self.walk(cur, rest, env, sink)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+                let mut frontier = vec![cur];
+                for depth in 1..=*max {
+                    let mut next = Vec::new();
+                    for n in frontier {
+                        self.walk(n, body, env, &mut |c| {
+                            if seen.insert(c.node) {
+                                next.push(c);
+                            }
+                            Ok(Flow::Go)
+                        })?;
+                    }
+                    if depth >= *min {
+                        for c in &next {
+                            if self.walk(*c, rest, env, sink)? == Flow::Stop {
+                                return Ok(Flow::Stop);
+                            }
+                        }
+                    }
+                    if next.is_empty() {
+                        break;
+                    }
+                    frontier = next;
+                }
+                Ok(Flow::Go)
+            }
+        }
+    }
+
+    /// The entry of `p` under `owner` with the key in literal `k`.
+    fn entry_by_key(&self, owner: NodeRef, p: espalier_schema::PropertyId, k: usize) -> Result<Option<NodeView<'g>>> {
+        let g = &self.graph;
+        match (&g.schema.property(p).kind, &self.lits[k]) {
+            (PropertyKind::Matrix { target, .. }, Lit::Key(key)) => match g.resolve(owner, target, key) {
+                Ok(t) => Ok(g.find_entry_view(owner, p, EntryKey::Target(t.id))?),
+                Err(DataError::KeyMissing { .. } | DataError::StateNotSelected { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            (_, Lit::Text(t)) => Ok(g.find_entry_view(owner, p, EntryKey::Text(t))?),
+            _ => unreachable!("checked: keys fit their collection"),
+        }
+    }
+
+    /// Whether the steps from `start` reach `goal` (anywhere, when `None`). When the last
+    /// step is a link or an entry step, it is checked from the goal's side with one lookup.
+    fn reaches(&self, start: Cur<'g>, steps: &[MStep], env: &Env<'g>, goal: Option<NodeRef>) -> Result<bool> {
+        let g = &self.graph;
+        let mut found = false;
+        let last = steps.last().map(|s| &s.kind);
+        match (goal, last) {
+            (
+                Some(goal),
+                Some(MStepKind::Targets(p) | MStepKind::Owners(p) | MStepKind::Referrers(p) | MStepKind::Entries(p)),
+            ) => {
+                let p = *p;
+                let kind = last.cloned();
+                let prefix = &steps[..steps.len() - 1];
+                self.walk(start, prefix, env, &mut |c| {
+                    let hit = match kind {
+                        Some(MStepKind::Targets(_)) => {
+                            g.find_entry_view(c.node, p, EntryKey::Target(goal.id))?.is_some()
+                        }
+                        Some(MStepKind::Owners(_)) => {
+                            g.find_entry_view(goal, p, EntryKey::Target(c.node.id))?.is_some()
+                        }
+                        Some(MStepKind::Referrers(_)) => g.view(goal)?.reference(p)? == c.node.id,
+                        Some(MStepKind::Entries(_)) => {
+                            let h = g.header(goal.id)?;
+                            h.parent == c.node.id && h.parent_property == p
+                        }
+                        _ => unreachable!(),
+                    };
+                    found = hit;
+                    Ok(if hit { Flow::Stop } else { Flow::Go })
+                })?;
+            }
+            _ => {
+                self.walk(start, steps, env, &mut |c| {
+                    found = goal.is_none_or(|goal| c.node == goal);
+                    Ok(if found { Flow::Stop } else { Flow::Go })
+                })?;
+            }
+        }
+        Ok(found)
+    }
+
+    // ---- values ----
+
+    fn leaf(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Leaf>> {
+        match t {
+            MTerm::Lit(i) => Ok(Some(match &self.lits[*i] {
+                Lit::Int(n) => Leaf::Number(*n),
+                Lit::Text(s) => Leaf::Text(s.clone()),
+                Lit::Key(k) => Leaf::Key(k.clone()),
+            })),
+            MTerm::Key(v) => Ok(Some(Leaf::Key(self.key_path(self.slot(env, *v).node)?))),
+            MTerm::Leaf { var, steps, property, kind } => {
+                let start = if steps.is_empty() { Cur::of(self.var_view(env, *var)?) } else { self.var_cur(env, *var) };
+                let mut at: Option<Cur<'g>> = None;
+                self.walk(start, steps, env, &mut |c| {
+                    at = Some(c);
+                    Ok(Flow::Stop)
+                })?;
+                let Some(mut at) = at else { return Ok(None) };
+                let view = self.load(&mut at)?;
+                let g = &self.graph;
+                Ok(Some(match kind {
+                    LeafKind::Number => Leaf::Number(view.number(*property)?),
+                    LeafKind::Text => Leaf::Text(g.string(view.text_id(*property)?)?),
+                    LeafKind::Stategroup => {
+                        let s = view.state(*property)?.0;
+                        Leaf::State(s, g.state_name(*property, s).to_string())
+                    }
+                    LeafKind::Reference => {
+                        let PropertyKind::Reference { target } = &g.schema.property(*property).kind else {
+                            unreachable!("checked: reference leaf")
+                        };
+                        Leaf::Key(g.target_key(view.reference(*property)?, target)?)
+                    }
+                }))
+            }
+        }
+    }
+
+    /// The keys of the entries from the root down to `node`.
+    fn key_path(&self, node: NodeRef) -> Result<Vec<String>> {
+        let g = &self.graph;
+        let mut parts: Vec<Vec<String>> = Vec::new();
+        let mut at = node;
+        for _ in 0..MAX_TREE_DEPTH {
+            match g.schema.node_type(at.ty).parent {
+                ParentLink::Root => {
+                    return Ok(parts.into_iter().rev().flatten().collect());
+                }
+                ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. } => parts.push(g.entry_key(at)?),
+                ParentLink::Group { .. } | ParentLink::State { .. } => {}
+            }
+            at = g.parent(at)?.ok_or_else(|| DataError::Corrupt("a non-root node without parent".into()))?;
+        }
+        Err(DataError::Corrupt(format!("record {} is nested deeper than {MAX_TREE_DEPTH}", node.id)).into())
+    }
+
+    fn value(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Val>> {
+        Ok(self.leaf(t, env)?.map(|l| match l {
+            Leaf::Number(n) => Val::Int(n),
+            Leaf::Text(t) => Val::Text(t),
+            Leaf::State(_, name) => Val::Text(name),
+            Leaf::Key(k) => Val::key(k),
+        }))
+    }
+
+    /// The key paths of the nodes of a shortest path from `from` to `to`, or `None`.
+    fn shortest(&self, from: NodeRef, body: &[MStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
+        let mut parent: HashMap<NodeRef, NodeRef> = HashMap::new();
+        let mut seen: HashSet<NodeRef> = HashSet::from([from]);
+        let mut frontier = vec![Cur::bare(from)];
+        let mut reached = from == to;
+        for _ in 0..max {
+            if reached {
+                break;
+            }
+            let mut next = Vec::new();
+            for n in frontier {
+                self.walk(n, body, env, &mut |c| {
+                    self.tick()?;
+                    if seen.insert(c.node) {
+                        parent.insert(c.node, n.node);
+                        next.push(c);
+                        if c.node == to {
+                            reached = true;
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    Ok(Flow::Go)
+                })?;
+                if reached {
+                    break;
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        if !reached {
+            return Ok(None);
+        }
+        let mut path = vec![to];
+        let mut at = to;
+        while at != from {
+            at = *parent.get(&at).expect("every reached node but the start has a parent");
+            path.push(at);
+        }
+        path.reverse();
+        let keys = path.into_iter().map(|n| Ok(Val::key(self.key_path(n)?))).collect::<Result<Vec<_>>>()?;
+        Ok(Some(Val::List(keys)))
+    }
+
+    /// A match's column values; `None` when one is undefined (the match is left out).
+    fn row(&self, env: &Env<'g>, only: Option<bool>) -> Result<Option<Vec<Val>>> {
+        let mut out = Vec::with_capacity(self.plan.columns.len());
+        for col in &self.plan.columns {
+            // `only`: Some(false) = the grouping keys, Some(true) = the aggregated terms.
+            if only.is_some_and(|aggs| aggs != col.is_aggregate()) {
+                continue;
+            }
+            let v = match col {
+                PColumn::Term(t) => self.value(t, env)?,
+                PColumn::Count { term: None, .. } => Some(Val::Null),
+                PColumn::Count { term: Some(t), .. }
+                | PColumn::Sum(t)
+                | PColumn::Min(t)
+                | PColumn::Max(t)
+                | PColumn::Avg(t) => self.value(t, env)?,
+                PColumn::Shortest { from, body, to, max } => {
+                    self.shortest(self.slot(env, *from).node, body, self.slot(env, *to).node, *max, env)?
+                }
+            };
+            match v {
+                Some(v) => out.push(v),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// The target record of a matrix entry, from its raw key.
+fn target_id(raw: &[u8]) -> Result<u64> {
+    let bytes: [u8; 8] = raw.try_into().map_err(|_| DataError::Corrupt("matrix key is not 8 bytes".into()))?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+fn ordered(op: Comparison, o: Ordering) -> bool {
+    match op {
+        Comparison::Eq => o == Ordering::Equal,
+        Comparison::Ne => o != Ordering::Equal,
+        Comparison::Lt => o == Ordering::Less,
+        Comparison::Le => o != Ordering::Greater,
+        Comparison::Gt => o == Ordering::Greater,
+        Comparison::Ge => o != Ordering::Less,
+    }
+}
+
+fn compare(l: &Leaf, op: Comparison, r: &Leaf, how: Compared) -> bool {
+    let o = match (how, l, r) {
+        (Compared::Number, Leaf::Number(a), Leaf::Number(b)) => a.cmp(b),
+        (Compared::Text, Leaf::Text(a), Leaf::Text(b)) => a.cmp(b),
+        (Compared::StateName, Leaf::State(_, a), Leaf::State(_, b)) => a.cmp(b),
+        (Compared::Key, Leaf::Key(a), Leaf::Key(b)) => a.cmp(b),
+        _ => unreachable!("checked: both sides of a comparison are of one kind"),
+    };
+    ordered(op, o)
+}
+
+// ---- grouping, distinct, order, page ----
+
+enum Agg {
+    Count(u64),
+    CountDistinct(HashSet<Val>),
+    Sum(i128),
+    Min(Option<Val>),
+    Max(Option<Val>),
+    Avg(i128, u64),
+}
+
+impl Agg {
+    fn new(col: &PColumn) -> Agg {
+        match col {
+            PColumn::Count { distinct: true, .. } => Agg::CountDistinct(HashSet::new()),
+            PColumn::Count { .. } => Agg::Count(0),
+            PColumn::Sum(_) => Agg::Sum(0),
+            PColumn::Min(_) => Agg::Min(None),
+            PColumn::Max(_) => Agg::Max(None),
+            PColumn::Avg(_) => Agg::Avg(0, 0),
+            PColumn::Term(_) | PColumn::Shortest { .. } => unreachable!("not an aggregate"),
+        }
+    }
+
+    fn add(&mut self, v: Val) {
+        match self {
+            Agg::Count(n) => *n += 1,
+            Agg::CountDistinct(set) => {
+                set.insert(v);
+            }
+            Agg::Sum(s) => {
+                if let Val::Int(i) = v {
+                    *s += i as i128;
+                }
+            }
+            Agg::Min(m) => {
+                if m.as_ref().is_none_or(|m| v.cmp_total(m) == Ordering::Less) {
+                    *m = Some(v);
+                }
+            }
+            Agg::Max(m) => {
+                if m.as_ref().is_none_or(|m| v.cmp_total(m) == Ordering::Greater) {
+                    *m = Some(v);
+                }
+            }
+            Agg::Avg(s, n) => {
+                if let Val::Int(i) = v {
+                    *s += i as i128;
+                    *n += 1;
+                }
+            }
+        }
+    }
+
+    fn result(self) -> Result<Val> {
+        Ok(match self {
+            Agg::Count(n) => Val::Int(n as i64),
+            Agg::CountDistinct(set) => Val::Int(set.len() as i64),
+            Agg::Sum(s) => Val::Int(
+                i64::try_from(s).map_err(|_| InstructionError::value(format!("sum {s} does not fit in 64 bits")))?,
+            ),
+            Agg::Min(m) | Agg::Max(m) => m.unwrap_or(Val::Null),
+            Agg::Avg(_, 0) => Val::Null,
+            Agg::Avg(s, n) => Val::Float(s as f64 / n as f64),
+        })
+    }
+}
+
+struct Accumulator {
+    /// Without grouping: the rows kept (all of them, or just the page when nothing reorders
+    /// or merges rows).
+    rows: Vec<Vec<Val>>,
+    seen: HashSet<Vec<Val>>,
+    total: u64,
+    streaming: bool,
+    groups: HashMap<Vec<Val>, usize>,
+    group_rows: Vec<(Vec<Val>, Vec<Agg>)>,
+}
+
+impl Accumulator {
+    fn new(plan: &MatchPlan) -> Accumulator {
+        Accumulator {
+            rows: Vec::new(),
+            seen: HashSet::new(),
+            total: 0,
+            streaming: !plan.grouped && plan.order.is_empty(),
+            groups: HashMap::new(),
+            group_rows: Vec::new(),
+        }
+    }
+
+    fn add<'g>(&mut self, ex: &Exec<'g, '_>, env: &Env<'g>) -> Result<()> {
+        let plan = ex.plan;
+        if plan.grouped {
+            let Some(key) = ex.row(env, Some(false))? else { return Ok(()) };
+            let Some(vals) = ex.row(env, Some(true))? else { return Ok(()) };
+            let i = match self.groups.get(&key) {
+                Some(&i) => i,
+                None => {
+                    if self.group_rows.len() >= MAX_PATTERN_ROWS {
+                        return Err(InstructionError::Limit(format!("more than {MAX_PATTERN_ROWS} groups")));
+                    }
+                    let aggs = plan.columns.iter().filter(|c| c.is_aggregate()).map(Agg::new).collect();
+                    self.group_rows.push((key.clone(), aggs));
+                    self.groups.insert(key, self.group_rows.len() - 1);
+                    self.group_rows.len() - 1
+                }
+            };
+            for (agg, v) in self.group_rows[i].1.iter_mut().zip(vals) {
+                agg.add(v);
+            }
+            return Ok(());
+        }
+        let Some(row) = ex.row(env, None)? else { return Ok(()) };
+        if plan.distinct {
+            if self.seen.contains(&row) {
+                return Ok(());
+            }
+            if self.seen.len() >= MAX_PATTERN_ROWS {
+                return Err(InstructionError::Limit(format!("more than {MAX_PATTERN_ROWS} distinct rows")));
+            }
+            self.seen.insert(row.clone());
+        }
+        self.total += 1;
+        if self.streaming {
+            let start = plan.offset;
+            let wanted = self.total > start && plan.limit.is_none_or(|l| (self.rows.len() as u64) < l);
+            if wanted {
+                self.rows.push(row);
+            }
+            return Ok(());
+        }
+        if self.rows.len() >= MAX_PATTERN_ROWS {
+            return Err(InstructionError::Limit(format!(
+                "more than {MAX_PATTERN_ROWS} rows to order; add conditions or group them"
+            )));
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    fn finish(mut self, plan: &MatchPlan) -> Result<QueryResult> {
+        if plan.grouped {
+            if self.group_rows.is_empty() && plan.columns.iter().all(PColumn::is_aggregate) {
+                // Aggregates over no match at all: one row (a count of 0).
+                let aggs = plan.columns.iter().map(Agg::new).collect();
+                self.group_rows.push((Vec::new(), aggs));
+            }
+            for (key, aggs) in std::mem::take(&mut self.group_rows) {
+                let mut key = key.into_iter();
+                let mut aggs = aggs.into_iter();
+                let mut row = Vec::with_capacity(plan.columns.len());
+                for col in &plan.columns {
+                    row.push(if col.is_aggregate() {
+                        aggs.next().expect("one aggregate per aggregate column").result()?
+                    } else {
+                        key.next().expect("one key per grouping column")
+                    });
+                }
+                self.rows.push(row);
+            }
+            self.total = self.rows.len() as u64;
+        }
+        if !self.streaming {
+            if !plan.order.is_empty() {
+                self.rows.sort_by(|a, b| {
+                    for &(i, desc) in &plan.order {
+                        let o = a[i].cmp_total(&b[i]);
+                        if o != Ordering::Equal {
+                            return if desc { o.reverse() } else { o };
+                        }
+                    }
+                    Ordering::Equal
+                });
+            }
+            let start = (plan.offset as usize).min(self.rows.len());
+            let end = match plan.limit {
+                Some(l) => start.saturating_add(l as usize).min(self.rows.len()),
+                None => self.rows.len(),
+            };
+            self.rows = self.rows.drain(start..end).collect();
+        }
+        Ok(QueryResult {
+            total: self.total,
+            columns: plan.aliases.clone(),
+            rows: self
+                .rows
+                .into_iter()
+                .map(|r| Row { key: Vec::new(), values: r.iter().map(Val::json).collect() })
+                .collect(),
+        })
+    }
+}
