@@ -276,8 +276,13 @@ def test_local_queue_overflow_resumes_without_gaps(server: Server) -> None:
                 (await writer.update(f"update . 'Machines' : \"{m}\" ( 'Pulses' -> number + 1 )")).version
                 for _ in range(10)
             ]
-            # The reader did not iterate: its queue of 3 overflowed and it resubscribed from the
-            # last version it took; reading now gives every commit, in order.
+            # The reader did not iterate: its queue of 3 overflows as the notifications arrive,
+            # and once it reads, it resumes from the last version it took: every commit, in order.
+            for _ in range(500):
+                if sub.overflows:
+                    break
+                await asyncio.sleep(0.01)
+            assert sub.overflows == 1
             seen: list[int] = []
             while len(seen) < 10:
                 event = await sub.next(10)

@@ -63,7 +63,8 @@ export interface ClientOptions {
   /** Wait for a free slot rather than exceed `max_in_flight`; refuse requests over
    * `max_frame_bytes` before sending them. Default true. */
   respectLimits?: boolean;
-  /** Events a subscription buffers before it resubscribes from its last version. */
+  /** Events a subscription buffers for a slow reader; past it the server's stream stops, and
+   * resumes from the reader's last version once the queue has been read. */
   subscriptionQueue?: number;
   /** Largest message accepted before `welcome` gives the server's bound. */
   maxMessage?: number;
@@ -175,12 +176,16 @@ export class Subscription implements AsyncIterableIterator<Event> {
   id: number | undefined;
   version = 0;
   resumed = false;
+  /** How often the reader fell `subscriptionQueue` events behind (each time the client
+   * resumed from history, or delivered a `reload`). */
+  overflows = 0;
   node: JsonObject | undefined;
   query: QueryResult | undefined;
   readonly isQuery: boolean;
   /** @internal */ session = 0;
   /** @internal */ resubscribing = false;
   /** @internal */ receivedVersion = 0;
+  /** @internal The queue overflowed: resubscribe once it has been read. */ behind = false;
   private queue: Event[] = [];
   private waiter: (() => void) | undefined;
   private error: EspalierError | undefined;
@@ -208,6 +213,7 @@ export class Subscription implements AsyncIterableIterator<Event> {
       }
       if (this.error !== undefined) throw this.error;
       if (this.ended) return { value: undefined, done: true };
+      if (this.behind) this.client.resubscribeLater(this);
       await new Promise<void>((resolve) => (this.waiter = resolve));
     }
   }
@@ -228,6 +234,7 @@ export class Subscription implements AsyncIterableIterator<Event> {
     try {
       // Only wait while nothing is queued, so a timed-out wait never swallows an event.
       if (this.queue.length === 0 && this.error === undefined && !this.ended) {
+        if (this.behind) this.client.resubscribeLater(this);
         await Promise.race([new Promise<void>((resolve) => (this.waiter = resolve)), timeout]);
       }
       const r = await this.next();
@@ -300,13 +307,19 @@ export class Subscription implements AsyncIterableIterator<Event> {
 
   /** @internal */
   push(event: Event): void {
-    if (this.ended || this.error !== undefined) return;
+    // While behind, events are dropped: the resubscription brings them again.
+    if (this.ended || this.error !== undefined || this.behind) return;
     if (this.queue.length >= this.queueSize) {
-      // The consumer is behind: drop what is queued and resume from the last version it took,
-      // as the server does for its own slow subscribers (nothing is lost silently).
-      this.queue = [];
-      this.receivedVersion = this.version;
-      this.client.resubscribeLater(this);
+      // The reader is behind. Keep what is queued, stop the server's stream now, and once the
+      // reader has taken the queue, resume from its last version (the server's history
+      // replays what was dropped): nothing is lost silently.
+      console.warn(
+        `espalier: subscription ${this.id}: ${this.queue.length} events unread; ` +
+          `it resumes from version ${this.receivedVersion} when they are read`,
+      );
+      this.behind = true;
+      this.overflows++;
+      this.client.detach(this);
       return;
     }
     this.queue.push(event);
@@ -855,15 +868,30 @@ export class Client {
 
   private register(sub: Subscription, msg: JsonObject): void {
     sub.accept(msg);
+    if (sub.isEnded) {
+      // Closed while its resubscription was on the way: end it on the server too.
+      void this.call("unsubscribe", { subscription: sub.id as number }).catch(() => undefined);
+      return;
+    }
     sub.session = this.session;
     this.subsById.set(sub.id as number, sub);
     this.subs.add(sub);
   }
 
   /** @internal */
+  detach(sub: Subscription): void {
+    // Ends the subscription's stream on the server but keeps the subscription (local overflow).
+    if (sub.id !== undefined && this.subsById.get(sub.id) === sub) {
+      this.subsById.delete(sub.id);
+      void this.call("unsubscribe", { subscription: sub.id }).catch(() => undefined);
+    }
+  }
+
+  /** @internal */
   resubscribeLater(sub: Subscription): void {
     if (sub.resubscribing) return;
     sub.resubscribing = true;
+    sub.behind = false;
     // On the same session the old subscription is still live (local overflow): end it. After
     // a reconnect its number means nothing (or another subscription) here.
     const old =

@@ -286,6 +286,9 @@ describe("a server with default limits", () => {
       for (let i = 0; i < 10; i++) {
         versions.push((await writer.update(`update . 'Machines' : "${m}" ( 'Pulses' -> number + 1 )`)).version);
       }
+      // The reader has not read: its queue of 3 overflows as the notifications arrive.
+      for (let i = 0; i < 500 && sub.overflows === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(sub.overflows, 1);
       const seen: number[] = [];
       while (seen.length < 10) {
         const e = (await sub.nextEvent(10_000)) as Event;

@@ -142,6 +142,9 @@ class Subscription:
         self.id: int | None = None
         self.version = 0
         self.resumed = False
+        # How often the reader fell `subscription_queue` events behind (each time the client
+        # resumed from history, or delivered a `Reload`).
+        self.overflows = 0
         self.node: JsonObject | None = None
         self.query: QueryResult | None = None
         self._queue: collections.deque[Event] = collections.deque()
@@ -245,6 +248,7 @@ class Subscription:
                 self._received_version,
             )
             self._behind = True
+            self.overflows += 1
             self._client._detach(self)
             return
         self._queue.append(event)

@@ -169,6 +169,10 @@ class SyncSubscription:
         return self._sub.resumed
 
     @property
+    def overflows(self) -> int:
+        return self._sub.overflows
+
+    @property
     def node(self) -> dict[str, Any] | None:
         return self._sub.node
 
