@@ -167,6 +167,8 @@ fn cold_samples_drop_the_page_cache() {
     assert_eq!(cold[0].unexpected(), 0);
     let (method, cached) = run.cold_method.expect("the cold method is reported");
     if cfg!(target_os = "linux") {
+        let hot = run.hot_cached.0.expect("mincore measures residency");
+        assert!(hot > 0.9, "only {:.0}% of the file cached for the hot run", hot * 100.0);
         assert_eq!(method, DropMethod::Fadvise);
         let cached = cached.expect("mincore measures residency");
         assert!(cached < 0.5, "{:.0}% of the file still cached after the drop", cached * 100.0);

@@ -65,6 +65,11 @@ pub struct SuiteInfo {
     pub cold_method: Option<String>,
     /// Cached fraction of the data file right after the first drop (0–1), if measured.
     pub cold_cached_fraction: Option<f64>,
+    /// Cached fraction of the data file (0–1) when the hot run started and when it ended.
+    #[serde(default)]
+    pub hot_cached_fraction_start: Option<f64>,
+    #[serde(default)]
+    pub hot_cached_fraction_end: Option<f64>,
 }
 
 /// The samples of one instruction in one mode.
@@ -152,6 +157,8 @@ impl SuiteInfo {
             memory_after_run: run.memory_run,
             cold_method: run.cold_method.map(|(m, _)| m.describe().to_string()),
             cold_cached_fraction: run.cold_method.and_then(|(_, f)| f),
+            hot_cached_fraction_start: run.hot_cached.0,
+            hot_cached_fraction_end: run.hot_cached.1,
         }
     }
 }
@@ -227,13 +234,13 @@ impl Report {
         );
         out.push_str("## Datasets\n\n");
         out.push_str(
-            "| group | suite | entries | build s | disk after build | disk after run | peak RSS (build) | peak RSS (run) | idle heap |\n",
+            "| group | suite | entries | build s | disk after build | disk after run | peak RSS (build) | peak RSS (run) | idle heap | cached in hot run |\n",
         );
-        out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|\n");
+        out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
         for s in &self.suites {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
                 s.group,
                 s.suite,
                 s.dataset.entries,
@@ -243,6 +250,10 @@ impl Report {
                 bytes(s.memory_after_build.peak_rss_bytes),
                 bytes(s.memory_after_run.peak_rss_bytes),
                 bytes(s.memory_after_run.anon_bytes),
+                match (s.hot_cached_fraction_start, s.hot_cached_fraction_end) {
+                    (Some(a), Some(b)) => format!("{:.0}% → {:.0}%", a * 100.0, b * 100.0),
+                    _ => "?".to_string(),
+                },
             );
         }
         // One line per cold method, with the suites that used it and the most of a data file

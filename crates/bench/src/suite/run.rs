@@ -134,6 +134,9 @@ pub struct SuiteRun {
     pub memory_run: Memory,
     /// Whether the peak could be reset between phases.
     pub peak_reset: bool,
+    /// Fraction of the data file in the page cache when the hot run started (after reading
+    /// it) and when it ended: below 1, the "hot" run did not have all data in memory.
+    pub hot_cached: (Option<f64>, Option<f64>),
     /// How cold samples were made, and the cached fraction of the data file measured right
     /// after the first drop.
     pub cold_method: Option<(DropMethod, Option<f64>)>,
@@ -388,12 +391,15 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     let cold_dir = tmp.path().join("cold");
     if opts.cold.is_some() {
         std::fs::create_dir_all(&cold_dir).map_err(io("making the cold copy's directory"))?;
-        sys::copy_sparse(&data_file, &cold_dir.join("data.mdb"))
-            .map_err(io("copying the database for the cold run"))?;
+        let copy = cold_dir.join("data.mdb");
+        sys::copy_sparse(&data_file, &copy).map_err(io("copying the database for the cold run"))?;
+        // The copy is read cold later; out of the cache now, it leaves room for the hot run.
+        sys::drop_from_cache(&copy).map_err(io("dropping the cold copy from the page cache"))?;
     }
 
     // ---- hot ----
     sys::warm_file(&data_file).map_err(io("reading the data file into the page cache"))?;
+    let hot_cached_start = sys::cached_fraction(&data_file);
     if peak_reset {
         sys::reset_peak();
     }
@@ -406,6 +412,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     }
     pb.finish_and_clear();
     let memory_run = sys::memory();
+    let hot_cached_end = sys::cached_fraction(&data_file);
     engine
         .database()
         .store()
@@ -438,6 +445,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
         memory_build,
         memory_run,
         peak_reset,
+        hot_cached: (hot_cached_start, hot_cached_end),
         cold_method,
         runs,
     })
