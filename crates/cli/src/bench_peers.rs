@@ -23,7 +23,7 @@ pub struct PeersArgs {
     pub suite: SuiteArg,
     /// Multiplies the outermost collections (clients, materials, products, orders, machines).
     /// B6 at 1 is the appendix's size (61,030 entries); B7 at 1 is B6's outermost collections
-    /// × 100 (5.1 million entries).
+    /// × 100 (6.1 million entries, about 1 GiB in Espalier).
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub scale: f64,
     /// Multiplies the collections inside entries (5 modifications per order, 100 added

@@ -234,7 +234,7 @@ on commit unless --fsync (then all do). PostgreSQL must be installed (initdb and
 or in /usr/lib/postgresql/*/bin); as root, the server runs as the postgres user.\n\n\
 Examples:\n\n    \
 espalier bench peers --suite b6\n    \
-espalier bench peers --suite b7 --dir /var/tmp          # 5.1 million entries\n    \
+espalier bench peers --suite b7 --dir /var/tmp          # 6.1 million entries\n    \
 espalier --json bench peers --suite b6 --systems espalier,sqlite --ops 200 > b6.json")]
     Peers(bench_peers::PeersArgs),
 }

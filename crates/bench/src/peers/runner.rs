@@ -175,6 +175,9 @@ pub struct Report {
     pub targets: Vec<Target>,
     /// Results and nodes compared between Espalier and a peer (all equal).
     pub cross_checks: u64,
+    /// The machine's 1-minute load average before and after the measurements (other
+    /// processes competing for the CPUs skew the medians, the client/server peer most).
+    pub load_average: Vec<f64>,
 }
 
 impl Report {
@@ -216,6 +219,15 @@ impl Report {
         );
         for (sys, v) in &self.versions {
             let _ = writeln!(s, "- {sys}: {v}");
+        }
+        if !self.load_average.is_empty() {
+            let loads: Vec<String> = self.load_average.iter().map(|l| format!("{l:.2}")).collect();
+            let _ = writeln!(
+                s,
+                "- load average (1 min) before and after the measurements: {} on {} CPUs",
+                loads.join(" → "),
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            );
         }
         let _ =
             writeln!(s, "\n| op | system | count | min µs | q1 µs | median µs | q3 µs | p99 µs | max µs | mean µs |");
@@ -740,11 +752,13 @@ pub fn run(config: &Config) -> Result<Report, PeerError> {
     if let Some(p) = &bench.postgres {
         versions.push((System::Postgres, p.server().version()));
     }
+    let mut loads: Vec<f64> = load_average().into_iter().collect();
     let mut results = Vec::new();
     for op in workload::ops(config.suite) {
         let params = draw_params(&op, &bench.index, config.warmup + config.ops, config.seed)?;
         results.extend(bench.run_op(&op, &params, config.warmup)?);
     }
+    loads.extend(load_average());
     let disk = bench.disk_sizes()?;
     let mut ratios = Vec::new();
     for r in results.iter().filter(|r| r.system != System::Espalier) {
@@ -779,9 +793,15 @@ pub fn run(config: &Config) -> Result<Report, PeerError> {
         ratios,
         targets,
         cross_checks: bench.cross_checks,
+        load_average: loads,
     };
     bench.finish()?;
     Ok(report)
+}
+
+/// The 1-minute load average (Linux), if the system says.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// Issue #3's targets: many_references and task_start ≥ 3× faster than SQLite and ≥ 10×
