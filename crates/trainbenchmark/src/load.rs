@@ -1,0 +1,193 @@
+//! Puts a railway model into an Espalier database of the railway schema, in one atomic
+//! request through the typed graph (`WriteGraph`): every entry, state, value, reference and
+//! matrix link, keyed by the model's ids.
+
+use std::collections::HashMap;
+
+use espalier_data::{EntryKey, NodeRef, WriteGraph};
+use espalier_schema::{NodeTypeId, PropertyId, PropertyKind, Schema, StateIndex, ROOT};
+
+use crate::model::{ElementKind, Model};
+use crate::LoadError;
+
+/// Drop the change records every this many writes: a bulk load's change set would be as
+/// large as the model (as the dump importer does).
+const CHANGES_KEPT: usize = 10_000;
+
+/// The railway schema's properties and states, resolved once by name.
+pub struct Railway {
+    pub regions: PropertyId,
+    pub sensors: PropertyId,
+    pub elements: PropertyId,
+    pub monitored_by: PropertyId,
+    pub connects_to: PropertyId,
+    pub kind: PropertyId,
+    pub length: PropertyId,
+    pub semaphores: PropertyId,
+    pub signal: PropertyId,
+    pub current_position: PropertyId,
+    pub routes: PropertyId,
+    pub active: PropertyId,
+    pub entry: PropertyId,
+    pub entry_semaphore: PropertyId,
+    pub exit: PropertyId,
+    pub exit_semaphore: PropertyId,
+    pub requires: PropertyId,
+    pub follows: PropertyId,
+    pub position: PropertyId,
+    pub target: PropertyId,
+}
+
+fn find(schema: &Schema, ty: NodeTypeId, name: &str) -> Result<PropertyId, LoadError> {
+    schema.find(ty, name).map(|p| p.id).ok_or_else(|| LoadError::Schema(format!("no property '{name}'")))
+}
+
+fn inner(schema: &Schema, p: PropertyId) -> Result<NodeTypeId, LoadError> {
+    match &schema.property(p).kind {
+        PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } | PropertyKind::Group { node } => {
+            Ok(*node)
+        }
+        _ => Err(LoadError::Schema(format!("'{}' holds no node", schema.property(p).name))),
+    }
+}
+
+/// The state called `name` of stategroup `p`, and its node type.
+pub fn state(schema: &Schema, p: PropertyId, name: &str) -> Result<(StateIndex, NodeTypeId), LoadError> {
+    match &schema.property(p).kind {
+        PropertyKind::StateGroup { states } => states
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| (i as StateIndex, states[i].node))
+            .ok_or_else(|| LoadError::Schema(format!("no state '{name}'"))),
+        _ => Err(LoadError::Schema(format!("'{}' is not a stategroup", schema.property(p).name))),
+    }
+}
+
+impl Railway {
+    pub fn resolve(schema: &Schema) -> Result<Railway, LoadError> {
+        let regions = find(schema, ROOT, "Regions")?;
+        let region = inner(schema, regions)?;
+        let elements = find(schema, region, "Track Elements")?;
+        let element = inner(schema, elements)?;
+        let kind = find(schema, element, "Kind")?;
+        let segment = state(schema, kind, "Segment")?.1;
+        let switch = state(schema, kind, "Switch")?.1;
+        let semaphores = find(schema, segment, "Semaphores")?;
+        let routes = find(schema, ROOT, "Routes")?;
+        let route = inner(schema, routes)?;
+        let entry = find(schema, route, "Entry")?;
+        let exit = find(schema, route, "Exit")?;
+        let follows = find(schema, route, "Follows")?;
+        let swp = inner(schema, follows)?;
+        Ok(Railway {
+            regions,
+            sensors: find(schema, region, "Sensors")?,
+            elements,
+            monitored_by: find(schema, element, "Monitored By")?,
+            connects_to: find(schema, element, "Connects To")?,
+            kind,
+            length: find(schema, segment, "Length")?,
+            semaphores,
+            signal: find(schema, inner(schema, semaphores)?, "Signal")?,
+            current_position: find(schema, switch, "Current Position")?,
+            routes,
+            active: find(schema, route, "Active")?,
+            entry,
+            entry_semaphore: find(schema, state(schema, entry, "Set")?.1, "Semaphore")?,
+            exit,
+            exit_semaphore: find(schema, state(schema, exit, "Set")?.1, "Semaphore")?,
+            requires: find(schema, route, "Requires")?,
+            follows,
+            position: find(schema, swp, "Position")?,
+            target: find(schema, swp, "Target")?,
+        })
+    }
+}
+
+/// Switches `p` of a new node to the state called `name` unless it is there already (the
+/// first state is the default); returns the state's node.
+fn choose(g: &mut WriteGraph<'_, '_>, node: NodeRef, p: PropertyId, name: &str) -> Result<NodeRef, LoadError> {
+    let (want, _) = state(g.schema, p, name)?;
+    let (current, child) = g.graph().state(node, p)?;
+    Ok(if current == want { child } else { g.switch_state(node, p, want)? })
+}
+
+/// Writes `model` into an empty railway database (inside `Database::write`).
+pub fn write(g: &mut WriteGraph<'_, '_>, model: &Model) -> Result<(), LoadError> {
+    let r = Railway::resolve(g.schema)?;
+    let root = NodeRef::ROOT;
+    let mut nodes: HashMap<u64, NodeRef> = HashMap::new();
+    let mut writes = 0usize;
+    let mut tick = |g: &mut WriteGraph<'_, '_>| {
+        writes += 1;
+        if writes.is_multiple_of(CHANGES_KEPT) {
+            g.take_changes(0);
+        }
+    };
+    let key = |id: u64| id.to_string();
+    for region in &model.regions {
+        let rn = g.add_entry(root, r.regions, EntryKey::Text(&key(region.id)))?;
+        for s in &region.sensors {
+            nodes.insert(*s, g.add_entry(rn, r.sensors, EntryKey::Text(&key(*s)))?);
+            tick(g);
+        }
+        for e in &region.elements {
+            let en = g.add_entry(rn, r.elements, EntryKey::Text(&key(e.id)))?;
+            nodes.insert(e.id, en);
+            match &e.kind {
+                ElementKind::Segment { length, semaphores } => {
+                    let sn = choose(g, en, r.kind, "Segment")?;
+                    g.set_number(sn, r.length, *length)?;
+                    for s in semaphores {
+                        let node = g.add_entry(sn, r.semaphores, EntryKey::Text(&key(s.id)))?;
+                        choose(g, node, r.signal, s.signal.name())?;
+                        nodes.insert(s.id, node);
+                    }
+                }
+                ElementKind::Switch { current_position } => {
+                    let sn = choose(g, en, r.kind, "Switch")?;
+                    choose(g, sn, r.current_position, current_position.name())?;
+                }
+            }
+            tick(g);
+        }
+    }
+    let node = |id: u64| nodes.get(&id).copied().ok_or(LoadError::Dangling(id));
+    for region in &model.regions {
+        for e in &region.elements {
+            let en = node(e.id)?;
+            for s in &e.monitored_by {
+                g.add_entry(en, r.monitored_by, EntryKey::Target(node(*s)?.id))?;
+                tick(g);
+            }
+            for t in &e.connects_to {
+                g.add_entry(en, r.connects_to, EntryKey::Target(node(*t)?.id))?;
+                tick(g);
+            }
+        }
+    }
+    for route in &model.routes {
+        let rn = g.add_entry(root, r.routes, EntryKey::Text(&key(route.id)))?;
+        choose(g, rn, r.active, if route.active { "Yes" } else { "No" })?;
+        for (sg, reference, semaphore) in
+            [(r.entry, r.entry_semaphore, route.entry), (r.exit, r.exit_semaphore, route.exit)]
+        {
+            if let Some(s) = semaphore {
+                let set = choose(g, rn, sg, "Set")?;
+                g.set_reference(set, reference, node(s)?.id)?;
+            }
+        }
+        for s in &route.requires {
+            g.add_entry(rn, r.requires, EntryKey::Target(node(*s)?.id))?;
+            tick(g);
+        }
+        for p in &route.follows {
+            let pn = g.add_entry(rn, r.follows, EntryKey::Text(&key(p.id)))?;
+            choose(g, pn, r.position, p.position.name())?;
+            g.set_reference(pn, r.target, node(p.target)?.id)?;
+            tick(g);
+        }
+    }
+    g.take_changes(0);
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! The six Train Benchmark queries, written twice: as Espalier pattern queries, and as SQL
+//! over the official relational form (the independent route the tests and the benchmark
+//! check the first against). A match is the ids of its elements, in the official order.
+
+use std::collections::HashMap;
+
+use espalier_instruction::{Engine, InstructionError, Reply};
+use rusqlite::Connection;
+
+use crate::model::Tables;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Query {
+    PosLength,
+    SwitchMonitored,
+    RouteSensor,
+    SwitchSet,
+    ConnectedSegments,
+    SemaphoreNeighbor,
+}
+
+impl Query {
+    pub const ALL: [Query; 6] = [
+        Query::PosLength,
+        Query::SwitchMonitored,
+        Query::RouteSensor,
+        Query::SwitchSet,
+        Query::ConnectedSegments,
+        Query::SemaphoreNeighbor,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Query::PosLength => "PosLength",
+            Query::SwitchMonitored => "SwitchMonitored",
+            Query::RouteSensor => "RouteSensor",
+            Query::SwitchSet => "SwitchSet",
+            Query::ConnectedSegments => "ConnectedSegments",
+            Query::SemaphoreNeighbor => "SemaphoreNeighbor",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Query> {
+        Query::ALL.into_iter().find(|q| q.name().eq_ignore_ascii_case(s))
+    }
+
+    /// The query in Espalier's pattern language; every column is a variable (its key).
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Query::PosLength => {
+                "collection match
+                    segment in . 'Regions' . 'Track Elements' ? 'Kind' * 'Segment'
+                    where segment number : 'Length' <= 0
+                select 'segment' -> segment"
+            }
+            Query::SwitchMonitored => {
+                "collection match
+                    sw in . 'Regions' . 'Track Elements'
+                    where sw ? 'Kind' * 'Switch' and not sw > 'Monitored By'
+                select 'sw' -> sw"
+            }
+            Query::RouteSensor => {
+                "collection match
+                    route in . 'Routes'
+                    swP in route . 'Follows'
+                    sw in swP > 'Target'
+                    sensor in sw > 'Monitored By'
+                    where sw ? 'Kind' * 'Switch' and route > 'Requires' != sensor
+                select 'route' -> route 'sensor' -> sensor 'swP' -> swP 'sw' -> sw"
+            }
+            Query::SwitchSet => {
+                "collection match
+                    route in . 'Routes'
+                    semaphore in route ? 'Entry' * 'Set' > 'Semaphore'
+                    swP in route . 'Follows'
+                    sw in swP > 'Target' ? 'Kind' * 'Switch'
+                    where route stategroup : 'Active' == 'Yes'
+                      and semaphore stategroup : 'Signal' == 'GO'
+                      and sw stategroup : 'Current Position' != swP stategroup : 'Position'
+                select 'semaphore' -> semaphore 'route' -> route 'swP' -> swP 'sw' -> sw"
+            }
+            Query::ConnectedSegments => {
+                "collection match
+                    sensor in . 'Regions' . 'Sensors'
+                    segment1 in . 'Regions' . 'Track Elements'
+                    segment2 in segment1 > 'Connects To'
+                    segment3 in segment2 > 'Connects To'
+                    segment4 in segment3 > 'Connects To'
+                    segment5 in segment4 > 'Connects To'
+                    segment6 in segment5 > 'Connects To'
+                    where segment1 > 'Monitored By' == sensor and segment2 > 'Monitored By' == sensor
+                      and segment3 > 'Monitored By' == sensor and segment4 > 'Monitored By' == sensor
+                      and segment5 > 'Monitored By' == sensor and segment6 > 'Monitored By' == sensor
+                      and segment1 ? 'Kind' * 'Segment' and segment2 ? 'Kind' * 'Segment'
+                      and segment3 ? 'Kind' * 'Segment' and segment4 ? 'Kind' * 'Segment'
+                      and segment5 ? 'Kind' * 'Segment' and segment6 ? 'Kind' * 'Segment'
+                select 'sensor' -> sensor 'segment1' -> segment1 'segment2' -> segment2 'segment3' -> segment3
+                    'segment4' -> segment4 'segment5' -> segment5 'segment6' -> segment6"
+            }
+            Query::SemaphoreNeighbor => {
+                "collection match
+                    route1 in . 'Routes'
+                    semaphore in route1 ? 'Exit' * 'Set' > 'Semaphore'
+                    sensor1 in route1 > 'Requires'
+                    te1 in . 'Regions' . 'Track Elements'
+                    te2 in te1 > 'Connects To'
+                    sensor2 in te2 > 'Monitored By'
+                    route2 in . 'Routes'
+                    where te1 > 'Monitored By' == sensor1
+                      and route2 > 'Requires' == sensor2
+                      and route1 != route2
+                      and not route2 ? 'Entry' * 'Set' > 'Semaphore' == semaphore
+                select 'semaphore' -> semaphore 'route1' -> route1 'route2' -> route2 'sensor1' -> sensor1
+                    'sensor2' -> sensor2 'te1' -> te1 'te2' -> te2"
+            }
+        }
+    }
+
+    /// The same query in SQL over the tables of [`create_tables`], written from the
+    /// benchmark's definitions (not translated from the pattern).
+    pub fn sql(self) -> &'static str {
+        match self {
+            Query::PosLength => "SELECT id FROM Segment WHERE length <= 0",
+            Query::SwitchMonitored => {
+                "SELECT id FROM Switch WHERE NOT EXISTS (SELECT 1 FROM monitoredBy m WHERE m.te = Switch.id)"
+            }
+            Query::RouteSensor => {
+                "SELECT f.route, m.sensor, f.swp, t.sw
+                 FROM follows f
+                 JOIN target t ON t.swp = f.swp
+                 JOIN Switch s ON s.id = t.sw
+                 JOIN monitoredBy m ON m.te = t.sw
+                 WHERE NOT EXISTS (SELECT 1 FROM requires r WHERE r.route = f.route AND r.sensor = m.sensor)"
+            }
+            Query::SwitchSet => {
+                "SELECT e.semaphore, r.id, f.swp, t.sw
+                 FROM Route r
+                 JOIN entry e ON e.route = r.id
+                 JOIN Semaphore sem ON sem.id = e.semaphore
+                 JOIN follows f ON f.route = r.id
+                 JOIN SwitchPosition p ON p.id = f.swp
+                 JOIN target t ON t.swp = f.swp
+                 JOIN Switch s ON s.id = t.sw
+                 WHERE r.active = 1 AND sem.signal = 'GO' AND s.currentPosition <> p.position"
+            }
+            Query::ConnectedSegments => {
+                "SELECT m1.sensor, c1.src, c2.src, c3.src, c4.src, c5.src, c5.dst
+                 FROM connectsTo c1
+                 JOIN connectsTo c2 ON c2.src = c1.dst
+                 JOIN connectsTo c3 ON c3.src = c2.dst
+                 JOIN connectsTo c4 ON c4.src = c3.dst
+                 JOIN connectsTo c5 ON c5.src = c4.dst
+                 JOIN monitoredBy m1 ON m1.te = c1.src
+                 JOIN monitoredBy m2 ON m2.te = c2.src AND m2.sensor = m1.sensor
+                 JOIN monitoredBy m3 ON m3.te = c3.src AND m3.sensor = m1.sensor
+                 JOIN monitoredBy m4 ON m4.te = c4.src AND m4.sensor = m1.sensor
+                 JOIN monitoredBy m5 ON m5.te = c5.src AND m5.sensor = m1.sensor
+                 JOIN monitoredBy m6 ON m6.te = c5.dst AND m6.sensor = m1.sensor
+                 WHERE c1.src IN (SELECT id FROM Segment) AND c2.src IN (SELECT id FROM Segment)
+                   AND c3.src IN (SELECT id FROM Segment) AND c4.src IN (SELECT id FROM Segment)
+                   AND c5.src IN (SELECT id FROM Segment) AND c5.dst IN (SELECT id FROM Segment)"
+            }
+            Query::SemaphoreNeighbor => {
+                "SELECT x.semaphore, x.route, r2.route, r1.sensor, m2.sensor, m1.te, c.dst
+                 FROM exit x
+                 JOIN requires r1 ON r1.route = x.route
+                 JOIN monitoredBy m1 ON m1.sensor = r1.sensor
+                 JOIN connectsTo c ON c.src = m1.te
+                 JOIN monitoredBy m2 ON m2.te = c.dst
+                 JOIN requires r2 ON r2.sensor = m2.sensor
+                 WHERE r2.route <> x.route
+                   AND NOT EXISTS (SELECT 1 FROM entry e WHERE e.route = r2.route AND e.semaphore = x.semaphore)"
+            }
+        }
+    }
+}
+
+/// A query's matches, each the ids of its columns; sorted, so match sets compare.
+pub type Matches = Vec<Vec<u64>>;
+
+/// Runs a checked pattern plan (or the query's text) on the engine and reads its matches.
+pub fn espalier_matches(engine: &Engine, q: Query) -> Result<Matches, InstructionError> {
+    let reply = engine.execute_text(q.pattern(), &HashMap::new())?;
+    matches_of(reply)
+}
+
+/// The matches of a query reply: the last component of every key is the element's id.
+pub fn matches_of(reply: Reply) -> Result<Matches, InstructionError> {
+    let Reply::Query(result) = reply else {
+        return Err(InstructionError::Value("a pattern query replies with rows".into()));
+    };
+    let mut out = Vec::with_capacity(result.rows.len());
+    for row in result.rows {
+        let ids = row
+            .values
+            .iter()
+            .map(|v| {
+                let last = match v {
+                    serde_json::Value::Array(parts) => parts.last().and_then(|p| p.as_str()),
+                    other => other.as_str(),
+                };
+                last.and_then(|s| s.parse().ok())
+                    .ok_or_else(|| InstructionError::Value(format!("{v} is not an element key")))
+            })
+            .collect::<Result<Vec<u64>, _>>()?;
+        out.push(ids);
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Creates the relational tables (as the official CSV files lay them out) and fills them.
+pub fn create_tables(conn: &Connection, t: &Tables) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE Region (id INTEGER PRIMARY KEY);
+         CREATE TABLE Route (id INTEGER PRIMARY KEY, active INTEGER NOT NULL);
+         CREATE TABLE Segment (id INTEGER PRIMARY KEY, length INTEGER NOT NULL);
+         CREATE TABLE Semaphore (id INTEGER PRIMARY KEY, signal TEXT NOT NULL);
+         CREATE TABLE Sensor (id INTEGER PRIMARY KEY);
+         CREATE TABLE Switch (id INTEGER PRIMARY KEY, currentPosition TEXT NOT NULL);
+         CREATE TABLE SwitchPosition (id INTEGER PRIMARY KEY, position TEXT NOT NULL);
+         CREATE TABLE connectsTo (src INTEGER NOT NULL, dst INTEGER NOT NULL, PRIMARY KEY (src, dst));
+         CREATE TABLE entry (route INTEGER PRIMARY KEY, semaphore INTEGER NOT NULL);
+         CREATE TABLE exit (route INTEGER PRIMARY KEY, semaphore INTEGER NOT NULL);
+         CREATE TABLE follows (route INTEGER NOT NULL, swp INTEGER NOT NULL, PRIMARY KEY (route, swp));
+         CREATE TABLE monitoredBy (te INTEGER NOT NULL, sensor INTEGER NOT NULL, PRIMARY KEY (te, sensor));
+         CREATE TABLE requires (route INTEGER NOT NULL, sensor INTEGER NOT NULL, PRIMARY KEY (route, sensor));
+         CREATE TABLE target (swp INTEGER PRIMARY KEY, sw INTEGER NOT NULL);
+         CREATE INDEX monitoredBy_sensor ON monitoredBy (sensor, te);
+         CREATE INDEX requires_sensor ON requires (sensor, route);
+         CREATE INDEX connectsTo_dst ON connectsTo (dst);
+         CREATE INDEX target_sw ON target (sw);
+         CREATE INDEX follows_swp ON follows (swp);",
+    )?;
+    let tx = conn.unchecked_transaction()?;
+    {
+        let one = |sql: &str, ids: &mut dyn Iterator<Item = (i64, rusqlite::types::Value)>| -> rusqlite::Result<()> {
+            let mut st = tx.prepare(sql)?;
+            for (a, b) in ids {
+                st.execute(rusqlite::params![a, b])?;
+            }
+            Ok(())
+        };
+        use rusqlite::types::Value as V;
+        let mut st = tx.prepare("INSERT INTO Region (id) VALUES (?1)")?;
+        for id in &t.regions {
+            st.execute([*id as i64])?;
+        }
+        let mut st = tx.prepare("INSERT INTO Sensor (id) VALUES (?1)")?;
+        for id in &t.sensors {
+            st.execute([*id as i64])?;
+        }
+        one(
+            "INSERT INTO Route VALUES (?1, ?2)",
+            &mut t.routes.iter().map(|(i, a)| (*i as i64, V::Integer(*a as i64))),
+        )?;
+        one("INSERT INTO Segment VALUES (?1, ?2)", &mut t.segments.iter().map(|(i, l)| (*i as i64, V::Integer(*l))))?;
+        one(
+            "INSERT INTO Semaphore VALUES (?1, ?2)",
+            &mut t.semaphores.iter().map(|(i, s)| (*i as i64, V::Text(s.name().into()))),
+        )?;
+        one(
+            "INSERT INTO Switch VALUES (?1, ?2)",
+            &mut t.switches.iter().map(|(i, p)| (*i as i64, V::Text(p.name().into()))),
+        )?;
+        one(
+            "INSERT INTO SwitchPosition VALUES (?1, ?2)",
+            &mut t.switch_positions.iter().map(|(i, p)| (*i as i64, V::Text(p.name().into()))),
+        )?;
+        for (table, set) in [
+            ("connectsTo", &t.connects_to),
+            ("entry", &t.entry),
+            ("exit", &t.exit),
+            ("follows", &t.follows),
+            ("monitoredBy", &t.monitored_by),
+            ("requires", &t.requires),
+            ("target", &t.target),
+        ] {
+            one(
+                &format!("INSERT INTO {table} VALUES (?1, ?2)"),
+                &mut set.iter().map(|(a, b)| (*a as i64, V::Integer(*b as i64))),
+            )?;
+        }
+    }
+    tx.commit()?;
+    conn.execute_batch("ANALYZE")
+}
+
+/// Runs the query's SQL and reads its matches.
+pub fn sql_matches(conn: &Connection, q: Query) -> rusqlite::Result<Matches> {
+    let mut st = conn.prepare_cached(q.sql())?;
+    let n = st.column_count();
+    let mut out: Matches = st
+        .query_map([], |row| (0..n).map(|i| row.get::<_, i64>(i).map(|v| v as u64)).collect())?
+        .collect::<rusqlite::Result<_>>()?;
+    out.sort();
+    Ok(out)
+}
