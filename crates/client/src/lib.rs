@@ -447,11 +447,14 @@ impl Inner {
     async fn call(&self, mut msg: Message) -> Result<Message, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         msg.id = Some(id);
-        let frame = self.codec.encode(&msg).map_err(|e| ClientError::Codec(e.to_string()))?;
+        // The server bounds the message before and after decompression: check the plain size,
+        // since an error about a frame it cannot read cannot name the request.
+        let bytes = self.codec.to_bytes(&msg).map_err(|e| ClientError::Codec(e.to_string()))?;
         let limit = usize::try_from(self.welcome.limits.max_frame_bytes).unwrap_or(usize::MAX);
-        if frame.len() > limit {
-            return Err(ClientError::TooLarge { size: frame.len(), limit });
+        if bytes.len() > limit {
+            return Err(ClientError::TooLarge { size: bytes.len(), limit });
         }
+        let frame = self.codec.frame(bytes).map_err(|e| ClientError::Codec(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
         if let Err(e) = self.send(to_ws(frame)).await {

@@ -223,29 +223,103 @@ pub fn walk_node_path(graph: &Graph<'_>, path: &NodePath) -> Result<Option<NodeR
     Ok(Some(at))
 }
 
-/// A node and its subtree in dump form.
-pub fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, RequestError> {
-    let mut bytes = Vec::new();
-    export_node(graph, node, &mut bytes).map_err(|e| match e {
-        DumpError::Data(d) => data_error(d),
-        other => RequestError::new(ErrorCode::Internal, format!("writing the node: {other}")),
-    })?;
-    serde_json::from_slice(&bytes)
+/// Stops a dump once it has written `limit` bytes, so that reading a large subtree costs at
+/// most that much time and memory.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: usize,
+}
+
+#[derive(Debug)]
+struct OverLimit;
+
+impl std::fmt::Display for OverLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the node is larger than allowed here")
+    }
+}
+
+impl std::error::Error for OverLimit {}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len() + buf.len() > self.limit {
+            return Err(std::io::Error::other(OverLimit));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A node and its subtree in dump form, or `None` if its dump is over `limit` bytes.
+pub fn node_json(graph: &Graph<'_>, node: NodeRef, limit: usize) -> Result<Option<serde_json::Value>, RequestError> {
+    let mut out = Bounded { bytes: Vec::new(), limit };
+    match export_node(graph, node, &mut out) {
+        Ok(_) => {}
+        Err(DumpError::Io(e)) if e.get_ref().is_some_and(|inner| inner.is::<OverLimit>()) => return Ok(None),
+        Err(DumpError::Data(d)) => return Err(data_error(d)),
+        Err(other) => return Err(RequestError::new(ErrorCode::Internal, format!("writing the node: {other}"))),
+    }
+    serde_json::from_slice(&out.bytes)
+        .map(Some)
         .map_err(|e| RequestError::new(ErrorCode::Internal, format!("reading back the node JSON: {e}")))
 }
 
+/// Room for a node's dump: it is indented JSON and the reply compact, so 4× the reply limit.
+pub fn dump_limit(max_result_bytes: usize) -> usize {
+    max_result_bytes.saturating_mul(4)
+}
+
+fn too_large(limit: usize) -> RequestError {
+    RequestError::new(
+        ErrorCode::ResultTooLarge,
+        format!("the node's subtree is over the server's reply limit (its dump passed {limit} bytes)"),
+    )
+}
+
 /// `get`: the node at a (text) path, with the version of the snapshot it was read from.
+/// `Ok(None)` if its dump passes `limit` bytes and `over_limit_is_error` is false.
 pub fn get(
     engine: &Engine,
     path: &str,
     params: &HashMap<String, ParamValue>,
-) -> Result<(u64, serde_json::Value), RequestError> {
+    limit: usize,
+    over_limit_is_error: bool,
+) -> Result<Option<(u64, serde_json::Value)>, RequestError> {
     let steps = get_plan(engine, path)?;
     let snap = engine.database().snapshot().map_err(data_error)?;
     let graph = snap.graph();
     let node = walk(&graph, &steps, params)?;
     let version = snap.version().map_err(data_error)?;
-    Ok((version, node_json(&graph, node)?))
+    match node_json(&graph, node, limit)? {
+        Some(n) => Ok(Some((version, n))),
+        None if over_limit_is_error => Err(too_large(limit)),
+        None => Ok(None),
+    }
+}
+
+/// Runs a checked `get` instruction as a bounded node read: `None` if the plan is something
+/// else, `Some(Ok(None))` if the node's dump passes `limit` bytes.
+pub fn node_read(
+    engine: &Engine,
+    checked: &Checked,
+    params: &HashMap<String, ParamValue>,
+    limit: usize,
+) -> Option<Result<Option<Reply>, RequestError>> {
+    let Plan::Get { path, .. } = &checked.plan else {
+        return None;
+    };
+    let read = || {
+        let snap = engine.database().snapshot().map_err(data_error)?;
+        let graph = snap.graph();
+        let node = walk(&graph, path, params)?;
+        Ok(node_json(&graph, node, limit)?.map(Reply::Node))
+    };
+    Some(read())
 }
 
 /// What a subscription watches, resolved against the current data.
@@ -333,12 +407,19 @@ fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[PStep]
 }
 
 /// The node at a stored path and the version it was read at (`None`: it does not exist).
-pub fn node_at(engine: &Engine, path: &NodePath) -> Result<(u64, Option<serde_json::Value>), RequestError> {
+pub fn node_at(
+    engine: &Engine,
+    path: &NodePath,
+    limit: usize,
+) -> Result<(u64, Option<serde_json::Value>), RequestError> {
     let snap = engine.database().snapshot().map_err(data_error)?;
     let graph = snap.graph();
     let version = snap.version().map_err(data_error)?;
     match walk_node_path(&graph, path)? {
-        Some(node) => Ok((version, Some(node_json(&graph, node)?))),
+        Some(node) => match node_json(&graph, node, limit)? {
+            Some(n) => Ok((version, Some(n))),
+            None => Err(too_large(limit)),
+        },
         None => Ok((version, None)),
     }
 }

@@ -13,17 +13,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ws::{close_code, CloseFrame, Message as WsMessage, WebSocket};
+use espalier_instruction::ParamValue;
 use espalier_protocol::codec::EncodeError;
-use espalier_protocol::{Codec, ErrorCode, Frame, Message, Request, RequestBody, Role, Undecodable};
+use espalier_protocol::{Codec, ErrorCode, Frame, Message, Request, RequestBody, Role, Source, Undecodable};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc::{self, OwnedPermit};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::exec;
 use crate::server::Shared;
 use crate::subscription;
-use crate::work::{self, Job, Outcome};
+use crate::work::{self, Job, Outcome, INLINE_BUDGET, INLINE_CHECK_MAX};
 
 /// Messages beyond the in-flight replies the outgoing queue holds (errors, pushes).
 const QUEUE_SLACK: usize = 32;
@@ -223,11 +225,11 @@ impl Session {
                 }
                 Some(Ok(WsMessage::Text(t))) => {
                     let decoded = self.codec.decode_text(t.as_str());
-                    self.on_frame(decoded, closing.is_some()).await
+                    self.on_frame(decoded, t.len(), closing.is_some()).await
                 }
                 Some(Ok(WsMessage::Binary(b))) => {
                     let decoded = self.codec.decode_binary(&b);
-                    self.on_frame(decoded, closing.is_some()).await
+                    self.on_frame(decoded, b.len(), closing.is_some()).await
                 }
                 Some(Ok(WsMessage::Close(_))) => return (close_code::NORMAL, String::new()),
                 Some(Ok(_)) => ControlFlow::Continue(()), // ping/pong: answered by the WebSocket layer
@@ -245,7 +247,12 @@ impl Session {
         }
     }
 
-    async fn on_frame(&mut self, decoded: Result<Message, Undecodable>, closing: bool) -> ControlFlow<()> {
+    async fn on_frame(
+        &mut self,
+        decoded: Result<Message, Undecodable>,
+        frame_len: usize,
+        closing: bool,
+    ) -> ControlFlow<()> {
         let msg = match decoded {
             Ok(m) => m,
             Err(Undecodable { id, error }) => {
@@ -258,12 +265,12 @@ impl Session {
                 let _ = req;
                 self.push(encode_error(&self.codec, id, ErrorCode::ShuttingDown, "the server is shutting down")).await
             }
-            Ok(req) => self.on_request(req).await,
+            Ok(req) => self.on_request(req, frame_len).await,
             Err(e) => self.push(encode_error(&self.codec, id, e.code, e.message)).await,
         }
     }
 
-    async fn on_request(&mut self, req: Request) -> ControlFlow<()> {
+    async fn on_request(&mut self, req: Request, frame_len: usize) -> ControlFlow<()> {
         let Request { id, body } = req;
         let Ok(inflight) = self.inflight.clone().try_acquire_owned() else {
             let max = self.shared.limits.max_in_flight;
@@ -291,8 +298,23 @@ impl Session {
                     self.shared.begin_shutdown();
                 }
             }
+            RequestBody::Execute { source, params } if frame_len <= INLINE_CHECK_MAX => {
+                self.execute_checked(slot, inflight, id, source, params);
+            }
             RequestBody::Execute { source, params } => {
                 self.spawn_work(slot, inflight, id, Job::Execute { source, params });
+            }
+            RequestBody::Get { path, params } if frame_len <= INLINE_CHECK_MAX => {
+                let limit = self.shared.limits.max_result_bytes;
+                match exec::get(&self.shared.engine, &path, &params, INLINE_BUDGET, false) {
+                    Ok(Some((version, node))) => {
+                        slot.send(encode_reply(&codec, &Message::node(Some(id), version, node), limit));
+                    }
+                    Ok(None) => self.spawn_work(slot, inflight, id, Job::Get { path, params }),
+                    Err(e) => {
+                        slot.send(encode_error(&codec, Some(id), e.code, e.message));
+                    }
+                }
             }
             RequestBody::Get { path, params } => {
                 self.spawn_work(slot, inflight, id, Job::Get { path, params });
@@ -341,6 +363,47 @@ impl Session {
             }
         }
         ControlFlow::Continue(())
+    }
+
+    /// Checks a (small) instruction here, then: writes go to group commit, node reads run
+    /// inline within their budget, other reads go to the blocking pool.
+    fn execute_checked(
+        &self,
+        slot: OwnedPermit<Outgoing>,
+        inflight: OwnedSemaphorePermit,
+        id: u64,
+        source: Source,
+        params: HashMap<String, ParamValue>,
+    ) {
+        let codec = self.codec;
+        let limit = self.shared.limits.max_result_bytes;
+        let checked = match exec::check(&self.shared.engine, &source) {
+            Ok(c) => c,
+            Err(e) => {
+                slot.send(encode_error(&codec, Some(id), e.code, e.message));
+                return;
+            }
+        };
+        if !checked.is_read_only() {
+            if let Err(e) = work::may_write(self.role) {
+                slot.send(encode_error(&codec, Some(id), e.code, e.message));
+                return;
+            }
+            work::spawn_write(&self.shared, checked, params, move |r| {
+                slot.send(encode_reply(&codec, &outcome_message(id, r), limit));
+                drop(inflight);
+            });
+            return;
+        }
+        match exec::node_read(&self.shared.engine, &checked, &params, INLINE_BUDGET) {
+            Some(Ok(Some(reply))) => {
+                slot.send(encode_reply(&codec, &Message::result(Some(id), reply), limit));
+            }
+            Some(Err(e)) => {
+                slot.send(encode_error(&codec, Some(id), e.code, e.message));
+            }
+            Some(Ok(None)) | None => self.spawn_work(slot, inflight, id, Job::Read { checked, params }),
+        }
     }
 
     fn spawn_work(&self, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit, id: u64, job: Job) {

@@ -73,9 +73,10 @@ async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), Request
     let engine = ctx.shared.engine.clone();
     let watch = watch.clone();
     let params = ctx.params.clone();
+    let limit = exec::dump_limit(ctx.shared.limits.max_result_bytes);
     blocking(move || match &*watch {
         Watch::Node(path) => {
-            let (version, node) = exec::node_at(&engine, path)?;
+            let (version, node) = exec::node_at(&engine, path, limit)?;
             Ok((version, node.map_or(Data::None, Data::Node)))
         }
         Watch::Query(plan) => {

@@ -1,11 +1,21 @@
-//! Running a request's engine work off the async runtime, with the query-time limit.
+//! Running a request's engine work: inline, on the blocking pool with the query-time limit,
+//! or as a write through group commit.
 //!
-//! The engine blocks (LMDB reads, group commit waits for the disk), so every request runs on
-//! tokio's blocking pool. Read-only work gets `max_query_time`: past it the client is answered
-//! `timeout` (the engine has no cancellation point, so the read itself runs to its end in the
-//! background, bounded by the engine's own row limit). Writes are never abandoned once they
-//! start: a client must not be told `timeout` about a write that then commits. A write whose
-//! deadline passed while it still waited for a thread is not started at all.
+//! The engine blocks (LMDB reads; writes wait for group commit and the disk). Measured on the
+//! two-core development machine (`cargo run --release -p espalier-server --example
+//! roundtrip`), every hand-off to another thread costs about as much as the read of a small
+//! node itself, so:
+//!
+//! - small node reads (`get`, or `execute` of a `get`) run inline on the session's task
+//!   with a budget of [`INLINE_BUDGET`] bytes of output; a larger node is read again on the
+//!   blocking pool, so a big read never holds up the runtime for long;
+//! - queries run on the blocking pool with `max_query_time`: past it the client is answered
+//!   `timeout` (the engine has no cancellation point, so the read runs to its end in the
+//!   background, bounded by the engine's own row limit);
+//! - writes run on the blocking pool and reply from there (group commit needs many waiting
+//!   threads to batch well). They are never abandoned once started: a client must not be told
+//!   `timeout` about a write that then commits. A write whose deadline passed while it still
+//!   waited for a thread (only writes sent as large texts, checked on the pool) is not started.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -14,13 +24,31 @@ use std::sync::Arc;
 use espalier_instruction::{ParamValue, Reply};
 use espalier_protocol::{ErrorCode, RequestError, Role, Source};
 
-use crate::exec;
+use crate::exec::{self, Checked};
 use crate::server::Shared;
+
+/// Output a node read may produce inline before it moves to the blocking pool.
+pub const INLINE_BUDGET: usize = 64 << 10;
+/// Requests up to this size are parsed and checked inline (microseconds); larger ones on the
+/// blocking pool.
+pub const INLINE_CHECK_MAX: usize = 16 << 10;
 
 /// Engine work a request asks for.
 pub enum Job {
-    Execute { source: Source, params: HashMap<String, ParamValue> },
-    Get { path: String, params: HashMap<String, ParamValue> },
+    /// An instruction still to be parsed and checked.
+    Execute {
+        source: Source,
+        params: HashMap<String, ParamValue>,
+    },
+    /// A checked read-only instruction.
+    Read {
+        checked: Checked,
+        params: HashMap<String, ParamValue>,
+    },
+    Get {
+        path: String,
+        params: HashMap<String, ParamValue>,
+    },
 }
 
 /// What engine work produced.
@@ -50,6 +78,17 @@ impl Deadline {
     }
 }
 
+/// The write check: a role may only write if it is `write` or `admin`.
+pub fn may_write(role: Role) -> Result<(), RequestError> {
+    if role < Role::Write {
+        return Err(RequestError::new(
+            ErrorCode::Forbidden,
+            format!("this instruction writes, and this session's token has the {role} role"),
+        ));
+    }
+    Ok(())
+}
+
 fn do_job(shared: &Shared, role: Role, job: Job, deadline: &Deadline) -> Option<Result<Outcome, RequestError>> {
     let engine = &shared.engine;
     match job {
@@ -63,11 +102,8 @@ fn do_job(shared: &Shared, role: Role, job: Job, deadline: &Deadline) -> Option<
                     return None;
                 }
             } else {
-                if role < Role::Write {
-                    return Some(Err(RequestError::new(
-                        ErrorCode::Forbidden,
-                        format!("this instruction writes, and this session's token has the {role} role"),
-                    )));
+                if let Err(e) = may_write(role) {
+                    return Some(Err(e));
                 }
                 if !deadline.start_write() {
                     return None; // the client was already told `timeout`; do not write
@@ -75,17 +111,29 @@ fn do_job(shared: &Shared, role: Role, job: Job, deadline: &Deadline) -> Option<
             }
             Some(exec::run(engine, &checked, &params).map(Outcome::Reply))
         }
+        Job::Read { checked, params } => {
+            assert!(checked.is_read_only(), "writes do not go through the read path");
+            if deadline.timed_out() {
+                return None;
+            }
+            Some(exec::run(engine, &checked, &params).map(Outcome::Reply))
+        }
         Job::Get { path, params } => {
             if deadline.timed_out() {
                 return None;
             }
-            Some(exec::get(engine, &path, &params).map(|(version, node)| Outcome::Node { version, node }))
+            let limit = exec::dump_limit(shared.limits.max_result_bytes);
+            Some(exec::get(engine, &path, &params, limit, true).and_then(|r| {
+                r.map(|(version, node)| Outcome::Node { version, node })
+                    .ok_or_else(|| RequestError::new(ErrorCode::Internal, "an over-limit node read gave nothing"))
+            }))
         }
     }
 }
 
-/// Runs `job` on the blocking pool; `finish` turns its outcome into what the caller sends
-/// (it runs on the blocking thread too, so encoding large replies does not hold up the runtime).
+/// Runs `job` on the blocking pool with the query-time limit; `finish` turns its outcome into
+/// what the caller sends (it runs on the blocking thread too, so encoding large replies does
+/// not hold up the runtime).
 pub async fn run<T, F>(shared: &Arc<Shared>, role: Role, job: Job, finish: F) -> T
 where
     T: Send + 'static,
@@ -112,4 +160,25 @@ where
         Ok(None) => finish(Err(RequestError::new(ErrorCode::Timeout, "the request timed out before it started"))),
         Err(e) => finish(Err(RequestError::new(ErrorCode::Internal, format!("the request failed: {e}")))),
     }
+}
+
+/// Runs a checked write on the blocking pool; `deliver` sends its outcome from there (one
+/// thread hand-off; writes have no deadline to watch).
+pub fn spawn_write(
+    shared: &Arc<Shared>,
+    checked: Checked,
+    params: HashMap<String, ParamValue>,
+    deliver: impl FnOnce(Result<Outcome, RequestError>) + Send + 'static,
+) {
+    assert!(!checked.is_read_only(), "reads go through `run`, which watches the time");
+    let shared = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        // The engine catches panics of the write itself; this catches the rest, so that the
+        // client still gets an answer.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            exec::run(&shared.engine, &checked, &params).map(Outcome::Reply)
+        }))
+        .unwrap_or_else(|_| Err(RequestError::new(ErrorCode::Internal, "the write failed unexpectedly")));
+        deliver(outcome);
+    });
 }

@@ -125,6 +125,22 @@ async fn get_follows_references_and_reads_the_root() {
     server.stop().await;
 }
 
+/// A node too large for the inline budget is read on the blocking pool, whole.
+#[tokio::test]
+async fn large_nodes_are_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = demo_engine(dir.path());
+    crate::limits::bulk_products(&engine, 3000);
+    let server = start_on(engine, dir, |_| {}).await;
+    let client = server.client().await;
+    let (_, root) = client.get("", None).await.unwrap();
+    assert_eq!(root["Products"].as_object().unwrap().len(), 3003);
+    let r = client.execute("get", None).await.unwrap();
+    let Reply::Node(n) = r else { panic!() };
+    assert_eq!(n, root);
+    server.stop().await;
+}
+
 /// Many requests in flight on one session; replies are matched by id in any order.
 #[tokio::test]
 async fn pipelined_requests_from_many_tasks_on_one_session() {
