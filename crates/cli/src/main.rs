@@ -204,7 +204,7 @@ nested ones, --repeat-scale the repetitions; `random N` keys scale with their co
 Examples:\n\n    \
 espalier bench run benchmarks/b1                      # every file of B1, Markdown report\n    \
 espalier bench run benchmarks/b6/use_case.bench --cold --svg b6.svg\n    \
-espalier bench run benchmarks/b7 --scale 100 --out b7.json\n    \
+espalier bench run benchmarks/b7 --scale 7.25 --out b7.json   # about 8 GB, as in the thesis\n    \
 espalier bench run benchmarks/b3 --scale 0.1 --nested-scale 0.1 --repeat-scale 0.1   # a quick look\n    \
 espalier bench compare before.json after.json")]
     Run(bench_suite::RunArgs),
