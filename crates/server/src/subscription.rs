@@ -158,7 +158,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
             continue;
         }
         let result = if pending.lagged {
-            reload(&ctx, &watch, &mut seen, &mut last_rows).await
+            reload(&ctx, &watch, &mut seen, &mut last_rows, "lagged").await
         } else {
             let sets: Vec<Arc<ChangeSet>> = pending.sets.into_iter().filter(|s| s.version > seen).collect();
             notify(&ctx, &watch, &queue.filter, sets, &mut seen, &mut last_rows).await
@@ -193,13 +193,14 @@ async fn reload(
     watch: &Arc<Watch>,
     seen: &mut u64,
     last_rows: &mut Option<QueryResult>,
+    reason: &str,
 ) -> Result<bool, RequestError> {
     let (version, data) = fetch(ctx, watch).await?;
     if let Data::Query(rows) = &data {
         *last_rows = Some(rows.clone());
     }
     *seen = version;
-    send(ctx, &Message::reload(ctx.subscription, version, "lagged", data)).await
+    send(ctx, &Message::reload(ctx.subscription, version, reason, data)).await
 }
 
 async fn notify(
@@ -216,9 +217,24 @@ async fn notify(
     match &**watch {
         Watch::Node(_) => {
             for set in sets {
+                if set.version <= *seen {
+                    continue; // covered by a reload below
+                }
                 let changes: Vec<_> = set.changes.iter().filter(|c| filter.touches(c)).cloned().collect();
-                *seen = set.version;
-                if !send(ctx, &Message::notify_changes(ctx.subscription, set.version, changes)).await? {
+                let msg = Message::notify_changes(ctx.subscription, set.version, changes);
+                let delivered = match ctx.codec.encode_limited(&msg, ctx.shared.limits.max_result_bytes) {
+                    Ok(frame) => {
+                        *seen = set.version;
+                        ctx.tx.send(Outgoing::Frame(frame)).await.is_ok()
+                    }
+                    // One commit changed more than a message may hold: the data afresh may be
+                    // smaller (if not, the subscription ends with the error).
+                    Err(EncodeError::TooLarge { .. }) => reload(ctx, watch, seen, last_rows, "too_large").await?,
+                    Err(EncodeError::Serialize(e)) => {
+                        return Err(RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")))
+                    }
+                };
+                if !delivered {
                     return Ok(false);
                 }
             }

@@ -412,6 +412,35 @@ async fn client_side_overflow_says_so_and_resume_recovers() {
     server.stop().await;
 }
 
+/// A commit whose changes do not fit in one message reloads the (smaller) data instead.
+#[tokio::test]
+async fn a_commit_too_large_to_notify_reloads() {
+    let server = start_with(|c| limits(c, |l| l.max_result_bytes = 4096)).await;
+    let c = server.client().await;
+    let mut sub = c.subscribe_node(". 'Clients' : \"c2\"", None, None).await.unwrap();
+    let updates: Vec<String> =
+        (0..10).map(|i| format!("update . 'Clients' : \"c2\" ( 'City' -> text \"{}{i}\" )", "c".repeat(300))).collect();
+    let v = version_of(&match c.execute(&format!("transaction ( {} )", updates.join(", ")), None).await.unwrap() {
+        Reply::Transaction(list) => list[0].clone(),
+        other => panic!("{other:?}"),
+    });
+    match next(&mut sub).await {
+        Event::Reload { version, reason, node, .. } => {
+            assert_eq!(reason, "too_large");
+            assert!(version >= v);
+            assert!(node.unwrap()["City"].as_str().unwrap().ends_with('9'));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Small commits notify again.
+    let w = version_of(&c.execute("update . 'Clients' : \"c2\" ( 'City' -> text \"Delft\" )", None).await.unwrap());
+    match next(&mut sub).await {
+        Event::Changes { version, .. } => assert_eq!(version, w),
+        other => panic!("{other:?}"),
+    }
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn subscription_past_the_result_limit_ends_with_an_error() {
     let server = start_with(|c| limits(c, |l| l.max_result_bytes = 4096)).await;
