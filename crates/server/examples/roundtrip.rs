@@ -1,12 +1,13 @@
 //! Round-trip latency of one client against a server in this process, for a quick look at the
 //! hot path (the full remote benchmark is `espalier bench remote`):
 //!
-//!     cargo run --release -p espalier-server --example roundtrip -- [ITERATIONS]
+//!     cargo run --release -p espalier-server --example roundtrip -- [ITERATIONS] [CLIENTS]
 //!
 //! Prints the median and p99 of: `ping` (the protocol's echo floor: frame, decode, encode, no
 //! engine), `get` of one small node, a one-property `update` commit (durability none), a
 //! 3-row query and a 1000-row query; each in JSON and in MessagePack, over a fresh demo
-//! database with 1000 more products.
+//! database with 1000 more products. With CLIENTS (e.g. 64), it then runs that many sessions
+//! at once for two seconds per request kind and prints the throughput.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,6 +105,51 @@ async fn main() {
             println!("{encoding:8} {name:8} {:8.1} {:8.1}", median.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
         }
     }
+    if let Some(clients) = std::env::args().nth(2).and_then(|a| a.parse::<usize>().ok()) {
+        throughput(&url, clients).await;
+    }
     handle.shutdown();
     task.await.expect("join").expect("serve");
+}
+
+/// `clients` sessions each sending one request after the other for two seconds.
+async fn throughput(url: &str, clients: usize) {
+    let mut sessions = Vec::new();
+    for _ in 0..clients {
+        sessions.push(Client::connect(url, ClientOptions::default()).await.expect("connect"));
+    }
+    println!("{clients} sessions at once, MessagePack; requests per second");
+    for kind in ["ping", "get", "query", "update"] {
+        let stop = Instant::now() + Duration::from_secs(2);
+        let mut tasks = Vec::new();
+        for (i, c) in sessions.iter().enumerate() {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < stop {
+                    match kind {
+                        "ping" => c.ping().await.expect("ping"),
+                        "get" => {
+                            c.get(". 'Machines' : \"M2\"", None).await.expect("get");
+                        }
+                        "query" => {
+                            c.query("collection select . 'Clients' 'Name' -> text : 'Name'", None).await.expect("q");
+                        }
+                        _ => {
+                            let key = format!("p{:04}", i % 1000);
+                            let text = format!("update . 'Products' : \"{key}\" ( 'Price' -> number + 1 )");
+                            c.execute(&text, None).await.expect("update");
+                        }
+                    }
+                    n += 1;
+                }
+                n
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.expect("join");
+        }
+        println!("{kind:8} {:10.0}", total as f64 / 2.0);
+    }
 }

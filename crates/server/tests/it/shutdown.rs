@@ -16,18 +16,17 @@ async fn shutdown_finishes_requests_in_flight_then_closes() {
     bulk_products(&engine, 20_000);
     let server = start_on(engine, dir, |_| {}).await;
     let busy = server.client().await;
-    let admin = server.client().await;
     let written = busy.execute("command 'pulse' ( 'machine' -> \"M2\" )", None).await.unwrap();
 
-    let slow = {
-        let c = busy.clone();
-        tokio::spawn(async move { c.execute(SLOW_QUERY, None).await })
-    };
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    admin.shutdown().await.unwrap();
-
+    // The slow query is written first (join! polls in order), then the shutdown on the same
+    // session, which the server reads in that order: the query is in flight at the shutdown.
+    let (r, down) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(busy.execute(SLOW_QUERY, None), busy.shutdown())
+    })
+    .await
+    .unwrap();
+    down.unwrap();
     // The request in flight finishes with its real reply.
-    let r = tokio::time::timeout(Duration::from_secs(30), slow).await.unwrap().unwrap();
     assert!(matches!(r, Ok(Reply::Query(_))), "{r:?}");
     // New requests are refused (or find the session already closed).
     match busy.ping().await {
