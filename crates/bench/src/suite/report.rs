@@ -70,6 +70,12 @@ pub struct SuiteInfo {
     pub hot_cached_fraction_start: Option<f64>,
     #[serde(default)]
     pub hot_cached_fraction_end: Option<f64>,
+    /// Page faults during the hot run (warm-up included): minor (page already cached) and
+    /// major (read from disk).
+    #[serde(default)]
+    pub hot_minor_faults: u64,
+    #[serde(default)]
+    pub hot_major_faults: u64,
 }
 
 /// The samples of one instruction in one mode.
@@ -159,6 +165,8 @@ impl SuiteInfo {
             cold_cached_fraction: run.cold_method.and_then(|(_, f)| f),
             hot_cached_fraction_start: run.hot_cached.0,
             hot_cached_fraction_end: run.hot_cached.1,
+            hot_minor_faults: run.hot_faults.0,
+            hot_major_faults: run.hot_faults.1,
         }
     }
 }
@@ -234,13 +242,13 @@ impl Report {
         );
         out.push_str("## Datasets\n\n");
         out.push_str(
-            "| group | suite | entries | build s | disk after build | disk after run | peak RSS (build) | peak RSS (run) | idle heap | cached in hot run |\n",
+            "| group | suite | entries | build s | disk after build | disk after run | peak RSS (build) | peak RSS (run) | idle heap | cached in hot run | faults in hot run (minor / major) |\n",
         );
-        out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+        out.push_str("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
         for s in &self.suites {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.2} | {} | {} | {} | {} | {} | {} | {} / {} |",
                 s.group,
                 s.suite,
                 s.dataset.entries,
@@ -254,6 +262,8 @@ impl Report {
                     (Some(a), Some(b)) => format!("{:.0}% → {:.0}%", a * 100.0, b * 100.0),
                     _ => "?".to_string(),
                 },
+                s.hot_minor_faults,
+                s.hot_major_faults,
             );
         }
         // One line per cold method, with the suites that used it and the most of a data file

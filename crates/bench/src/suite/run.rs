@@ -137,6 +137,9 @@ pub struct SuiteRun {
     /// Fraction of the data file in the page cache when the hot run started (after reading
     /// it) and when it ended: below 1, the "hot" run did not have all data in memory.
     pub hot_cached: (Option<f64>, Option<f64>),
+    /// Page faults (minor, major) during the hot run, warm-up included: minor faults map
+    /// pages of the cached data file into the process on first touch.
+    pub hot_faults: (u64, u64),
     /// How cold samples were made, and the cached fraction of the data file measured right
     /// after the first drop.
     pub cold_method: Option<(DropMethod, Option<f64>)>,
@@ -400,6 +403,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     // ---- hot ----
     sys::warm_file(&data_file).map_err(io("reading the data file into the page cache"))?;
     let hot_cached_start = sys::cached_fraction(&data_file);
+    let faults_start = sys::page_faults();
     if peak_reset {
         sys::reset_peak();
     }
@@ -413,6 +417,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     pb.finish_and_clear();
     let memory_run = sys::memory();
     let hot_cached_end = sys::cached_fraction(&data_file);
+    let faults_end = sys::page_faults();
     engine
         .database()
         .store()
@@ -446,6 +451,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
         memory_run,
         peak_reset,
         hot_cached: (hot_cached_start, hot_cached_end),
+        hot_faults: (faults_end.0.saturating_sub(faults_start.0), faults_end.1.saturating_sub(faults_start.1)),
         cold_method,
         runs,
     })

@@ -36,6 +36,19 @@ pub fn memory() -> Memory {
     }
 }
 
+/// Page faults of this process so far: (minor, major), from `/proc/self/stat` (zeros where
+/// unavailable). A minor fault maps a page that is already in the page cache; a major fault
+/// reads it from disk.
+pub fn page_faults() -> (u64, u64) {
+    let Ok(text) = std::fs::read_to_string("/proc/self/stat") else { return (0, 0) };
+    // The command name (field 2) is in parentheses and may hold spaces; count after it.
+    let Some(rest) = text.rfind(')').and_then(|i| text.get(i + 1..)) else { return (0, 0) };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3, minflt field 10, majflt field 12.
+    let get = |field: usize| fields.get(field - 3).and_then(|f| f.parse().ok()).unwrap_or(0);
+    (get(10), get(12))
+}
+
 /// Resets the peak resident set (`echo 5 > /proc/self/clear_refs`); false if not permitted.
 pub fn reset_peak() -> bool {
     std::fs::OpenOptions::new().write(true).open("/proc/self/clear_refs").and_then(|mut f| f.write_all(b"5")).is_ok()
@@ -212,6 +225,10 @@ mod tests {
     fn reads_own_memory_and_copies_sparse_files() {
         let m = memory();
         assert!(m.peak_rss_bytes > 0 && m.anon_bytes > 0, "{m:?}");
+        let (minor, _) = page_faults();
+        let touched: Vec<u8> = vec![1; 8 << 20];
+        assert_eq!(touched.iter().map(|&b| u64::from(b)).sum::<u64>(), 8 << 20);
+        assert!(page_faults().0 > minor, "touching new memory faults pages in");
         let dir = tempfile::tempdir().unwrap();
         let a = dir.path().join("a");
         let mut f = File::create(&a).unwrap();
