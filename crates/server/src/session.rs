@@ -355,8 +355,9 @@ impl Session {
                         tokio::spawn(async move {
                             // After the task has stopped, nothing more of it can be queued.
                             let _ = task.await;
-                            slot.send(encode_message(&codec, &Message::unsubscribed(id, subscription)));
+                            // Free the slot before the reply can reach the client (see spawn_work).
                             drop(inflight);
+                            slot.send(encode_message(&codec, &Message::unsubscribed(id, subscription)));
                         });
                     }
                 }
@@ -390,8 +391,9 @@ impl Session {
                 return;
             }
             work::spawn_write(&self.shared, checked, params, move |r| {
-                slot.send(encode_reply(&codec, &outcome_message(id, r), limit));
+                // Free the slot before the reply can reach the client (see spawn_work).
                 drop(inflight);
+                slot.send(encode_reply(&codec, &outcome_message(id, r), limit));
             });
             return;
         }
@@ -414,8 +416,11 @@ impl Session {
         tokio::spawn(async move {
             let out =
                 work::run(&shared, role, job, move |r| encode_reply(&codec, &outcome_message(id, r), limit)).await;
-            slot.send(out);
+            // The permit goes before the reply is queued: a client that has read a reply may
+            // send its next request at once, and must find the slot free (the clients' own
+            // in-flight accounting relies on it).
             drop(inflight);
+            slot.send(out);
         });
     }
 

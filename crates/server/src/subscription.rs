@@ -105,6 +105,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
         Ok(Resolved::Node(path)) => (Watch::Node(path.clone()), Filter::Subtree(path)),
         Ok(Resolved::Query { plan, scope }) => (Watch::Query(plan), scope),
         Err(e) => {
+            drop(inflight);
             slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
             drop(reg);
             return;
@@ -127,6 +128,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
             Ok((version, Data::None)) => {
                 let _ = version;
                 let e = RequestError::new(ErrorCode::KeyMissing, "the subscribed node does not exist");
+                drop(inflight);
                 slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
                 return;
             }
@@ -137,11 +139,14 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
                 (version, Message::subscribed(ctx.request, ctx.subscription, version, false, data))
             }
             Err(e) => {
+                drop(inflight);
                 slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
                 return;
             }
         },
     };
+    // The request's slot is freed before its reply is queued (see session::spawn_work).
+    drop(inflight);
     match ctx.codec.encode_limited(&first, limit) {
         Ok(frame) => slot.send(Outgoing::Frame(frame)),
         Err(_) => {
@@ -149,7 +154,6 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
             return;
         }
     };
-    drop(inflight);
 
     loop {
         let pending = queue.take();
