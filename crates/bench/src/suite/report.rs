@@ -464,6 +464,12 @@ pub fn write_atomic(
     };
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
     let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.partial-")).tempfile_in(&dir)?;
+    // A temporary file is private (0600); a report is an ordinary file.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     {
         let mut buffered = std::io::BufWriter::new(tmp.as_file_mut());
         write(&mut buffered)?;
@@ -507,6 +513,11 @@ mod tests {
         // A writer that finishes replaces it.
         write_atomic(&path, |w| w.write_all(b"new report")).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new report");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o644);
+        }
     }
 
     #[test]
