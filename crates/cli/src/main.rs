@@ -14,6 +14,7 @@ use espalier_transaction::{DatabaseOptions, Durability};
 mod bench_cmd;
 mod bench_peers;
 mod bench_suite;
+mod bench_trainbenchmark;
 mod db;
 mod dump;
 mod exec;
@@ -187,6 +188,20 @@ espalier bench core --quick\n    \
 espalier --json bench core > core.json")]
     Core(bench_cmd::CoreArgs),
 
+    /// The Train Benchmark's six queries beside SQLite: batch, and re-checks after repairs.
+    #[command(long_about = "Generates Train Benchmark railway models by the official generator's \
+rules (size 1 is the official model of about 750 elements, size N about N times as large), loads each \
+into Espalier and into SQLite (file-backed, WAL, synchronous=OFF, an index on every join column) and \
+times the six queries (PosLength, SwitchMonitored, RouteSensor, SwitchSet, ConnectedSegments, \
+SemaphoreNeighbor) in both: Espalier's pattern queries against SQL. Then, per query, repair rounds: \
+fix a share of the matches in both systems, re-check, time it. Every match set is cross-checked; a \
+mismatch fails the run. The report gives medians and the SQLite/Espalier speedup per query.\n\n\
+Examples:\n\n    \
+espalier bench trainbenchmark --quick\n    \
+espalier bench trainbenchmark --size 1,8,32 --runs 50\n    \
+espalier --json bench trainbenchmark --scenario batch --size 64 > tb.json")]
+    Trainbenchmark(bench_trainbenchmark::TrainBenchmarkArgs),
+
     /// Run benchmark files: a model, an `initialize` part and `repeat` parts (suites B1–B7).
     #[command(long_about = "Runs benchmark files written in the benchmark language of the thesis \
 (docs/benchmark-language.md; the suites B1-B7 of its appendix B are in benchmarks/). For each file: \
@@ -352,6 +367,9 @@ fn main() -> ExitCode {
         Command::Import(args) => dump::import(g, &args),
         Command::Check => dump::check(g),
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
+        Command::Bench(BenchCommand::Trainbenchmark(args)) => {
+            bench_trainbenchmark::run_trainbenchmark(&args, g.json).map_err(Failure::Other)
+        }
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),

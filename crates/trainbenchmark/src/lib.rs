@@ -8,12 +8,14 @@
 //! - [`queries::Query`]: the six queries as pattern queries, and as SQL over the relational
 //!   form in SQLite — the independent route every answer is checked against.
 
+pub mod bench;
 pub mod csv;
 pub mod generate;
 pub mod java_random;
 pub mod load;
 pub mod model;
 pub mod queries;
+pub mod repair;
 pub mod xmi;
 
 use std::path::Path;

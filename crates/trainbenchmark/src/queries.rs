@@ -144,21 +144,19 @@ impl Query {
                  WHERE r.active = 1 AND sem.signal = 'GO' AND s.currentPosition <> p.position"
             }
             Query::ConnectedSegments => {
-                "SELECT m1.sensor, c1.src, c2.src, c3.src, c4.src, c5.src, c5.dst
-                 FROM connectsTo c1
-                 JOIN connectsTo c2 ON c2.src = c1.dst
-                 JOIN connectsTo c3 ON c3.src = c2.dst
-                 JOIN connectsTo c4 ON c4.src = c3.dst
-                 JOIN connectsTo c5 ON c5.src = c4.dst
-                 JOIN monitoredBy m1 ON m1.te = c1.src
-                 JOIN monitoredBy m2 ON m2.te = c2.src AND m2.sensor = m1.sensor
-                 JOIN monitoredBy m3 ON m3.te = c3.src AND m3.sensor = m1.sensor
-                 JOIN monitoredBy m4 ON m4.te = c4.src AND m4.sensor = m1.sensor
-                 JOIN monitoredBy m5 ON m5.te = c5.src AND m5.sensor = m1.sensor
-                 JOIN monitoredBy m6 ON m6.te = c5.dst AND m6.sensor = m1.sensor
-                 WHERE c1.src IN (SELECT id FROM Segment) AND c2.src IN (SELECT id FROM Segment)
-                   AND c3.src IN (SELECT id FROM Segment) AND c4.src IN (SELECT id FROM Segment)
-                   AND c5.src IN (SELECT id FROM Segment) AND c5.dst IN (SELECT id FROM Segment)"
+                "SELECT m1.sensor, s1.id, s2.id, s3.id, s4.id, s5.id, s6.id
+                 FROM Segment s1
+                 JOIN monitoredBy m1 ON m1.te = s1.id
+                 JOIN connectsTo c1 ON c1.src = s1.id JOIN Segment s2 ON s2.id = c1.dst
+                 JOIN monitoredBy m2 ON m2.te = s2.id AND m2.sensor = m1.sensor
+                 JOIN connectsTo c2 ON c2.src = s2.id JOIN Segment s3 ON s3.id = c2.dst
+                 JOIN monitoredBy m3 ON m3.te = s3.id AND m3.sensor = m1.sensor
+                 JOIN connectsTo c3 ON c3.src = s3.id JOIN Segment s4 ON s4.id = c3.dst
+                 JOIN monitoredBy m4 ON m4.te = s4.id AND m4.sensor = m1.sensor
+                 JOIN connectsTo c4 ON c4.src = s4.id JOIN Segment s5 ON s5.id = c4.dst
+                 JOIN monitoredBy m5 ON m5.te = s5.id AND m5.sensor = m1.sensor
+                 JOIN connectsTo c5 ON c5.src = s5.id JOIN Segment s6 ON s6.id = c5.dst
+                 JOIN monitoredBy m6 ON m6.te = s6.id AND m6.sensor = m1.sensor"
             }
             Query::SemaphoreNeighbor => {
                 "SELECT x.semaphore, x.route, r2.route, r1.sensor, m2.sensor, m1.te, c.dst

@@ -163,3 +163,43 @@ fn generated_models_beyond_the_official_size_match_sql() {
         assert!(total > 0, "{} size 2 has faults", scenario.name());
     }
 }
+
+#[test]
+fn a_repair_step_fixes_the_same_matches_in_both() {
+    use espalier_trainbenchmark::repair::{espalier_text, fixes, pick, sql_apply, Index};
+    let model = generate(Scenario::Repair, 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = espalier_trainbenchmark::create(&tmp.path().join("db"), &model, opts()).unwrap();
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    create_tables(&conn, &model.tables()).unwrap();
+    let mut index = Index::new(&model);
+    // The hand-built model covers SwitchMonitored, which the official one never matches.
+    let small = hand_built();
+    let small_engine = espalier_trainbenchmark::create(&tmp.path().join("small"), &small, opts()).unwrap();
+    let small_conn = rusqlite::Connection::open_in_memory().unwrap();
+    create_tables(&small_conn, &small.tables()).unwrap();
+    let mut small_index = Index::new(&small);
+    for q in Query::ALL {
+        for (engine, conn, index) in [(&engine, &conn, &mut index), (&small_engine, &small_conn, &mut small_index)] {
+            let before = espalier_matches(engine, q).unwrap();
+            if before.is_empty() {
+                continue;
+            }
+            let fix = pick(q, &before, 0.5);
+            let plan = fixes(index, q, &fix).unwrap();
+            let text = espalier_text(index, &plan).unwrap();
+            engine
+                .execute_text(&text, &std::collections::HashMap::new())
+                .unwrap_or_else(|e| panic!("{} repair: {e}\n{text}", q.name()));
+            let tx = conn.unchecked_transaction().unwrap();
+            sql_apply(&tx, &plan).unwrap();
+            tx.commit().unwrap();
+            let after = espalier_matches(engine, q).unwrap();
+            assert_eq!(after, sql_matches(conn, q).unwrap(), "{} after the repair", q.name());
+            assert!(after.len() < before.len(), "{}: {} matches before, {} after", q.name(), before.len(), after.len());
+            for m in &fix {
+                assert!(!after.contains(m), "{}: fixed match {m:?} still there", q.name());
+            }
+        }
+    }
+}

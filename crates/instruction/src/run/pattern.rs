@@ -4,15 +4,15 @@
 //!
 //! Every loop is bounded: nodes visited count against [`MAX_VISITED_ROWS`], rows kept against
 //! [`MAX_PATTERN_ROWS`], repetitions by the plan's `max` (at most
-//! [`crate::parse::MAX_REPEAT`]), and walks up the tree by [`MAX_TREE_DEPTH`].
+//! [`crate::parse::MAX_REPEAT`]), and walks up the tree by the data layer's depth bound.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
-use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView};
-use espalier_schema::{ParentLink, PropertyKind, StateIndex};
+use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, PathStep};
+use espalier_schema::{PropertyKind, StateIndex};
 
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
@@ -22,8 +22,6 @@ use crate::InstructionError;
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
 /// neither order nor distinct nor grouping).
 pub const MAX_PATTERN_ROWS: usize = 1_000_000;
-/// Deepest walk up the tree (schemas nest at most 64 levels; this bounds a corrupt chain).
-const MAX_TREE_DEPTH: usize = 1024;
 
 type Result<T> = std::result::Result<T, InstructionError>;
 
@@ -34,29 +32,36 @@ enum Flow {
 }
 
 /// A node reached by a walk; its record is read only when a step or a value needs it.
+/// `linked`: reached through a link (or under a node that was), so likely reached again in
+/// this run — its record goes through the run's cache.
 #[derive(Clone, Copy)]
 struct Cur<'g> {
     node: NodeRef,
     view: Option<NodeView<'g>>,
+    linked: bool,
 }
 
 impl<'g> Cur<'g> {
-    fn bare(node: NodeRef) -> Cur<'g> {
-        Cur { node, view: None }
+    fn bare(node: NodeRef, linked: bool) -> Cur<'g> {
+        Cur { node, view: None, linked }
     }
 
     fn of(view: NodeView<'g>) -> Cur<'g> {
-        Cur { node: view.node, view: Some(view) }
+        Cur { node: view.node, view: Some(view), linked: false }
     }
 }
 
 /// A bound variable; the record, once read, is kept for the other terms that read it.
+#[derive(Clone, Copy)]
 struct Slot<'g> {
     node: NodeRef,
-    view: Cell<Option<NodeView<'g>>>,
+    view: Option<NodeView<'g>>,
+    linked: bool,
 }
 
-type Env<'g> = Vec<Option<Slot<'g>>>;
+/// The variables' bindings. Cells, so that a scan can bind its variable while the walk that
+/// produces the candidates still reads the others (streaming: no candidate lists).
+type Env<'g> = [Cell<Option<Slot<'g>>>];
 
 /// A literal or parameter, resolved once per run.
 enum Lit {
@@ -162,7 +167,17 @@ struct Exec<'g, 'p> {
     plan: &'p MatchPlan,
     lits: Vec<Lit>,
     visited: Cell<u64>,
+    /// Key paths already computed in this run (output rows repeat nodes).
+    keys: RefCell<HashMap<NodeRef, Vec<String>>>,
+    /// Records and parents already read in this run: a join reaches the same nodes again and
+    /// again, and a read by id costs two B-tree descents (the Nodes locator, then the entry).
+    /// The snapshot does not change while the query runs, so these stay true.
+    views: RefCell<HashMap<NodeRef, NodeView<'g>>>,
+    parents: RefCell<HashMap<u64, u64>>,
 }
+
+/// Most entries each per-run cache keeps before it starts over (bounds memory).
+const MAX_CACHED: usize = 100_000;
 
 pub(crate) fn run_match(
     graph: Graph<'_>,
@@ -186,10 +201,18 @@ pub(crate) fn run_match(
             }
         });
     }
-    let exec = Exec { graph, plan, lits, visited: Cell::new(0) };
+    let exec = Exec {
+        graph,
+        plan,
+        lits,
+        visited: Cell::new(0),
+        keys: RefCell::new(HashMap::new()),
+        views: RefCell::new(HashMap::new()),
+        parents: RefCell::new(HashMap::new()),
+    };
     let mut acc = Accumulator::new(plan);
-    let mut env: Env<'_> = (0..plan.vars.len()).map(|_| None).collect();
-    exec.block(&plan.block.ops, &mut env, &mut |ex, env| {
+    let env: Vec<Cell<Option<Slot<'_>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
+    exec.block(&plan.block.ops, &env, &mut |ex, env| {
         acc.add(ex, env)?;
         Ok(Flow::Go)
     })?;
@@ -210,29 +233,57 @@ impl<'g> Exec<'g, '_> {
         match cur.view {
             Some(v) => Ok(v),
             None => {
-                let v = self.graph.view(cur.node)?;
+                let v = if cur.linked { self.view(cur.node)? } else { self.graph.view(cur.node)? };
                 cur.view = Some(v);
                 Ok(v)
             }
         }
     }
 
-    fn slot<'e>(&self, env: &'e Env<'g>, var: usize) -> &'e Slot<'g> {
-        env[var].as_ref().expect("planned: variables are bound before use")
+    /// A node's record, read once per run.
+    fn view(&self, node: NodeRef) -> Result<NodeView<'g>> {
+        if let Some(v) = self.views.borrow().get(&node) {
+            return Ok(*v);
+        }
+        let v = self.graph.view(node)?;
+        let mut cache = self.views.borrow_mut();
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(node, v);
+        Ok(v)
+    }
+
+    /// The record id of an entry's or state's parent, read once per run.
+    fn parent_id(&self, id: u64) -> Result<u64> {
+        if let Some(p) = self.parents.borrow().get(&id) {
+            return Ok(*p);
+        }
+        let p = self.graph.header(id)?.parent;
+        let mut cache = self.parents.borrow_mut();
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(id, p);
+        Ok(p)
+    }
+
+    fn slot(&self, env: &Env<'g>, var: usize) -> Slot<'g> {
+        env[var].get().expect("planned: variables are bound before use")
     }
 
     fn var_cur(&self, env: &Env<'g>, var: usize) -> Cur<'g> {
         let s = self.slot(env, var);
-        Cur { node: s.node, view: s.view.get() }
+        Cur { node: s.node, view: s.view, linked: s.linked }
     }
 
     fn var_view(&self, env: &Env<'g>, var: usize) -> Result<NodeView<'g>> {
         let s = self.slot(env, var);
-        match s.view.get() {
+        match s.view {
             Some(v) => Ok(v),
             None => {
-                let v = self.graph.view(s.node)?;
-                s.view.set(Some(v));
+                let v = if s.linked { self.view(s.node)? } else { self.graph.view(s.node)? };
+                env[var].set(Some(Slot { view: Some(v), ..s }));
                 Ok(v)
             }
         }
@@ -240,7 +291,7 @@ impl<'g> Exec<'g, '_> {
 
     fn anchor(&self, a: &Anchor, env: &Env<'g>) -> Cur<'g> {
         match a {
-            Anchor::Root => Cur::bare(NodeRef::ROOT),
+            Anchor::Root => Cur::bare(NodeRef::ROOT, true),
             Anchor::Var(v) => self.var_cur(env, *v),
         }
     }
@@ -254,12 +305,7 @@ impl<'g> Exec<'g, '_> {
 
     // ---- blocks ----
 
-    fn block(
-        &self,
-        ops: &[MOp],
-        env: &mut Env<'g>,
-        emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>,
-    ) -> Result<Flow> {
+    fn block(&self, ops: &[MOp], env: &Env<'g>, emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>) -> Result<Flow> {
         let Some((op, rest)) = ops.split_first() else {
             return emit(self, env);
         };
@@ -273,30 +319,24 @@ impl<'g> Exec<'g, '_> {
             }
             MOp::Scan { var, from, steps, dedupe, .. } => {
                 let start = self.anchor(from, env);
-                let mut found: Vec<Cur<'g>> = Vec::new();
-                self.walk(start, steps, env, &mut |c| {
-                    found.push(c);
-                    Ok(Flow::Go)
-                })?;
-                if *dedupe {
-                    let mut seen = HashSet::with_capacity(found.len());
-                    found.retain(|c| seen.insert(c.node));
-                }
-                let mut flow = Flow::Go;
-                for c in found {
-                    env[*var] = Some(Slot { node: c.node, view: Cell::new(c.view) });
-                    if self.block(rest, env, emit)? == Flow::Stop {
-                        flow = Flow::Stop;
-                        break;
+                // Each candidate is bound and the rest of the block runs on it right away.
+                let mut seen: Option<HashSet<NodeRef>> = dedupe.then(HashSet::new);
+                let flow = self.walk(start, steps, env, &mut |c| {
+                    if let Some(seen) = seen.as_mut() {
+                        if !seen.insert(c.node) {
+                            return Ok(Flow::Go);
+                        }
                     }
-                }
-                env[*var] = None;
+                    env[*var].set(Some(Slot { node: c.node, view: c.view, linked: c.linked }));
+                    self.block(rest, env, emit)
+                })?;
+                env[*var].set(None);
                 Ok(flow)
             }
         }
     }
 
-    fn holds(&self, c: &MCond, env: &mut Env<'g>) -> Result<bool> {
+    fn holds(&self, c: &MCond, env: &Env<'g>) -> Result<bool> {
         Ok(match c {
             MCond::And(list) => {
                 for c in list {
@@ -356,7 +396,7 @@ impl<'g> Exec<'g, '_> {
             MStepKind::Group(p) => {
                 let node = NodeRef { id: cur.node.id, ty: step.to };
                 let view = cur.view.map(|v| v.group(*p));
-                self.walk(Cur { node, view }, rest, env, sink)
+                self.walk(Cur { node, view, linked: cur.linked }, rest, env, sink)
             }
             MStepKind::Entries(p) => {
                 for entry in g.entry_views(cur.node, *p)? {
@@ -384,7 +424,7 @@ impl<'g> Exec<'g, '_> {
                 if current != *s {
                     return Ok(Flow::Go);
                 }
-                self.walk(Cur::bare(child), rest, env, sink)
+                self.walk(Cur::bare(child, cur.linked), rest, env, sink)
             }
             MStepKind::Reference(p) => {
                 let id = self.load(&mut cur)?.reference(*p)?;
@@ -393,14 +433,14 @@ impl<'g> Exec<'g, '_> {
                         DataError::Corrupt(format!("reference '{}' is unset", g.schema.property(*p).name)).into()
                     );
                 }
-                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)
             }
             MStepKind::Targets(p) => {
                 for entry in g.entry_views(cur.node, *p)? {
                     let (raw, _) = entry?;
                     self.tick()?;
                     let id = target_id(raw)?;
-                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
+                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
@@ -416,11 +456,11 @@ impl<'g> Exec<'g, '_> {
                     self.tick()?;
                     let node = if owners {
                         // The link's source is the matrix entry; its owner holds the matrix.
-                        NodeRef { id: g.header(source)?.parent, ty: step.to }
+                        NodeRef { id: self.parent_id(source)?, ty: step.to }
                     } else {
                         NodeRef { id: source, ty: step.to }
                     };
-                    if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
+                    if self.walk(Cur::bare(node, true), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
@@ -429,14 +469,14 @@ impl<'g> Exec<'g, '_> {
             MStepKind::Up(from) => {
                 let id = match from {
                     UpFrom::Group(_) => cur.node.id,
-                    UpFrom::Entry(_) | UpFrom::State(..) => g.header(cur.node.id)?.parent,
+                    UpFrom::Entry(_) | UpFrom::State(..) => self.parent_id(cur.node.id)?,
                 };
-                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)
             }
             MStepKind::UpIfKey(p, k) => {
-                let parent = NodeRef { id: g.header(cur.node.id)?.parent, ty: step.to };
+                let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
                 match self.entry_by_key(parent, *p, *k)? {
-                    Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent), rest, env, sink),
+                    Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent, true), rest, env, sink),
                     _ => Ok(Flow::Go),
                 }
             }
@@ -444,8 +484,8 @@ impl<'g> Exec<'g, '_> {
                 if g.matrix_target(cur.node)? != self.slot(env, *var).node.id {
                     return Ok(Flow::Go);
                 }
-                let parent = NodeRef { id: g.header(cur.node.id)?.parent, ty: step.to };
-                self.walk(Cur::bare(parent), rest, env, sink)
+                let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
+                self.walk(Cur::bare(parent, true), rest, env, sink)
             }
             MStepKind::Repeat { min, max, body } => {
                 // Breadth first: each node once, at its shortest distance.
@@ -517,11 +557,10 @@ impl<'g> Exec<'g, '_> {
                         Some(MStepKind::Owners(_)) => {
                             g.find_entry_view(goal, p, EntryKey::Target(c.node.id))?.is_some()
                         }
-                        Some(MStepKind::Referrers(_)) => g.view(goal)?.reference(p)? == c.node.id,
-                        Some(MStepKind::Entries(_)) => {
-                            let h = g.header(goal.id)?;
-                            h.parent == c.node.id && h.parent_property == p
-                        }
+                        Some(MStepKind::Referrers(_)) => self.view(goal)?.reference(p)? == c.node.id,
+                        // The goal's type is the collection's entry type (checked), so
+                        // its parent is reached through `p`.
+                        Some(MStepKind::Entries(_)) => self.parent_id(goal.id)? == c.node.id,
                         _ => unreachable!(),
                     };
                     found = hit;
@@ -576,22 +615,27 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    /// The keys of the entries from the root down to `node`.
+    /// The keys of the entries from the root down to `node` (its path reads each entry's
+    /// record once, for its key and its parent).
     fn key_path(&self, node: NodeRef) -> Result<Vec<String>> {
-        let g = &self.graph;
-        let mut parts: Vec<Vec<String>> = Vec::new();
-        let mut at = node;
-        for _ in 0..MAX_TREE_DEPTH {
-            match g.schema.node_type(at.ty).parent {
-                ParentLink::Root => {
-                    return Ok(parts.into_iter().rev().flatten().collect());
-                }
-                ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. } => parts.push(g.entry_key(at)?),
-                ParentLink::Group { .. } | ParentLink::State { .. } => {}
-            }
-            at = g.parent(at)?.ok_or_else(|| DataError::Corrupt("a non-root node without parent".into()))?;
+        if let Some(k) = self.keys.borrow().get(&node) {
+            return Ok(k.clone());
         }
-        Err(DataError::Corrupt(format!("record {} is nested deeper than {MAX_TREE_DEPTH}", node.id)).into())
+        let path = self.graph.path(node)?;
+        let keys: Vec<String> = path
+            .0
+            .into_iter()
+            .flat_map(|step| match step {
+                PathStep::Entry { key, .. } => key,
+                PathStep::Group(_) | PathStep::State { .. } => Vec::new(),
+            })
+            .collect();
+        let mut cache = self.keys.borrow_mut();
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(node, keys.clone());
+        Ok(keys)
     }
 
     fn value(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Val>> {
@@ -607,7 +651,7 @@ impl<'g> Exec<'g, '_> {
     fn shortest(&self, from: NodeRef, body: &[MStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
         let mut parent: HashMap<NodeRef, NodeRef> = HashMap::new();
         let mut seen: HashSet<NodeRef> = HashSet::from([from]);
-        let mut frontier = vec![Cur::bare(from)];
+        let mut frontier = vec![Cur::bare(from, true)];
         let mut reached = from == to;
         for _ in 0..max {
             if reached {

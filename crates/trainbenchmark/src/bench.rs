@@ -1,0 +1,396 @@
+//! The Train Benchmark beside SQLite: batch evaluation of the six queries on the same model
+//! in both systems, and the repair scenario's re-check after each repair step.
+//!
+//! **Data.** Each size's model comes from [`crate::generate`] (size 1 is the official model);
+//! Espalier gets it through the loader, SQLite through the relational tables of the official
+//! CSV form, with an index on every join column. Both are file-backed in one temporary
+//! directory: Espalier with durability none, SQLite with `journal_mode=WAL`,
+//! `synchronous=OFF` and a page cache large enough for the whole model (as `bench core`).
+//!
+//! **Batch.** Each query runs `warmup` times untimed, then `runs` times, each run timed on
+//! its own: Espalier runs the plan checked once (`Engine::run` on a fresh snapshot, building
+//! the reply rows); SQLite steps a cached prepared statement and reads every row. The match
+//! sets must be equal, or the run fails.
+//!
+//! **Repair.** Then (after every query's batch runs), per query, rounds of: fix a share of
+//! the current matches in both
+//! systems (one transaction each, see [`crate::repair`]), then re-check once in each, timed;
+//! the re-checked match sets must be equal again. Espalier has no incremental evaluation
+//! yet, so its re-check is a re-run; the report says so.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use espalier_bench::stats::Summary;
+use espalier_instruction::parse::ParseOptions;
+use espalier_instruction::plan::Plan;
+use espalier_instruction::{parse_instruction, Engine};
+use espalier_transaction::{DatabaseOptions, Durability};
+use indicatif::{ProgressBar, ProgressStyle};
+use rusqlite::Connection;
+use serde::Serialize;
+
+use crate::queries::{create_tables, matches_of, sql_matches, Matches, Query};
+use crate::repair::{espalier_text, fixes, pick, sql_apply, Index};
+use crate::{generate, Scenario};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub sizes: Vec<u32>,
+    pub scenario: Scenario,
+    pub queries: Vec<Query>,
+    pub warmup: usize,
+    pub runs: usize,
+    /// Repair rounds per query (0: no repair phase).
+    pub repair_rounds: usize,
+    /// Share of the matches each round fixes (at least one).
+    pub repair_share: f64,
+    pub dir: Option<PathBuf>,
+    pub progress: bool,
+}
+
+impl Config {
+    pub fn quick() -> Config {
+        Config {
+            sizes: vec![1],
+            scenario: Scenario::Repair,
+            queries: Query::ALL.to_vec(),
+            warmup: 2,
+            runs: 10,
+            repair_rounds: 3,
+            repair_share: 0.1,
+            dir: None,
+            progress: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BenchError(pub String);
+
+fn err(what: &str, e: impl std::fmt::Display) -> BenchError {
+    BenchError(format!("{what}: {e}"))
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub warmup: usize,
+    pub runs: usize,
+    pub repair_share: f64,
+    pub sizes: Vec<SizeReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SizeReport {
+    pub size: u32,
+    pub elements: usize,
+    pub load_espalier_ms: f64,
+    pub load_sqlite_ms: f64,
+    pub queries: Vec<QueryReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct QueryReport {
+    pub query: String,
+    pub matches: usize,
+    pub espalier: Summary,
+    pub sqlite: Summary,
+    /// SQLite's median over Espalier's: above 1, Espalier is faster.
+    pub speedup: f64,
+    pub repair: Option<RepairReport>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RepairReport {
+    pub rounds: usize,
+    pub fixed: usize,
+    pub matches_after: usize,
+    /// Applying the fixes (one transaction per round).
+    pub espalier_fix: Summary,
+    pub sqlite_fix: Summary,
+    /// The re-check after each round: a full re-run in both systems.
+    pub espalier_recheck: Summary,
+    pub sqlite_recheck: Summary,
+    pub speedup: f64,
+    /// Espalier's re-check over its own batch median: the incremental target is 0.1.
+    pub recheck_over_batch: f64,
+}
+
+fn bar(c: &Config, len: u64, prefix: String) -> ProgressBar {
+    if !c.progress {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} {elapsed_precise}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(prefix);
+    pb
+}
+
+fn open_sqlite(path: &Path) -> Result<Connection, BenchError> {
+    let e = |x| err("opening SQLite", x);
+    let conn = Connection::open(path).map_err(e)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(BenchError(format!("SQLite refused WAL mode (got {mode})")));
+    }
+    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
+    Ok(conn)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn ratio(slow: &Summary, fast: &Summary) -> f64 {
+    if fast.median_us > 0.0 {
+        slow.median_us / fast.median_us
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// Runs the benchmark; fails if a database cannot be built, a repair cannot be applied, or
+/// the two systems disagree on a match set — never for a missed target.
+pub fn run(c: &Config) -> Result<Report, BenchError> {
+    if c.runs == 0 {
+        return Err(BenchError("runs must be at least 1".into()));
+    }
+    if !(c.repair_share > 0.0 && c.repair_share <= 1.0) {
+        return Err(BenchError(format!("the repair share {} is not in (0, 1]", c.repair_share)));
+    }
+    let mut sizes = Vec::with_capacity(c.sizes.len());
+    for &size in &c.sizes {
+        if !(1..=generate::MAX_SIZE).contains(&size) {
+            return Err(BenchError(format!("size {size} is outside 1..={}", generate::MAX_SIZE)));
+        }
+        sizes.push(run_size(c, size)?);
+    }
+    Ok(Report {
+        scenario: c.scenario.name().to_string(),
+        warmup: c.warmup,
+        runs: c.runs,
+        repair_share: c.repair_share,
+        sizes,
+    })
+}
+
+fn plan_of(engine: &Engine, q: Query) -> Result<Plan, BenchError> {
+    let instr = parse_instruction(q.pattern(), ParseOptions::CLIENT).map_err(|e| err(q.name(), e))?;
+    engine.check(&instr, Some(q.pattern())).map_err(|e| err(q.name(), e))
+}
+
+fn time_espalier(engine: &Engine, plan: &Plan) -> Result<(Duration, Matches), BenchError> {
+    let params = Default::default();
+    let start = Instant::now();
+    let reply = engine.run(plan, &params, None).map_err(|e| err("Espalier", e))?;
+    let took = start.elapsed();
+    Ok((took, matches_of(reply).map_err(|e| err("Espalier", e))?))
+}
+
+fn time_sqlite(conn: &Connection, q: Query) -> Result<(Duration, Matches), BenchError> {
+    let start = Instant::now();
+    let m = sql_matches(conn, q).map_err(|e| err("SQLite", e))?;
+    Ok((start.elapsed(), m))
+}
+
+fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
+    let pb = bar(c, 1, format!("generate size {size}"));
+    let model = generate(c.scenario, size);
+    pb.finish_and_clear();
+    let tmp = match &c.dir {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .map_err(|e| err("making a temporary directory", e))?;
+
+    let pb = bar(c, 2, format!("load size {size}"));
+    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let start = Instant::now();
+    let engine = crate::create(&tmp.path().join("espalier"), &model, opts).map_err(|e| err("loading Espalier", e))?;
+    let load_espalier = start.elapsed();
+    pb.inc(1);
+    let conn = open_sqlite(&tmp.path().join("sqlite.db"))?;
+    let start = Instant::now();
+    create_tables(&conn, &model.tables()).map_err(|e| err("loading SQLite", e))?;
+    let load_sqlite = start.elapsed();
+    pb.finish_and_clear();
+
+    // Every batch run first, on the model as generated; then the repairs, which change it.
+    let mut queries = Vec::with_capacity(c.queries.len());
+    let mut found = Vec::with_capacity(c.queries.len());
+    for &q in &c.queries {
+        let plan = plan_of(&engine, q)?;
+        let pb = bar(c, ((c.warmup + c.runs) * 2) as u64, format!("size {size} {}", q.name()));
+        let mut ours = Vec::with_capacity(c.runs);
+        let mut theirs = Vec::with_capacity(c.runs);
+        let (mut m_ours, mut m_theirs) = (Vec::new(), Vec::new());
+        // Alternate the systems so that neither always runs on a cooler machine.
+        for i in 0..c.warmup + c.runs {
+            let (t, m) = time_espalier(&engine, &plan)?;
+            let (u, n) = time_sqlite(&conn, q)?;
+            if i >= c.warmup {
+                ours.push(t);
+                theirs.push(u);
+            }
+            (m_ours, m_theirs) = (m, n);
+            pb.inc(2);
+        }
+        pb.finish_and_clear();
+        if m_ours != m_theirs {
+            return Err(BenchError(format!(
+                "size {size} {}: Espalier finds {} matches, SQLite {}",
+                q.name(),
+                m_ours.len(),
+                m_theirs.len()
+            )));
+        }
+        let espalier = Summary::of(&mut ours);
+        let sqlite = Summary::of(&mut theirs);
+        let speedup = ratio(&sqlite, &espalier);
+        queries.push(QueryReport {
+            query: q.name().to_string(),
+            matches: m_ours.len(),
+            espalier,
+            sqlite,
+            speedup,
+            repair: None,
+        });
+        found.push((q, plan, m_ours));
+    }
+    let mut index = Index::new(&model);
+    for (report, (q, plan, matches)) in queries.iter_mut().zip(found) {
+        report.repair = repair(c, size, q, &engine, &plan, &conn, &mut index, matches, &report.espalier)?;
+    }
+    Ok(SizeReport {
+        size,
+        elements: model.size(),
+        load_espalier_ms: ms(load_espalier),
+        load_sqlite_ms: ms(load_sqlite),
+        queries,
+    })
+}
+
+#[allow(clippy::too_many_arguments)] // one query's repair phase needs both systems and its state
+fn repair(
+    c: &Config,
+    size: u32,
+    q: Query,
+    engine: &Engine,
+    plan: &Plan,
+    conn: &Connection,
+    index: &mut Index,
+    mut matches: Matches,
+    batch: &Summary,
+) -> Result<Option<RepairReport>, BenchError> {
+    if c.repair_rounds == 0 || matches.is_empty() {
+        return Ok(None);
+    }
+    // The repairs of the queries before this one may have changed its matches.
+    matches = time_espalier(engine, plan)?.1;
+    let pb = bar(c, c.repair_rounds as u64, format!("size {size} {} repair", q.name()));
+    let (mut fix_ours, mut fix_theirs, mut ours, mut theirs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut fixed = 0;
+    for _ in 0..c.repair_rounds {
+        if matches.is_empty() {
+            break;
+        }
+        let chosen = pick(q, &matches, c.repair_share);
+        let plan_fixes = fixes(index, q, &chosen).map_err(|e| err("planning the repair", e))?;
+        let text = espalier_text(index, &plan_fixes).map_err(|e| err("writing the repair", e))?;
+        fixed += chosen.len();
+
+        let start = Instant::now();
+        engine
+            .execute_text(&text, &Default::default())
+            .map_err(|e| err(&format!("repairing {} in Espalier", q.name()), e))?;
+        fix_ours.push(start.elapsed());
+        let start = Instant::now();
+        let tx = conn.unchecked_transaction().map_err(|e| err("SQLite", e))?;
+        sql_apply(&tx, &plan_fixes).map_err(|e| err(&format!("repairing {} in SQLite", q.name()), e))?;
+        tx.commit().map_err(|e| err("SQLite", e))?;
+        fix_theirs.push(start.elapsed());
+
+        let (t, m) = time_espalier(engine, plan)?;
+        let (u, n) = time_sqlite(conn, q)?;
+        if m != n {
+            return Err(BenchError(format!(
+                "size {size} {} after a repair: Espalier finds {} matches, SQLite {}",
+                q.name(),
+                m.len(),
+                n.len()
+            )));
+        }
+        ours.push(t);
+        theirs.push(u);
+        matches = m;
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let espalier_recheck = Summary::of(&mut ours);
+    let sqlite_recheck = Summary::of(&mut theirs);
+    Ok(Some(RepairReport {
+        rounds: ours.len(),
+        fixed,
+        matches_after: matches.len(),
+        espalier_fix: Summary::of(&mut fix_ours),
+        sqlite_fix: Summary::of(&mut fix_theirs),
+        speedup: ratio(&sqlite_recheck, &espalier_recheck),
+        recheck_over_batch: espalier_recheck.median_us / batch.median_us.max(f64::MIN_POSITIVE),
+        espalier_recheck,
+        sqlite_recheck,
+    }))
+}
+
+impl Report {
+    pub fn to_markdown(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Train Benchmark, {} scenario: Espalier (durability none) beside SQLite (WAL, synchronous=OFF), \
+             the same model in both; {} timed runs after {} warm-up; medians in µs; \
+             speedup = SQLite / Espalier.\n",
+            self.scenario, self.runs, self.warmup
+        );
+        for s in &self.sizes {
+            let _ = writeln!(
+                out,
+                "### Size {} ({} elements; loaded in {:.0} ms into Espalier, {:.0} ms into SQLite)\n",
+                s.size, s.elements, s.load_espalier_ms, s.load_sqlite_ms
+            );
+            let _ = writeln!(
+                out,
+                "| query | matches | Espalier | SQLite | speedup | re-check Espalier | re-check SQLite | speedup | fixed → left |"
+            );
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for q in &s.queries {
+                let (re_e, re_s, re_x, left) = match &q.repair {
+                    Some(r) => (
+                        format!("{:.1}", r.espalier_recheck.median_us),
+                        format!("{:.1}", r.sqlite_recheck.median_us),
+                        format!("{:.2}×", r.speedup),
+                        format!("{} → {}", r.fixed, r.matches_after),
+                    ),
+                    None => ("–".into(), "–".into(), "–".into(), "–".into()),
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.1} | {:.2}× | {re_e} | {re_s} | {re_x} | {left} |",
+                    q.query, q.matches, q.espalier.median_us, q.sqlite.median_us, q.speedup
+                );
+            }
+            out.push('\n');
+        }
+        out.push_str(
+            "Re-checks are full re-runs in both systems: Espalier has no incremental query results yet \
+             (issue #5 item 5).\n",
+        );
+        out
+    }
+}
