@@ -174,6 +174,10 @@ pub struct Pattern {
     pub order: Vec<OrderKey>,
     pub limit: Option<u64>,
     pub offset: Option<u64>,
+    /// `explain collection match …`: run it, and answer with the plan and the rows each
+    /// operation produced instead of the rows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explain: bool,
 }
 
 /// One part of a pattern: a variable binding or a condition.

@@ -172,6 +172,17 @@ impl<'a> Parser<'a> {
                 Instruction::Match(self.pattern()?)
             }
             "collection" => Instruction::Query(self.query()?),
+            "explain" => {
+                let pattern_follows = self.tokens.get(self.pos + 1).is_some_and(|t| t.kind.is_word("collection"))
+                    && self.tokens.get(self.pos + 2).is_some_and(|t| t.kind.is_word("match"));
+                self.bump();
+                if !pattern_follows {
+                    return Err(self.expected("`collection match …` after `explain` (it explains pattern queries)"));
+                }
+                let mut p = self.pattern()?;
+                p.explain = true;
+                Instruction::Match(p)
+            }
             "get" => {
                 self.bump();
                 Instruction::Get { path: self.node_path()? }

@@ -156,6 +156,11 @@ fn syntax_errors_point_at_the_offending_token() {
         ("collection match r in . 'Routes' select 'x' -> r order 'x'", "expected `by` after `order`"),
         ("collection match r in . 'Routes' select 'x' -> count ( r", "1:54: `(` is never closed"),
         ("collection match r in . 'Routes' select 'x' -> shortest r ( > 'Entry' ) r max 3", "expected `to`"),
+        (
+            "explain get . 'Routes' : \"r\"",
+            "1:9: expected `collection match …` after `explain` (it explains pattern queries), found `get`",
+        ),
+        ("explain collection select . 'Routes'", "1:9: expected `collection match …` after `explain`"),
     ];
     let wrong: Vec<String> = cases
         .iter()

@@ -455,4 +455,28 @@ fn hand_checked_answers() {
         &[],
     );
     assert_eq!(got, vec![vec![json!(0), json!(0), Value::Null, Value::Null]]);
+    // `explain`: the plan with the rows each operation produced. a has 3 friends, who have
+    // 3 + 4 + 2 = 9 friends; 3 of those are a, 3 are a's friends; 3 candidates remain.
+    let got = rows(
+        &e,
+        "explain collection match x in . 'People' : $person f in x > 'Friends' c in f > 'Friends'
+           where c != x and not x > 'Friends' == c
+         select 'candidate' -> c 'common' -> count ( ) order by 'common' desc 'candidate'",
+        &p,
+    );
+    let ops: Vec<&str> = got.iter().map(|r| r[0].as_str().unwrap()).collect();
+    let actual: Vec<u64> = got.iter().map(|r| r[2].as_u64().unwrap()).collect();
+    assert_eq!(
+        ops,
+        [
+            "bind x from root . 'People' : $person (lookup by key)",
+            "bind f from x > 'Friends' (matrix, forwards)",
+            "bind c from f > 'Friends' (matrix, forwards)",
+            "filter not c reaches x",
+            "filter not x > 'Friends' reaches c (one lookup: the matrix entry keyed by c)",
+            "group by [candidate]; order by common desc, candidate; columns candidate, common",
+        ]
+    );
+    assert_eq!(actual, [1, 3, 9, 6, 4, 3]);
+    assert!(got[..5].iter().all(|r| r[1].as_f64().is_some()), "every operation has an estimate: {got:?}");
 }

@@ -113,7 +113,7 @@ impl Parser<'_> {
         }
         let limit = if self.eat_word("limit") { Some(self.count("limit")?) } else { None };
         let offset = if self.eat_word("offset") { Some(self.count("offset")?) } else { None };
-        Ok(Pattern { clauses, distinct, columns, order, limit, offset })
+        Ok(Pattern { clauses, distinct, columns, order, limit, offset, explain: false })
     }
 
     /// Bindings and `where` conditions, up to whatever cannot start one.
@@ -512,6 +512,9 @@ impl Parser<'_> {
 // ---- canonical text ----
 
 pub(super) fn write_pattern(out: &mut String, p: &Pattern) {
+    if p.explain {
+        out.push_str("explain ");
+    }
     out.push_str("collection match");
     write_clauses(out, &p.clauses);
     out.push_str(" select");

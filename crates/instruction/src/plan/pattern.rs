@@ -35,6 +35,10 @@ pub struct MatchPlan {
     /// Literals and parameters, resolved once per run; [`MStepKind::EntryKey`] and terms
     /// refer to them by index.
     pub values: Vec<(Value, LitKind)>,
+    /// Number of operations in all blocks (their ids are `0..op_count`).
+    pub op_count: usize,
+    /// `explain`: answer with the plan and the rows each operation produced.
+    pub explain: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +59,16 @@ pub enum LitKind {
 /// Operations in order: each binds a variable or filters the matches so far.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Block {
-    pub ops: Vec<MOp>,
+    pub ops: Vec<PlanOp>,
+}
+
+/// One operation, numbered in its plan (for counting what it produced), with the planner's
+/// guess of how many rows leave it per run of its block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanOp {
+    pub kind: MOp,
+    pub id: usize,
+    pub estimate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -223,11 +236,18 @@ pub(super) struct PatternChecker<'c, 's> {
     c: &'c Checker<'s>,
     vars: Vec<PVar>,
     values: Vec<(Value, LitKind)>,
+    next_op: std::cell::Cell<usize>,
 }
 
 impl<'c, 's> PatternChecker<'c, 's> {
     pub(super) fn new(c: &'c Checker<'s>) -> Self {
-        PatternChecker { c, vars: Vec::new(), values: Vec::new() }
+        PatternChecker { c, vars: Vec::new(), values: Vec::new(), next_op: std::cell::Cell::new(0) }
+    }
+
+    fn op(&self, kind: MOp, estimate: f64) -> PlanOp {
+        let id = self.next_op.get();
+        self.next_op.set(id + 1);
+        PlanOp { kind, id, estimate }
     }
 
     fn schema(&self) -> &'s Schema {
@@ -270,6 +290,8 @@ impl<'c, 's> PatternChecker<'c, 's> {
             limit: p.limit,
             offset: p.offset.unwrap_or(0),
             values: self.values,
+            op_count: self.next_op.get(),
+            explain: p.explain,
         })
     }
 
@@ -907,7 +929,13 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let mut bound: BTreeSet<usize> = outer.clone();
         let mut used = vec![false; edges.len()];
         let mut ops = Vec::new();
-        let ready = |bound: &BTreeSet<usize>, used: &mut Vec<bool>, pending: &mut Vec<Pending>, ops: &mut Vec<MOp>| {
+        // The guessed number of rows so far in one run of this block.
+        let mut rows = 1.0;
+        let ready = |bound: &BTreeSet<usize>,
+                     used: &mut Vec<bool>,
+                     pending: &mut Vec<Pending>,
+                     ops: &mut Vec<PlanOp>,
+                     rows: &mut f64| {
             for (i, e) in edges.iter().enumerate() {
                 let from_bound = match e.from {
                     Anchor::Root => true,
@@ -918,19 +946,22 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     if e.from == Anchor::Root && implied_by_type(&e.steps) {
                         continue; // a node of this type can only sit at the end of this path
                     }
-                    ops.push(MOp::Filter(self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))));
+                    *rows *= 0.5;
+                    ops.push(self.op(MOp::Filter(self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))), *rows));
                 }
             }
             let mut i = 0;
             while i < pending.len() {
                 if pending[i].vars.iter().all(|v| bound.contains(v)) {
-                    ops.push(MOp::Filter(pending.remove(i).cond));
+                    let p = pending.remove(i);
+                    *rows *= p.selectivity;
+                    ops.push(self.op(MOp::Filter(p.cond), *rows));
                 } else {
                     i += 1;
                 }
             }
         };
-        ready(&bound, &mut used, &mut pending, &mut ops);
+        ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
         while locals.iter().any(|v| !bound.contains(v)) {
             // (cost, var, edge, backward)
             let mut best: Option<(f64, usize, usize, bool)> = None;
@@ -974,9 +1005,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 (true, _) => (Anchor::Var(e.to), reverse(&e.steps)),
             };
             let dedupe = needs_dedupe(&steps);
-            ops.push(MOp::Scan { var, from, steps, dedupe, backward });
+            rows *= scan_cost(&steps, schema);
+            ops.push(self.op(MOp::Scan { var, from, steps, dedupe, backward }, rows));
             bound.insert(var);
-            ready(&bound, &mut used, &mut pending, &mut ops);
+            ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
         }
         debug_assert!(pending.is_empty(), "every condition's variables are bound at the end");
         Block { ops }
@@ -1039,7 +1071,7 @@ fn cond_vars(c: &MCond, out: &mut BTreeSet<usize>) {
             let mut used = BTreeSet::new();
             let mut bound = BTreeSet::new();
             for op in &block.ops {
-                match op {
+                match &op.kind {
                     MOp::Scan { var, from, steps, .. } => {
                         anchor_var(from, &mut used);
                         steps_vars(steps, &mut used);
@@ -1172,9 +1204,24 @@ fn needs_dedupe(steps: &[MStep]) -> bool {
 
 // ---- explain ----
 
+/// One line of a plan in words: the operation, the planner's estimate of the rows leaving it
+/// (per run of its block) and its id (to look up the rows it actually produced).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanLine {
+    pub text: String,
+    pub estimate: Option<f64>,
+    pub op: Option<usize>,
+}
+
 impl MatchPlan {
     /// The plan in words, one line per operation (for `explain` and tests).
     pub fn describe(&self, schema: &Schema) -> Vec<String> {
+        self.lines(schema).into_iter().map(|l| l.text).collect()
+    }
+
+    /// [`MatchPlan::describe`] with estimates and operation ids; the last line is the output
+    /// stage (grouping, distinct, order, page).
+    pub fn lines(&self, schema: &Schema) -> Vec<PlanLine> {
         let mut out = Vec::new();
         self.describe_block(&self.block, schema, 0, &mut out);
         let mut tail = String::new();
@@ -1206,25 +1253,27 @@ impl MatchPlan {
             let _ = write!(tail, "offset {}; ", self.offset);
         }
         let _ = write!(tail, "columns {}", self.aliases.join(", "));
-        out.push(tail);
+        out.push(PlanLine { text: tail, estimate: None, op: None });
         out
     }
 
-    fn describe_block(&self, block: &Block, schema: &Schema, depth: usize, out: &mut Vec<String>) {
+    fn describe_block(&self, block: &Block, schema: &Schema, depth: usize, out: &mut Vec<PlanLine>) {
         let pad = "  ".repeat(depth);
         for op in &block.ops {
-            match op {
+            let (estimate, id) = (Some(op.estimate), Some(op.id));
+            match &op.kind {
                 MOp::Scan { var, from, steps, dedupe, backward } => {
                     let dir = if *backward { " (backwards)" } else { "" };
                     let uniq = if *dedupe { ", each node once" } else { "" };
-                    out.push(format!(
+                    let text = format!(
                         "{pad}bind {} from {}{}{dir}{uniq}",
                         self.vars[*var].name,
                         self.anchor(from),
                         self.describe_steps(steps, schema)
-                    ));
+                    );
+                    out.push(PlanLine { text, estimate, op: id });
                 }
-                MOp::Filter(c) => self.describe_cond(c, schema, depth, out),
+                MOp::Filter(c) => self.describe_cond(c, schema, depth, estimate, id, out),
             }
         }
     }
@@ -1236,19 +1285,29 @@ impl MatchPlan {
         }
     }
 
-    fn describe_cond(&self, c: &MCond, schema: &Schema, depth: usize, out: &mut Vec<String>) {
+    fn describe_cond(
+        &self,
+        c: &MCond,
+        schema: &Schema,
+        depth: usize,
+        estimate: Option<f64>,
+        op: Option<usize>,
+        out: &mut Vec<PlanLine>,
+    ) {
         let pad = "  ".repeat(depth);
         match c {
             MCond::Exists(block) => {
-                out.push(format!("{pad}semi-join (exists):"));
+                out.push(PlanLine { text: format!("{pad}semi-join (exists):"), estimate, op });
                 self.describe_block(block, schema, depth + 1, out);
             }
             MCond::Not(inner) if matches!(**inner, MCond::Exists(_)) => {
                 let MCond::Exists(block) = &**inner else { unreachable!() };
-                out.push(format!("{pad}anti-join (not exists):"));
+                out.push(PlanLine { text: format!("{pad}anti-join (not exists):"), estimate, op });
                 self.describe_block(block, schema, depth + 1, out);
             }
-            other => out.push(format!("{pad}filter {}", self.cond_text(other, schema))),
+            other => {
+                out.push(PlanLine { text: format!("{pad}filter {}", self.cond_text(other, schema)), estimate, op })
+            }
         }
     }
 
@@ -1260,13 +1319,23 @@ impl MatchPlan {
             }
             MCond::Not(c) => format!("not {}", self.cond_text(c, schema)),
             MCond::Exists(_) => "exists ( … )".into(),
-            MCond::Reach { from, steps, to } => {
-                let to = match to {
-                    Some(a) => format!(" reaches {}", self.anchor(a)),
-                    None => " leads somewhere".into(),
-                };
-                format!("{}{}{to}", self.anchor(from), self.describe_steps(steps, schema))
-            }
+            MCond::Reach { from, steps, to } => match (to, steps.split_last()) {
+                // Checked from the goal's side with one lookup (see the executor's `reaches`).
+                (Some(goal), Some((last, rest))) if Self::goal_lookup(last).is_some() => {
+                    let (sym, p, how) = Self::goal_lookup(last).unwrap_or(("", 0, ""));
+                    let goal = self.anchor(goal);
+                    format!(
+                        "{}{} {sym} '{}' reaches {goal} (one lookup: {how} {goal})",
+                        self.anchor(from),
+                        self.describe_steps(rest, schema),
+                        schema.property(p).name
+                    )
+                }
+                (Some(goal), _) => {
+                    format!("{}{} reaches {}", self.anchor(from), self.describe_steps(steps, schema), self.anchor(goal))
+                }
+                (None, _) => format!("{}{} leads somewhere", self.anchor(from), self.describe_steps(steps, schema)),
+            },
             MCond::Compare { left, op, right, .. } => {
                 let op = match op {
                     Comparison::Eq => "==",
@@ -1290,6 +1359,18 @@ impl MatchPlan {
                     states.iter().filter_map(|&s| all.get(s as usize)).map(|s| format!("'{}'", s.name)).collect();
                 format!("{} in ( {} )", self.term_text(term, schema), names.join(" "))
             }
+        }
+    }
+
+    /// How a last step is checked against a known goal, if by one lookup: its symbol, its
+    /// property and what is looked up.
+    fn goal_lookup(last: &MStep) -> Option<(&'static str, PropertyId, &'static str)> {
+        match last.kind {
+            MStepKind::Targets(p) => Some((">", p, "the matrix entry keyed by")),
+            MStepKind::Owners(p) => Some(("<", p, "the matrix entry keyed here, in")),
+            MStepKind::Referrers(p) => Some(("<", p, "the reference slot of")),
+            MStepKind::Entries(p) => Some((".", p, "the parent of")),
+            _ => None,
         }
     }
 

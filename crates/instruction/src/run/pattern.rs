@@ -16,7 +16,7 @@ use espalier_schema::{PropertyKind, StateIndex};
 
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
-use crate::plan::{Anchor, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, UpFrom};
+use crate::plan::{Anchor, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp, UpFrom};
 use crate::InstructionError;
 
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
@@ -174,6 +174,8 @@ struct Exec<'g, 'p> {
     /// The snapshot does not change while the query runs, so these stay true.
     views: RefCell<HashMap<NodeRef, NodeView<'g>>>,
     parents: RefCell<HashMap<u64, u64>>,
+    /// Rows each operation let through, by operation id (for `explain`).
+    produced: Vec<Cell<u64>>,
 }
 
 /// Most entries each per-run cache keeps before it starts over (bounds memory).
@@ -209,6 +211,7 @@ pub(crate) fn run_match(
         keys: RefCell::new(HashMap::new()),
         views: RefCell::new(HashMap::new()),
         parents: RefCell::new(HashMap::new()),
+        produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
     };
     let mut acc = Accumulator::new(plan);
     let env: Vec<Cell<Option<Slot<'_>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
@@ -216,7 +219,41 @@ pub(crate) fn run_match(
         acc.add(ex, env)?;
         Ok(Flow::Go)
     })?;
-    acc.finish(plan)
+    let result = acc.finish(plan)?;
+    if plan.explain {
+        return Ok(explain(&exec, graph, &result));
+    }
+    Ok(result)
+}
+
+/// The plan, one row per operation: what it does, the planner's estimate of its rows (per
+/// run of its block) and the rows it produced in this run (over all runs of its block); the
+/// last row is the output stage with the rows of the result.
+fn explain(exec: &Exec<'_, '_>, graph: Graph<'_>, result: &QueryResult) -> QueryResult {
+    let rows = exec
+        .plan
+        .lines(graph.schema)
+        .into_iter()
+        .map(|line| {
+            let estimate = line.estimate.map_or(serde_json::Value::Null, |e| {
+                let rounded = (e * 10.0).round() / 10.0;
+                serde_json::Number::from_f64(rounded).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            });
+            let actual = match line.op {
+                Some(id) => exec.produced.get(id).map_or(0, Cell::get),
+                None => result.total,
+            };
+            Row {
+                key: Vec::new(),
+                values: vec![serde_json::Value::from(line.text), estimate, serde_json::Value::from(actual)],
+            }
+        })
+        .collect::<Vec<_>>();
+    QueryResult {
+        total: rows.len() as u64,
+        columns: vec!["operation".into(), "estimated rows".into(), "actual rows".into()],
+        rows,
+    }
 }
 
 impl<'g> Exec<'g, '_> {
@@ -305,13 +342,20 @@ impl<'g> Exec<'g, '_> {
 
     // ---- blocks ----
 
-    fn block(&self, ops: &[MOp], env: &Env<'g>, emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>) -> Result<Flow> {
+    fn block(
+        &self,
+        ops: &[PlanOp],
+        env: &Env<'g>,
+        emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>,
+    ) -> Result<Flow> {
         let Some((op, rest)) = ops.split_first() else {
             return emit(self, env);
         };
-        match op {
+        let produced = &self.produced[op.id];
+        match &op.kind {
             MOp::Filter(c) => {
                 if self.holds(c, env)? {
+                    produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 } else {
                     Ok(Flow::Go)
@@ -328,6 +372,7 @@ impl<'g> Exec<'g, '_> {
                         }
                     }
                     env[*var].set(Some(Slot { node: c.node, view: c.view, linked: c.linked }));
+                    produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 })?;
                 env[*var].set(None);
