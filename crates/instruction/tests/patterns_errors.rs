@@ -185,3 +185,19 @@ fn run_time_errors_are_values_not_crashes() {
         .unwrap_err();
     assert_eq!(err.code(), "value", "{err}");
 }
+
+#[test]
+fn the_json_form_runs_and_is_checked_like_the_text() {
+    let (_d, e) = engine();
+    let json = r#"{"match":{"clauses":[{"bind":{"var":"r","from":null,"path":[{"dictionary":{"name":"Routes","key":null}}]}}],
+        "distinct":false,"columns":[{"alias":"n","expr":{"count":{"distinct":false,"term":null}}}],
+        "order":[],"limit":null,"offset":null}}"#;
+    match e.execute_json(json, &HashMap::new()).unwrap() {
+        espalier_instruction::Reply::Query(q) => assert_eq!(q.rows[0].values, vec![serde_json::json!(0)]),
+        other => panic!("{other:?}"),
+    }
+    let bad = json.replace(r#""term":null"#, r#""term":{"var":"q"}"#);
+    let err = e.execute_json(&bad, &HashMap::new()).unwrap_err();
+    assert_eq!(err.code(), "type");
+    assert!(err.to_string().starts_with("unknown variable q"), "{err}");
+}
