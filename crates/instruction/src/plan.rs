@@ -38,8 +38,9 @@ pub enum Plan {
         items: Vec<PItem>,
     },
     Query(QueryPlan),
-    /// A pattern query (`collection match …`), planned.
-    Match(MatchPlan),
+    /// A pattern query (`collection match …`), planned (boxed: it is much larger than the
+    /// other plans).
+    Match(Box<MatchPlan>),
     Get {
         path: Vec<PStep>,
         node: NodeTypeId,
@@ -177,7 +178,9 @@ impl<'s> Checker<'s> {
                 Ok(Plan::Update { path, node, items })
             }
             Instruction::Query(q) => self.query(q, span).map(Plan::Query),
-            Instruction::Match(p) => pattern::PatternChecker::new(self).check(p, span).map(Plan::Match),
+            Instruction::Match(p) => {
+                pattern::PatternChecker::new(self).check(p, span).map(|m| Plan::Match(Box::new(m)))
+            }
             Instruction::Get { path } => {
                 let (path, node) = self.node_path(path, span)?;
                 Ok(Plan::Get { path, node })
