@@ -327,7 +327,7 @@ pub enum Resolved {
     /// A node, by its stored path.
     Node(NodePath),
     /// A query: its plan and the part of the tree it can see.
-    Query { plan: Plan, scope: Filter },
+    Query { plan: Box<Plan>, scope: Filter },
 }
 
 /// Resolves a node path (following references now) to the node's stored path.
@@ -378,7 +378,7 @@ pub fn resolve_query(
         let node = walk(&graph, &query.path, params)?;
         narrow(graph.schema, graph.path(node).map_err(data_error)?, &query.select)
     };
-    Ok(Resolved::Query { plan: checked.plan, scope })
+    Ok(Resolved::Query { plan: Box::new(checked.plan), scope })
 }
 
 /// The narrowest filter for a query's rows: down the select path's group and state steps to

@@ -103,7 +103,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
     };
     let (watch, filter) = match resolved {
         Ok(Resolved::Node(path)) => (Watch::Node(path.clone()), Filter::Subtree(path)),
-        Ok(Resolved::Query { plan, scope }) => (Watch::Query(plan), scope),
+        Ok(Resolved::Query { plan, scope }) => (Watch::Query(*plan), scope),
         Err(e) => {
             drop(inflight);
             slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
