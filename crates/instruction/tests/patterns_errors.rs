@@ -201,3 +201,37 @@ fn the_json_form_runs_and_is_checked_like_the_text() {
     assert_eq!(err.code(), "type");
     assert!(err.to_string().starts_with("unknown variable q"), "{err}");
 }
+
+#[test]
+fn json_only_shapes_are_bounded() {
+    let (_d, e) = engine();
+    let with_path = |path: &str, var_from: &str| {
+        format!(
+            r#"{{"match":{{"clauses":[{{"bind":{{"var":"r","from":null,"path":[{{"dictionary":{{"name":"Routes","key":null}}}}]}}}},
+            {{"bind":{{"var":"s","from":{var_from},"path":{path}}}}}],
+            "distinct":false,"columns":[{{"alias":"n","expr":{{"count":{{"distinct":false,"term":null}}}}}}],
+            "order":[],"limit":null,"offset":null}}}}"#
+        )
+    };
+    // A repetition past the bound, and one whose most is below its least.
+    let repeat = |min: u32, max: u32| {
+        with_path(
+            &format!(
+                r#"[{{"repeat":{{"min":{min},"max":{max},"steps":[{{"up":"dictionary"}},{{"dictionary":{{"name":"Routes","key":null}}}}]}}}}]"#
+            ),
+            r#""r""#,
+        )
+    };
+    for (json, want) in [(repeat(0, 5000), "need MIN <= MAX <= 1024"), (repeat(3, 1), "need MIN <= MAX")] {
+        let err = e.execute_json(&json, &HashMap::new()).unwrap_err();
+        assert!(err.to_string().contains(want), "{err}");
+    }
+    // A path of 300 steps.
+    let long: Vec<&str> =
+        std::iter::repeat([r#"{"up":"dictionary"}"#, r#"{"dictionary":{"name":"Routes","key":null}}"#])
+            .take(150)
+            .flatten()
+            .collect();
+    let err = e.execute_json(&with_path(&format!("[{}]", long.join(",")), r#""r""#), &HashMap::new()).unwrap_err();
+    assert!(err.to_string().contains("a path of 300 steps; at most 256"), "{err}");
+}

@@ -203,6 +203,13 @@ impl PColumn {
     }
 }
 
+/// Most steps in one path, variables in one pattern and operations in its plan: the executor
+/// recurses once per step and per operation, so these bound its stack (the text parser's
+/// nesting bound does the same for text; these hold for JSON too).
+pub const MAX_STEPS: usize = 256;
+pub const MAX_VARS: usize = 256;
+pub const MAX_OPS: usize = 1024;
+
 /// Guessed fan-out of a scan over a collection owned by the root, and by any other node.
 const ROOT_ENTRIES: f64 = 1000.0;
 const NESTED_ENTRIES: f64 = 20.0;
@@ -266,6 +273,9 @@ impl<'c, 's> PatternChecker<'c, 's> {
             }
             aliases.push(col.item.alias.clone());
             columns.push(self.column(&col.item.expr, &scope, col.span)?);
+        }
+        if self.next_op.get() > MAX_OPS {
+            return err(span, format!("the pattern plans into more than {MAX_OPS} operations"));
         }
         let grouped = columns.iter().any(PColumn::is_aggregate);
         let mut order = Vec::with_capacity(p.order.len());
@@ -336,6 +346,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
         scope: &HashMap<String, usize>,
         single: bool,
     ) -> Result<(Vec<MStep>, NodeTypeId), CheckError> {
+        if steps.len() > MAX_STEPS {
+            let at = steps.first().map_or(Span::default(), |s| s.span);
+            return err(at, format!("a path of {} steps; at most {MAX_STEPS} are allowed", steps.len()));
+        }
         let mut out = Vec::with_capacity(steps.len());
         for step in steps {
             let s = self.step(ty, step, scope, single)?;
@@ -522,6 +536,12 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 if single {
                     return fans("`repeat`");
                 }
+                if min > max || *max > crate::parse::MAX_REPEAT {
+                    return err(
+                        span,
+                        format!("`repeat {min} to {max}`: need MIN <= MAX <= {}", crate::parse::MAX_REPEAT),
+                    );
+                }
                 let (body, end) = self.steps(ty, steps, scope, false)?;
                 if end != ty {
                     return err(
@@ -570,6 +590,9 @@ impl<'c, 's> PatternChecker<'c, 's> {
                                 self.describe(ty)
                             ),
                         );
+                    }
+                    if self.vars.len() >= MAX_VARS {
+                        return err(clause.span, format!("a pattern may bind at most {MAX_VARS} variables"));
                     }
                     self.vars.push(PVar { name: var.clone(), ty });
                     let id = self.vars.len() - 1;
@@ -886,6 +909,9 @@ impl<'c, 's> PatternChecker<'c, 's> {
             ColumnExpr::Min(t) => PColumn::Min(self.term(t, scope, span)?.0),
             ColumnExpr::Max(t) => PColumn::Max(self.term(t, scope, span)?.0),
             ColumnExpr::Shortest { from, steps, to, max } => {
+                if *max > crate::parse::MAX_REPEAT {
+                    return err(span, format!("`shortest … max {max}`: at most {}", crate::parse::MAX_REPEAT));
+                }
                 let f = self.var(scope, from, span)?;
                 let t = self.var(scope, to, span)?;
                 let ty = self.vars[f].ty;
