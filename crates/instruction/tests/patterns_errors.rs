@@ -228,8 +228,7 @@ fn json_only_shapes_are_bounded() {
     }
     // A path of 300 steps.
     let long: Vec<&str> =
-        std::iter::repeat([r#"{"up":"dictionary"}"#, r#"{"dictionary":{"name":"Routes","key":null}}"#])
-            .take(150)
+        std::iter::repeat_n([r#"{"up":"dictionary"}"#, r#"{"dictionary":{"name":"Routes","key":null}}"#], 150)
             .flatten()
             .collect();
     let err = e.execute_json(&with_path(&format!("[{}]", long.join(",")), r#""r""#), &HashMap::new()).unwrap_err();
