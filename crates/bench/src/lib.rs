@@ -9,5 +9,6 @@
 pub mod core;
 pub mod floor;
 pub mod peers;
+pub mod remote;
 pub mod stats;
 pub mod suite;
