@@ -13,6 +13,7 @@ use espalier_transaction::{DatabaseOptions, Durability};
 
 mod bench_cmd;
 mod bench_peers;
+mod bench_remote;
 mod bench_suite;
 mod bench_trainbenchmark;
 mod db;
@@ -252,6 +253,34 @@ espalier bench peers --suite b6\n    \
 espalier bench peers --suite b7 --dir /var/tmp          # 6.1 million entries\n    \
 espalier --json bench peers --suite b6 --systems espalier,sqlite --ops 200 > b6.json")]
     Peers(bench_peers::PeersArgs),
+
+    /// The server under K concurrent clients (1, 2, 4, … 64), beside PostgreSQL's pgbench.
+    #[command(long_about = "Starts an Espalier server on a free 127.0.0.1 port (in this process, in its \
+own runtime) over the demo data with --rows more products and machines (and the B6 data for b6:<op> \
+workloads), then, for each workload, transport, encoding and client count K: K clients, each on its \
+own connection (or sharing --connections WebSocket sessions), run the workload in a closed loop for a \
+warm-up and then a measured window. Every reply is checked against the reply the same request gives \
+on the engine in process: the report counts failed replies (errors, broken connections) and wrong \
+ones (seed 000's table 6), and after each write point checks that the machines' counters grew by \
+exactly the acknowledged writes.\n\n\
+Workloads: echo (ping: the same WebSocket stack minus the engine, or GET /v1/health over HTTP: the \
+floor), get (one product node), query (the 100 lines of an order), command (the 'pulse' command, one \
+write), update (a one-property update), b6:search, b6:overview_subcollection, b6:get_big_items, \
+b6:many_references.\n\n\
+PostgreSQL in the same run: a private server on 127.0.0.1 (settings paired with --durability: sync \
+is fsync=on, synchronous_commit=on), pgbench -i, then pgbench select-only (-S) and a single-row \
+UPDATE script at the same client counts (-c K -j min(K,2) -T seconds -M prepared, TCP). The report \
+gives per point ops/s, latency min/q1/median/q3/p99/max, failed, wrong and the clients' and \
+server's CPU, then ratios against PostgreSQL and against the echo floor, MessagePack against JSON, \
+and issue #4's targets as met or missed. Markdown on standard output (JSON with --json); progress \
+on standard error. Exit status 1 if any reply was wrong.\n\n\
+Examples:\n\n    \
+espalier bench remote --quick\n    \
+espalier --durability none bench remote --encoding msgpack,json\n    \
+espalier --durability sync bench remote --workload command,get --clients 1,16,64\n    \
+espalier bench remote --transport ws,http --workload get --no-pg\n    \
+espalier --json bench remote --workload b6:many_references --b6-scale 0.5 > remote.json")]
+    Remote(bench_remote::RemoteArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -373,6 +402,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
+        Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };
     match result {
