@@ -236,8 +236,10 @@ impl Client {
                 .map_err(|_| ClientError::Connect("the token is not a valid header value".into()))?;
             request.headers_mut().insert("authorization", value);
         }
-        let config =
-            WebSocketConfig::default().max_message_size(Some(opts.max_message)).max_frame_size(Some(opts.max_message));
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(opts.max_message))
+            .max_frame_size(Some(opts.max_message))
+            .read_buffer_size(espalier_protocol::WS_READ_BUFFER);
         let (ws, _) =
             tokio_tungstenite::connect_async_with_config(request, Some(config), true).await.map_err(refusal)?;
         let (sink, mut stream) = ws.split();

@@ -17,3 +17,9 @@ pub use message::{
 pub use espalier_data::{Change, NodePath, PathStep};
 pub use espalier_instruction::ast::Instruction;
 pub use espalier_instruction::{ParamValue, QueryResult, Reply, Row};
+
+/// Size of a WebSocket endpoint's read buffer (server and Rust client). tungstenite zero-fills
+/// the free part of its buffer before every socket read: at its default of 128 KiB that memset
+/// was the largest single cost of a small request under load. Larger messages still arrive,
+/// read in pieces of this size.
+pub const WS_READ_BUFFER: usize = 8 << 10;

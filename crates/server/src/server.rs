@@ -305,6 +305,7 @@ async fn ws_upgrade(
     let limit = shared.limits.max_frame_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)
+        .read_buffer_size(espalier_protocol::WS_READ_BUFFER)
         .on_upgrade(move |socket| session::run(socket, shared, role, codec, permit))
 }
 

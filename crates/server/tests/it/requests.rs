@@ -66,7 +66,9 @@ async fn every_kind_of_instruction_in_every_encoding() {
     server.stop().await;
 }
 
-#[tokio::test]
+/// On the multi-threaded runtime, as `espalier serve` runs: writes there run on the session's
+/// own thread (without an fsync per commit), and must fail and roll back the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_carry_their_codes_and_roll_back() {
     let server = start().await;
     let client = server.client().await;
@@ -141,8 +143,9 @@ async fn large_nodes_are_read_whole() {
     server.stop().await;
 }
 
-/// Many requests in flight on one session; replies are matched by id in any order.
-#[tokio::test]
+/// Many requests in flight on one session; replies are matched by id in any order. Multi-threaded,
+/// as `espalier serve` runs, where writes run inline on the session's thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_from_many_tasks_on_one_session() {
     let server = start().await;
     let client = server.client().await;
