@@ -175,6 +175,27 @@ impl Engine {
         Ok(stamp(committed.value, committed.version, committed.changes.changes.len()))
     }
 
+    /// Runs a mutating `plan` without waiting for its commit: `done` gets the reply on the
+    /// thread that ran its batch (see [`Database::write_detached`] for `lead_here`).
+    pub fn run_detached(
+        self: &Arc<Self>,
+        plan: Plan,
+        params: HashMap<String, ParamValue>,
+        lead_here: bool,
+        done: impl FnOnce(Result<Reply, InstructionError>) + Send + 'static,
+    ) {
+        assert!(!plan.is_read_only(), "reads need no commit");
+        let engine = self.clone();
+        let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
+            let mut b = Bindings { params: &params, bench: None };
+            engine.write(g, &plan, &mut b)
+        };
+        let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| {
+            done(r.map(|c| stamp(c.value, c.version, c.changes.changes.len())))
+        };
+        self.db.write_detached(write, lead_here, finish);
+    }
+
     fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
         match plan {
             Plan::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),

@@ -12,13 +12,15 @@
 //! - queries run on the blocking pool with `max_query_time`: past it the client is answered
 //!   `timeout` (the engine has no cancellation point, so the read runs to its end in the
 //!   background, bounded by the engine's own row limit);
-//! - writes with an fsync per commit run on the blocking pool and reply from there (group
-//!   commit needs many waiting threads to batch well); without one they run on the session's
-//!   thread (`block_in_place`), which took a one-client command from 165 to 108 µs against an
-//!   echo of 84–89 µs (`espalier --durability none bench remote --clients 1`). Writes are
-//!   never abandoned once started: a client must not be told
-//!   `timeout` about a write that then commits. A write whose deadline passed while it still
-//!   waited for a thread (only writes sent as large texts, checked on the pool) is not started.
+//! - writes checked inline go to group commit detached (`Engine::run_detached`): the session
+//!   never waits for a commit, so writes pipelined on one session share batches. With an
+//!   fsync per commit the database's writer thread runs the batches; without one a write
+//!   that finds no batch running runs its own on the session's thread (a hand-off to another
+//!   thread and back costs more than the commit). Writes checked on the blocking pool (large
+//!   texts, HTTP) wait for their commit there. Writes are never abandoned once started: a
+//!   client must not be told `timeout` about a write that then commits. A write whose
+//!   deadline passed while it still waited for a thread (only writes sent as large texts,
+//!   checked on the pool) is not started.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -165,8 +167,8 @@ where
     }
 }
 
-/// Runs a checked write on the blocking pool; `deliver` sends its outcome from there (one
-/// thread hand-off; writes have no deadline to watch).
+/// Queues a checked write for group commit without holding up the session; `deliver` sends its
+/// outcome from the thread that ran its batch.
 pub fn spawn_write(
     shared: &Arc<Shared>,
     checked: Checked,
@@ -174,30 +176,16 @@ pub fn spawn_write(
     deliver: impl FnOnce(Result<Outcome, RequestError>) + Send + 'static,
 ) {
     assert!(!checked.is_read_only(), "reads go through `run`, which watches the time");
-    let write = move |shared: &Shared| {
-        // The engine catches panics of the write itself; this catches the rest, so that the
-        // client still gets an answer.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            exec::run(&shared.engine, &checked, &params).map(Outcome::Reply)
-        }))
-        .unwrap_or_else(|_| Err(RequestError::new(ErrorCode::Internal, "the write failed unexpectedly")));
-        deliver(outcome);
-    };
-    if writes_inline(shared) {
-        tokio::task::block_in_place(|| write(shared));
-    } else {
-        let shared = shared.clone();
-        tokio::task::spawn_blocking(move || write(&shared));
-    }
+    let lead_here = writes_inline(shared);
+    shared.engine.run_detached(checked.plan, params, lead_here, move |r| {
+        deliver(r.map(Outcome::Reply).map_err(|e| exec::instruction_error(&e)))
+    });
 }
 
-/// Whether a write runs on the session's own thread (`block_in_place`: the runtime hands the
-/// thread's other tasks to another worker) rather than on the blocking pool. Without an fsync
-/// per commit a write takes microseconds, and the two thread hand-offs of the pool (there and
-/// back) cost several times that; with one, the hand-offs are small beside the disk, and
-/// writes pipelined on one session should wait for the disk together (group commit), not one
-/// after another. `block_in_place` needs the multi-threaded runtime.
+/// Whether a write with no batch running ahead of it runs its batch on the session's own
+/// thread, rather than on the database's writer thread. Without an fsync per commit a batch
+/// takes microseconds, and the hand-off to the writer thread and back costs several times
+/// that; with one, an async runtime's thread must not wait for the disk.
 fn writes_inline(shared: &Shared) -> bool {
-    let multi_thread = tokio::runtime::Handle::current().runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-    multi_thread && shared.engine.database().store().options().durability != espalier_transaction::Durability::Sync
+    shared.engine.database().store().options().durability != espalier_transaction::Durability::Sync
 }

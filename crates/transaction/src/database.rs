@@ -2,14 +2,14 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use espalier_data::{meta, ChangeSet, DataError, Graph, WriteGraph};
 use espalier_schema::Schema;
 use espalier_storage::{Durability, ReadTxn, Reader, Store, StoreOptions, Table};
 
 use crate::feed::{Feed, Subscription};
-use crate::group_commit::{BatchRunner, Job, Outcome, TypedJob, WriteQueue};
+use crate::group_commit::{BatchRunner, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
 use crate::TxError;
 
 #[derive(Debug, Clone)]
@@ -44,6 +44,13 @@ pub struct Database {
     queue: WriteQueue,
     feed: Feed,
     version: AtomicU64,
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        // The writer thread holds only a weak reference; tell it to end.
+        self.queue.stop();
+    }
 }
 
 impl std::fmt::Debug for Database {
@@ -182,6 +189,27 @@ impl Database {
         // borrow the closure holds outlives its use.
         let job: Box<dyn Job + 'static> = unsafe { std::mem::transmute(job) };
         self.queue.submit(self, job, rx)
+    }
+
+    /// Runs `f` as [`Database::write`] does, without waiting: `done` gets the result, on the
+    /// thread that ran the batch. `lead_here`: if no batch is running, run this one on the
+    /// calling thread (right when commits take microseconds, with no fsync) instead of handing
+    /// it to the writer thread (right for an async runtime's thread when commits wait for
+    /// the disk). Either way requests queued meanwhile, detached or not, share the batch.
+    /// `done` is always called, also when the request cannot be queued.
+    pub fn write_detached<F, R, E, D>(self: &Arc<Self>, f: F, lead_here: bool, done: D)
+    where
+        F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: Send + From<TxError> + 'static,
+        D: FnOnce(Result<Committed<R>, E>) + Send + 'static,
+    {
+        let job = Box::new(DetachedJob { f, result: None, done });
+        let runner = || {
+            let weak: Weak<dyn BatchRunner + Send + Sync> = Arc::downgrade(self) as Weak<Database>;
+            weak
+        };
+        self.queue.submit_detached(&**self, runner, job, lead_here)
     }
 
     fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, BatchError> {

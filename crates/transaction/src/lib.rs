@@ -5,6 +5,11 @@
 //! under its own savepoint (a failing request is rolled back alone and keeps its error),
 //! commits once (one fsync for the whole batch), then wakes everyone with their own result.
 //! A lone writer leads its own one-request batch, so there is no thread hand-off.
+//!
+//! Detached requests ([`Database::write_detached`], the server's path) wait for nothing:
+//! their result goes to a callback on the thread that ran their batch. A batch whose next
+//! request is detached is led by the database's writer thread (started on the first detached
+//! request), or, when nothing is running and commits need no fsync, by the submitting thread.
 
 mod database;
 mod feed;

@@ -351,3 +351,106 @@ fn database_grows_past_its_initial_map_without_losing_requests() {
     let db = Database::open(dir.path(), opts).unwrap();
     assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 10_000);
 }
+
+/// Detached writes (the server's path) and waiting writes share one queue: every request is
+/// answered exactly once with its own result, failures roll back alone, versions are the
+/// commit order, and the feed sees each commit once. Both ways of leading a batch: on the
+/// submitting thread (no fsync) and on the writer thread (fsync per commit).
+#[test]
+fn detached_and_waiting_writers_share_batches_and_each_get_one_answer() {
+    for (durability, lead_here) in [(Durability::None, true), (Durability::Sync, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = DatabaseOptions { durability, max_batch: 16, ..Default::default() };
+        let db = Database::create(dir.path(), compile(SCHEMA).unwrap(), opts).unwrap();
+        let mut feed = db.subscribe(4096);
+        let p = Arc::new(props(db.schema()));
+        let (tx, rx) = std::sync::mpsc::channel::<(String, Result<u64, String>)>();
+        let submitters: Vec<_> = (0..4)
+            .map(|t| {
+                let (db, p, tx) = (db.clone(), p.clone(), tx.clone());
+                std::thread::spawn(move || {
+                    for i in 0..60 {
+                        // Every 6th request repeats the previous key and must fail alone.
+                        let key = if i % 6 == 5 { format!("d{t}-{}", i - 1) } else { format!("d{t}-{i}") };
+                        let tx = tx.clone();
+                        let k = key.clone();
+                        let p = p.clone();
+                        db.write_detached(
+                            move |g: &mut WriteGraph<'_, '_>| -> Result<(), E> {
+                                add_client(g, &p, &k, "detached")?;
+                                Ok(())
+                            },
+                            lead_here,
+                            move |r| {
+                                tx.send((key, r.map(|c| c.version).map_err(|e| e.to_string()))).unwrap();
+                            },
+                        );
+                    }
+                })
+            })
+            .collect();
+        let waiters: Vec<_> = (0..2)
+            .map(|t| {
+                let (db, p) = (db.clone(), p.clone());
+                std::thread::spawn(move || {
+                    (0..40)
+                        .map(|i| db.write(|g| add_client(g, &p, &format!("w{t}-{i}"), "waiting")).unwrap().version)
+                        .collect::<Vec<u64>>()
+                })
+            })
+            .collect();
+        drop(tx);
+        for s in submitters {
+            s.join().unwrap();
+        }
+        let mut versions: Vec<u64> = waiters.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        let answers: Vec<_> = rx.iter().collect(); // ends when every detached request answered
+        assert_eq!(answers.len(), 240, "one answer per detached request ({durability:?})");
+        let mut failed = 0;
+        for (key, r) in &answers {
+            match r {
+                Ok(v) => versions.push(*v),
+                Err(e) => {
+                    assert!(e.contains("already has an entry"), "{key}: {e}");
+                    failed += 1;
+                }
+            }
+        }
+        assert_eq!(failed, 40);
+        versions.sort_unstable();
+        let expected: Vec<u64> = (2..2 + 200 + 80).collect();
+        assert_eq!(versions, expected, "every commit has its own version, none skipped");
+        assert_eq!(db.version(), 1 + 280);
+        let snap = db.snapshot().unwrap();
+        assert_eq!(snap.graph().count(NodeRef::ROOT, p.clients).unwrap(), 280);
+        let mut seen = Vec::new();
+        while let Some(espalier_transaction::FeedItem::Changes(set)) = feed.try_next() {
+            seen.push(set.version);
+        }
+        assert_eq!(seen, expected, "the feed sees each commit once, in order");
+    }
+}
+
+/// Dropping the last handle to a database ends its writer thread; the data stays readable.
+#[test]
+fn a_database_with_a_writer_thread_closes_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open(dir.path());
+        let p = Arc::new(props(db.schema()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p2 = p.clone();
+        db.write_detached(
+            move |g: &mut WriteGraph<'_, '_>| -> Result<(), E> {
+                add_client(g, &p2, "c1", "one")?;
+                Ok(())
+            },
+            false,
+            move |r| tx.send(r.is_ok()).unwrap(),
+        );
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap());
+    }
+    let db = Database::open(dir.path(), DatabaseOptions::default()).expect("the environment was closed");
+    let p = props(db.schema());
+    assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 1);
+}

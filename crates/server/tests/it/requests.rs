@@ -66,8 +66,8 @@ async fn every_kind_of_instruction_in_every_encoding() {
     server.stop().await;
 }
 
-/// On the multi-threaded runtime, as `espalier serve` runs: writes there run on the session's
-/// own thread (without an fsync per commit), and must fail and roll back the same way.
+/// On the multi-threaded runtime, as `espalier serve` runs: detached writes complete on
+/// whichever thread ran their batch, and must fail and roll back the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_carry_their_codes_and_roll_back() {
     let server = start().await;
@@ -144,7 +144,7 @@ async fn large_nodes_are_read_whole() {
 }
 
 /// Many requests in flight on one session; replies are matched by id in any order. Multi-threaded,
-/// as `espalier serve` runs, where writes run inline on the session's thread.
+/// as `espalier serve` runs: the session's writes share batches without waiting for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_from_many_tasks_on_one_session() {
     let server = start().await;
