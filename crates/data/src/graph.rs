@@ -307,6 +307,12 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// The target record a matrix entry's key names, from the key as [`Graph::entry_views`]
+    /// gives it (no lookup).
+    pub fn matrix_target_of(raw: &[u8]) -> Result<NodeId> {
+        u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))
+    }
+
     /// The target record of a matrix entry.
     pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
         let raw = record::key(self.schema, self.record(node.id)?)?;

@@ -375,9 +375,34 @@ pub(crate) fn run_query(
     let mut out =
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
-    let mut key: Vec<Cow<'_, str>> = Vec::new();
+    let mut key: Vec<KeyPart<'_>> = Vec::new();
     visit(nav, q, &filters, context, context_view, 0, &mut key, &mut out, &mut visited)?;
     Ok(out)
+}
+
+/// One part of a row's key while the walk is under it. A matrix entry's key is its target's
+/// key, which takes lookups to spell out: it is only spelled out for rows in the page.
+enum KeyPart<'g> {
+    /// A dictionary key, borrowed from the snapshot.
+    Text(Cow<'g, str>),
+    /// The key of the entry `id` a matrix (`property`) entry points at.
+    Target { id: espalier_data::NodeId, property: PropertyId },
+}
+
+fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>]) -> Result<Vec<String>, InstructionError> {
+    let mut key = Vec::with_capacity(parts.len());
+    for part in parts {
+        match part {
+            KeyPart::Text(t) => key.push(t.to_string()),
+            KeyPart::Target { id, property } => {
+                let PropertyKind::Matrix { target, .. } = &graph.schema.property(*property).kind else {
+                    unreachable!("a target key part comes from a matrix step");
+                };
+                key.extend(graph.target_key(*id, target)?);
+            }
+        }
+    }
+    Ok(key)
 }
 
 #[allow(clippy::too_many_arguments)] // a recursive walk carrying its accumulators
@@ -388,7 +413,7 @@ fn visit<'g>(
     node: NodeRef,
     view: Option<NodeView<'g>>,
     depth: usize,
-    key: &mut Vec<Cow<'g, str>>,
+    key: &mut Vec<KeyPart<'g>>,
     out: &mut QueryResult,
     visited: &mut u64,
 ) -> Result<(), InstructionError> {
@@ -426,10 +451,10 @@ fn visit<'g>(
                 let (raw, entry) = entry?;
                 let before = key.len();
                 if matrix {
-                    key.extend(nav.graph.entry_key(entry.node)?.into_iter().map(Cow::Owned));
+                    key.push(KeyPart::Target { id: Graph::matrix_target_of(raw)?, property: *property });
                 } else {
                     // Borrowed from the snapshot: no allocation for rows outside the page.
-                    key.push(String::from_utf8_lossy(raw));
+                    key.push(KeyPart::Text(String::from_utf8_lossy(raw)));
                 }
                 visit(nav, q, filters, entry.node, Some(entry), depth + 1, key, out, visited)?;
                 key.truncate(before);
@@ -445,7 +470,7 @@ fn row(
     filters: &[Option<Resolved>],
     node: NodeRef,
     view: Option<NodeView<'_>>,
-    key: &[Cow<'_, str>],
+    key: &[KeyPart<'_>],
     out: &mut QueryResult,
 ) -> Result<(), InstructionError> {
     debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
@@ -488,7 +513,7 @@ fn row(
         }
     }
     if wanted {
-        out.rows.push(Row { key: key.iter().map(|k| k.to_string()).collect(), values });
+        out.rows.push(Row { key: spell_key(&nav.graph, key)?, values });
     }
     out.total += 1;
     Ok(())
