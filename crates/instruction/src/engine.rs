@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use espalier_data::WriteGraph;
@@ -164,15 +165,30 @@ impl Engine {
         if plan.is_read_only() {
             let snap = self.db.snapshot()?;
             let nav = Nav { graph: snap.graph() };
-            let mut b = Bindings { params, bench };
+            let mut b = Bindings { params, bench, cancel: None };
             return self.read(&nav, plan, &mut b);
         }
         let mut bench = bench;
         let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
-            let mut b = Bindings { params, bench: bench.as_deref_mut() };
+            let mut b = Bindings { params, bench: bench.as_deref_mut(), cancel: None };
             self.write(g, plan, &mut b)
         })?;
         Ok(stamp(committed.value, committed.version, committed.changes.changes.len()))
+    }
+
+    /// Runs a read-only plan that stops with a `limit` error soon after `cancel` is set (the
+    /// walk looks at it every [`crate::run::CANCEL_CHECK_EVERY`] rows or pattern steps).
+    pub fn read_cancellable(
+        &self,
+        plan: &Plan,
+        params: &HashMap<String, ParamValue>,
+        cancel: &AtomicBool,
+    ) -> Result<Reply, InstructionError> {
+        assert!(plan.is_read_only(), "writes are never cancelled once started");
+        let snap = self.db.snapshot()?;
+        let nav = Nav { graph: snap.graph() };
+        let mut b = Bindings { params, bench: None, cancel: Some(cancel) };
+        self.read(&nav, plan, &mut b)
     }
 
     /// Runs a mutating `plan` without waiting for its commit: `done` gets the reply on the
@@ -187,7 +203,7 @@ impl Engine {
         assert!(!plan.is_read_only(), "reads need no commit");
         let engine = self.clone();
         let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
-            let mut b = Bindings { params: &params, bench: None };
+            let mut b = Bindings { params: &params, bench: None, cancel: None };
             engine.write(g, &plan, &mut b)
         };
         let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| {
@@ -249,7 +265,7 @@ impl Engine {
                     };
                     params.insert(arg.clone(), v);
                 }
-                let mut inner = Bindings { params: &params, bench: b.bench.as_deref_mut() };
+                let mut inner = Bindings { params: &params, bench: b.bench.as_deref_mut(), cancel: None };
                 for plan in &cmd.plans {
                     self.write(g, plan, &mut inner)?;
                 }

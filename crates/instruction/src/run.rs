@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, WriteGraph};
 use espalier_schema::{PropertyId, PropertyKind, Schema, StateIndex};
@@ -38,6 +39,21 @@ pub trait BenchValues: Send {
 pub struct Bindings<'p, 'b> {
     pub params: &'p HashMap<String, ParamValue>,
     pub bench: Option<&'b mut (dyn BenchValues + 'static)>,
+    /// Set by someone else to stop a read (the server, past its query time limit).
+    pub cancel: Option<&'p AtomicBool>,
+}
+
+/// Rows (or pattern steps) between two looks at the cancel flag.
+pub(crate) const CANCEL_CHECK_EVERY: u64 = 1024;
+
+/// The error of a read stopped through its cancel flag.
+pub(crate) fn cancelled() -> InstructionError {
+    InstructionError::Limit("the read was stopped: it ran past the time it was given".into())
+}
+
+/// Whether a read looking at its flag after `visited` steps must stop.
+pub(crate) fn must_stop(cancel: Option<&AtomicBool>, visited: u64) -> bool {
+    visited.is_multiple_of(CANCEL_CHECK_EVERY) && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
 }
 
 impl Bindings<'_, '_> {
@@ -376,7 +392,7 @@ pub(crate) fn run_query(
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
     let mut key: Vec<KeyPart<'_>> = Vec::new();
-    visit(nav, q, &filters, context, context_view, 0, &mut key, &mut out, &mut visited)?;
+    visit(nav, q, &filters, context, context_view, 0, &mut key, &mut out, &mut visited, b.cancel)?;
     Ok(out)
 }
 
@@ -416,6 +432,7 @@ fn visit<'g>(
     key: &mut Vec<KeyPart<'g>>,
     out: &mut QueryResult,
     visited: &mut u64,
+    cancel: Option<&AtomicBool>,
 ) -> Result<(), InstructionError> {
     debug_assert!(view.is_none_or(|v| v.node == node), "a view of another node");
     if depth == q.select.len() {
@@ -423,12 +440,15 @@ fn visit<'g>(
         if *visited > MAX_VISITED_ROWS {
             return Err(InstructionError::Limit(format!("query visits more than {MAX_VISITED_ROWS} rows")));
         }
+        if must_stop(cancel, *visited) {
+            return Err(cancelled());
+        }
         return row(nav, q, filters, node, view, key, out);
     }
     match &q.select[depth] {
         PStep::Group(p) => {
             let group_view = view.map(|v| v.group(*p));
-            visit(nav, q, filters, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited)
+            visit(nav, q, filters, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
         }
         PStep::State { property, state, .. } => {
             let (current, child) = match view {
@@ -436,13 +456,13 @@ fn visit<'g>(
                 None => nav.graph.state(node, *property)?,
             };
             if current == *state {
-                visit(nav, q, filters, child, None, depth + 1, key, out, visited)?;
+                visit(nav, q, filters, child, None, depth + 1, key, out, visited, cancel)?;
             }
             Ok(())
         }
         PStep::Reference { property } => {
             let target = nav.reference_step(node, view, *property)?;
-            visit(nav, q, filters, target, None, depth + 1, key, out, visited)
+            visit(nav, q, filters, target, None, depth + 1, key, out, visited, cancel)
         }
         PStep::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
@@ -456,7 +476,7 @@ fn visit<'g>(
                     // Borrowed from the snapshot: no allocation for rows outside the page.
                     key.push(KeyPart::Text(String::from_utf8_lossy(raw)));
                 }
-                visit(nav, q, filters, entry.node, Some(entry), depth + 1, key, out, visited)?;
+                visit(nav, q, filters, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
                 key.truncate(before);
             }
             Ok(())

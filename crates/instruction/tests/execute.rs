@@ -330,3 +330,35 @@ fn an_entry_removed_and_added_again_inside_one_transaction_is_updated_as_the_new
     let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
     assert!(report.problems.is_empty(), "{:#?}", report.problems);
 }
+
+/// A read given a cancel flag stops soon after it is set (the server sets it past its query
+/// time limit), with a `limit` error; unset, the same read runs to its end. Both kinds of
+/// query: collection walks and pattern matches.
+#[test]
+fn reads_stop_when_cancelled() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (_d, e) = engine();
+    let entries: String =
+        (0..3000).map(|i| format!(r#" 'Clients' -> dictionary "k{i:04}" ( 'Name' -> text "n" )"#)).collect();
+    ok(&e, &format!("update ({entries} )"));
+    let params = HashMap::new();
+    let check = |text: &str| {
+        let instr =
+            espalier_instruction::parse::parse_instruction(text, espalier_instruction::parse::ParseOptions::CLIENT)
+                .unwrap();
+        e.check(&instr, Some(text)).unwrap()
+    };
+    for text in [
+        "collection select . 'Clients' 'n' -> text : 'Name'",
+        "collection match c in . 'Clients' select 'n' -> c text : 'Name'",
+    ] {
+        let plan = check(text);
+        let cancel = AtomicBool::new(false);
+        let Reply::Query(q) = e.read_cancellable(&plan, &params, &cancel).unwrap() else { panic!("{text}") };
+        assert_eq!(q.total, 3000, "{text}");
+        cancel.store(true, Ordering::Relaxed);
+        let err = e.read_cancellable(&plan, &params, &cancel).unwrap_err();
+        assert_eq!(err.code(), "limit", "{text}: {err}");
+        assert!(err.to_string().contains("stopped"), "{err}");
+    }
+}

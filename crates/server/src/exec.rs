@@ -49,6 +49,16 @@ pub fn run(engine: &Engine, checked: &Checked, params: &HashMap<String, ParamVal
     engine.run(&checked.plan, params, None).map_err(|e| instruction_error(&e))
 }
 
+/// Runs a checked read that stops (with a `limit` error) soon after `cancel` is set.
+pub fn read(
+    engine: &Engine,
+    checked: &Checked,
+    params: &HashMap<String, ParamValue>,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<Reply, RequestError> {
+    engine.read_cancellable(&checked.plan, params, cancel).map_err(|e| instruction_error(&e))
+}
+
 /// The checked plan of `get <path>`.
 fn get_plan(engine: &Engine, path: &str) -> Result<Vec<PStep>, RequestError> {
     let text = format!("get {path}");

@@ -10,8 +10,8 @@
 //!   with a budget of [`INLINE_BUDGET`] bytes of output; a larger node is read again on the
 //!   blocking pool, so a big read never holds up the runtime for long;
 //! - queries run on the blocking pool with `max_query_time`: past it the client is answered
-//!   `timeout` (the engine has no cancellation point, so the read runs to its end in the
-//!   background, bounded by the engine's own row limit);
+//!   `timeout`, and the read is told to stop (the engine looks at its cancel flag every
+//!   1024 rows or pattern steps, so it ends within microseconds);
 //! - writes checked inline go to group commit detached (`Engine::run_detached`): the session
 //!   never waits for a commit, so writes pipelined on one session share batches. With an
 //!   fsync per commit the database's writer thread runs the batches; without one a write
@@ -23,7 +23,7 @@
 //!   checked on the pool) is not started.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use espalier_instruction::{ParamValue, Reply};
@@ -66,20 +66,33 @@ const PENDING: u8 = 0;
 const WRITING: u8 = 1;
 const TIMED_OUT: u8 = 2;
 
-/// Who decides a request's fate first: the deadline or a write starting.
-struct Deadline(AtomicU8);
+/// Who decides a request's fate first: the deadline or a write starting. A read that is
+/// timed out while it runs is told to stop (`stop`), so it does not go on using a thread and
+/// a snapshot for a client that already has its answer.
+struct Deadline {
+    state: AtomicU8,
+    stop: AtomicBool,
+}
 
 impl Deadline {
+    fn new() -> Deadline {
+        Deadline { state: AtomicU8::new(PENDING), stop: AtomicBool::new(false) }
+    }
+
     fn start_write(&self) -> bool {
-        self.0.compare_exchange(PENDING, WRITING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.state.compare_exchange(PENDING, WRITING, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
     fn time_out(&self) -> bool {
-        self.0.compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        let won = self.state.compare_exchange(PENDING, TIMED_OUT, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        if won {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        won
     }
 
     fn timed_out(&self) -> bool {
-        self.0.load(Ordering::Acquire) == TIMED_OUT
+        self.state.load(Ordering::Acquire) == TIMED_OUT
     }
 }
 
@@ -106,13 +119,13 @@ fn do_job(shared: &Shared, role: Role, job: Job, deadline: &Deadline) -> Option<
                 if deadline.timed_out() {
                     return None;
                 }
-            } else {
-                if let Err(e) = may_write(role) {
-                    return Some(Err(e));
-                }
-                if !deadline.start_write() {
-                    return None; // the client was already told `timeout`; do not write
-                }
+                return Some(exec::read(engine, &checked, &params, &deadline.stop).map(Outcome::Reply));
+            }
+            if let Err(e) = may_write(role) {
+                return Some(Err(e));
+            }
+            if !deadline.start_write() {
+                return None; // the client was already told `timeout`; do not write
             }
             Some(exec::run(engine, &checked, &params).map(Outcome::Reply))
         }
@@ -121,7 +134,7 @@ fn do_job(shared: &Shared, role: Role, job: Job, deadline: &Deadline) -> Option<
             if deadline.timed_out() {
                 return None;
             }
-            Some(exec::run(engine, &checked, &params).map(Outcome::Reply))
+            Some(exec::read(engine, &checked, &params, &deadline.stop).map(Outcome::Reply))
         }
         Job::Get { path, params } => {
             if deadline.timed_out() {
@@ -145,7 +158,7 @@ where
     F: Fn(Result<Outcome, RequestError>) -> T + Send + Sync + 'static,
 {
     let finish = Arc::new(finish);
-    let deadline = Arc::new(Deadline(AtomicU8::new(PENDING)));
+    let deadline = Arc::new(Deadline::new());
     let (s, d, f) = (shared.clone(), deadline.clone(), finish.clone());
     let mut handle = tokio::task::spawn_blocking(move || do_job(&s, role, job, &d).map(|r| f(r)));
     let limit = shared.limits.max_query_time;

@@ -164,6 +164,8 @@ impl Hash for Val {
 
 struct Exec<'g, 'p> {
     graph: Graph<'g>,
+    /// Set by someone else to stop the run.
+    cancel: Option<&'p std::sync::atomic::AtomicBool>,
     plan: &'p MatchPlan,
     lits: Vec<Lit>,
     visited: Cell<u64>,
@@ -212,6 +214,7 @@ pub(crate) fn run_match(
         views: RefCell::new(HashMap::new()),
         parents: RefCell::new(HashMap::new()),
         produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
+        cancel: b.cancel,
     };
     let mut acc = Accumulator::new(plan);
     let env: Vec<Cell<Option<Slot<'_>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
@@ -262,6 +265,9 @@ impl<'g> Exec<'g, '_> {
         self.visited.set(n);
         if n > MAX_VISITED_ROWS {
             return Err(InstructionError::Limit(format!("pattern query visits more than {MAX_VISITED_ROWS} nodes")));
+        }
+        if super::must_stop(self.cancel, n) {
+            return Err(super::cancelled());
         }
         Ok(())
     }
