@@ -9,7 +9,7 @@ use espalier_schema::Schema;
 use espalier_storage::{Durability, ReadTxn, Reader, Store, StoreOptions, Table};
 
 use crate::feed::{Feed, Subscription};
-use crate::group_commit::{BatchRunner, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
+use crate::group_commit::{BatchRunner, Completions, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
 use crate::TxError;
 
 #[derive(Debug, Clone)]
@@ -262,7 +262,7 @@ enum BatchError {
 }
 
 impl BatchRunner for Database {
-    fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) {
+    fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) -> Completions {
         let mut outcome = Err(TxError::MapFull("gave up after growing the map repeatedly".into()));
         for _ in 0..MAX_GROW_ATTEMPTS {
             match self.try_batch(&mut batch) {
@@ -283,23 +283,19 @@ impl BatchRunner for Database {
             }
         }
         match outcome {
-            Ok(results) => {
-                for (job, changes) in batch.into_iter().zip(results) {
-                    match changes {
-                        Some(changes) => {
-                            self.feed.publish(&changes);
-                            let version = changes.version;
-                            job.complete(Outcome::Committed { version, changes });
-                        }
-                        None => job.complete(Outcome::Rejected),
+            Ok(results) => batch
+                .into_iter()
+                .zip(results)
+                .map(|(job, changes)| match changes {
+                    Some(changes) => {
+                        self.feed.publish(&changes);
+                        let version = changes.version;
+                        (job, Outcome::Committed { version, changes })
                     }
-                }
-            }
-            Err(e) => {
-                for job in batch {
-                    job.complete(Outcome::Failed(e.clone()));
-                }
-            }
+                    None => (job, Outcome::Rejected),
+                })
+                .collect(),
+            Err(e) => batch.into_iter().map(|job| (job, Outcome::Failed(e.clone()))).collect(),
         }
     }
 }

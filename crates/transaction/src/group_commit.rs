@@ -37,9 +37,21 @@ pub(crate) enum Signal<T> {
     Lead,
 }
 
-/// Runs a batch and completes each job. Implemented by the database.
+/// Jobs run, each with what happened to it, still to be told.
+pub(crate) type Completions = Vec<(Box<dyn Job>, Outcome)>;
+
+/// Runs a batch and says what happened to each job. Implemented by the database.
 pub(crate) trait BatchRunner {
-    fn run_batch(&self, batch: Vec<Box<dyn Job>>);
+    fn run_batch(&self, batch: Vec<Box<dyn Job>>) -> Completions;
+}
+
+/// Tells every job its outcome. Called after the leader has let go of the runner, so that a
+/// caller who drops the database after its answer finds it closed (the writer thread holds
+/// the database only while it runs a batch).
+fn complete_all(completions: Completions) {
+    for (job, outcome) in completions {
+        job.complete(outcome);
+    }
 }
 
 #[derive(Default)]
@@ -92,12 +104,12 @@ impl WriteQueue {
             !std::mem::replace(&mut s.leading, true)
         };
         if lead_now {
-            lead(&self.shared, runner);
+            complete_all(lead(&self.shared, runner));
         }
         loop {
             match rx.recv() {
                 Ok(Signal::Done(result)) => return result,
-                Ok(Signal::Lead) => lead(&self.shared, runner),
+                Ok(Signal::Lead) => complete_all(lead(&self.shared, runner)),
                 // The sender lives in the job, which is always completed: unreachable unless
                 // a completion itself panicked.
                 Err(_) => panic!("write request dropped without a result"),
@@ -148,7 +160,7 @@ impl WriteQueue {
         };
         if lead_now {
             if lead_here {
-                lead(&self.shared, runner);
+                complete_all(lead(&self.shared, runner));
             } else {
                 let mut s = self.lock();
                 s.writer_leads = true;
@@ -183,7 +195,11 @@ fn writer_thread(shared: &Shared, runner: &std::sync::Weak<dyn BatchRunner + Sen
             s.writer_leads = false;
         }
         match runner.upgrade() {
-            Some(runner) => lead(shared, &*runner),
+            Some(runner) => {
+                let completions = lead(shared, &*runner);
+                drop(runner);
+                complete_all(completions);
+            }
             None => {
                 // The database is gone; nothing can run what is queued. Fail it rather than
                 // leaving its callers without an answer.
@@ -200,7 +216,8 @@ fn writer_thread(shared: &Shared, runner: &std::sync::Weak<dyn BatchRunner + Sen
 /// Runs one batch, then hands leadership to the next request's waiting thread, or to the
 /// writer thread if it has none, or gives it up. Runs another batch itself only when the next
 /// request's waiter is gone and there is no writer thread (bounded by the queue's length).
-fn lead(shared: &Shared, runner: &dyn BatchRunner) {
+fn lead(shared: &Shared, runner: &dyn BatchRunner) -> Completions {
+    let mut completions = Vec::new();
     for _ in 0..=MAX_PENDING {
         let batch: Vec<Box<dyn Job>> = {
             let mut s = lock(shared);
@@ -209,23 +226,24 @@ fn lead(shared: &Shared, runner: &dyn BatchRunner) {
             s.pending.drain(..n).collect()
         };
         if !batch.is_empty() {
-            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| runner.run_batch(batch))) {
-                // run_batch completes jobs itself; a panic here is a bug in the runner. Keep
-                // the queue alive for everyone else.
-                eprintln!("espalier: batch runner panicked: {}", panic_message(&panic));
+            match catch_unwind(AssertUnwindSafe(|| runner.run_batch(batch))) {
+                Ok(done) => completions.extend(done),
+                // A bug in the runner: the batch's jobs are lost (their waiters panic, their
+                // callbacks are never called). Keep the queue alive for everyone else.
+                Err(panic) => eprintln!("espalier: batch runner panicked: {}", panic_message(&panic)),
             }
         }
         let mut s = lock(shared);
         match s.pending.front() {
             None => {
                 s.leading = false;
-                return;
+                return completions;
             }
-            Some(next) if next.lead() => return,
+            Some(next) if next.lead() => return completions,
             Some(_) if s.writer_started => {
                 s.writer_leads = true;
                 shared.wake.notify_one();
-                return;
+                return completions;
             }
             Some(_) => {} // its waiter is gone and there is no writer thread: lead again
         }
@@ -303,11 +321,12 @@ where
     }
 
     fn complete(self: Box<Self>, outcome: Outcome) {
-        let this = *self;
-        let reply = settle(outcome, this.result);
+        let DetachedJob { f, result, done } = *self;
+        // What the request held (the engine, so the database) goes before its caller hears.
+        drop(f);
+        let reply = settle(outcome, result);
         // The callback only sends to its session; a panic there must not take the batch's
         // other completions with it.
-        let done = this.done;
         if let Err(p) = catch_unwind(AssertUnwindSafe(move || done(reply))) {
             eprintln!("espalier: a write's completion panicked: {}", panic_message(&p));
         }
