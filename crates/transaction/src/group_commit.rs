@@ -275,13 +275,7 @@ where
     E: Send + From<TxError>,
 {
     fn run(&mut self, graph: &mut WriteGraph<'_, '_>) -> bool {
-        let result = match catch_unwind(AssertUnwindSafe(|| (self.f)(graph))) {
-            Ok(r) => r,
-            Err(p) => Err(E::from(TxError::Panicked(panic_message(&p)))),
-        };
-        let ok = result.is_ok();
-        self.result = Some(result);
-        ok
+        run_request(&mut self.f, &mut self.result, graph)
     }
 
     fn complete(self: Box<Self>, outcome: Outcome) {
@@ -311,13 +305,7 @@ where
     D: FnOnce(Result<crate::Committed<R>, E>) + Send,
 {
     fn run(&mut self, graph: &mut WriteGraph<'_, '_>) -> bool {
-        let result = match catch_unwind(AssertUnwindSafe(|| (self.f)(graph))) {
-            Ok(r) => r,
-            Err(p) => Err(E::from(TxError::Panicked(panic_message(&p)))),
-        };
-        let ok = result.is_ok();
-        self.result = Some(result);
-        ok
+        run_request(&mut self.f, &mut self.result, graph)
     }
 
     fn complete(self: Box<Self>, outcome: Outcome) {
@@ -335,6 +323,22 @@ where
     fn lead(&self) -> bool {
         false
     }
+}
+
+/// Runs a request's closure, keeping its result (a panic becomes its error); true if its
+/// writes are to be kept.
+fn run_request<F, R, E>(f: &mut F, result: &mut Option<Result<R, E>>, graph: &mut WriteGraph<'_, '_>) -> bool
+where
+    F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E>,
+    E: From<TxError>,
+{
+    let r = match catch_unwind(AssertUnwindSafe(|| f(graph))) {
+        Ok(r) => r,
+        Err(p) => Err(E::from(TxError::Panicked(panic_message(&p)))),
+    };
+    let ok = r.is_ok();
+    *result = Some(r);
+    ok
 }
 
 /// A request's result from its batch's outcome and its own.
