@@ -281,8 +281,30 @@ impl<'a> Graph<'a> {
         if node.id == 0 {
             return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
         }
+        let owner_ty = self.schema.property(property).owner;
+        // An entry's locator names its owner: one descent instead of two (locator, then record).
+        if let Some((owner, _)) = self.entry_locator(node.id)? {
+            #[cfg(debug_assertions)]
+            assert_eq!(self.header(node.id)?.parent, owner, "locator and header of {} disagree on the owner", node.id);
+            return Ok(Some(NodeRef { id: owner, ty: owner_ty }));
+        }
         let h = self.header(node.id)?;
-        Ok(Some(NodeRef { id: h.parent, ty: self.schema.property(property).owner }))
+        Ok(Some(NodeRef { id: h.parent, ty: owner_ty }))
+    }
+
+    /// For an entry: its owner's record id and its key bytes, read from its locator in
+    /// `nodes` (which holds the entry's `entries` key: owner, property, key) without reading
+    /// the record. `None` for a record stored in `nodes` itself (the root, states).
+    fn entry_locator(&self, id: NodeId) -> Result<Option<(NodeId, &'a [u8])>> {
+        let Some(value) = self.txn.get(Table::Nodes, &keys::node(id))? else {
+            return Err(DataError::Corrupt(format!("record {id} is referenced but missing")));
+        };
+        let Some(entries_key) = record::as_locator(value) else {
+            return Ok(None);
+        };
+        let owner = u64_be(entries_key).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
+        let raw = entries_key.get(12..).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
+        Ok(Some((owner, raw)))
     }
 
     /// The key of entry `node` as the instruction language writes it: one text for a
@@ -443,7 +465,19 @@ impl<'a> Graph<'a> {
                 key.reverse();
                 return Ok(key);
             }
-            if let ParentLink::DictionaryEntry { .. } = self.schema.node_type(at.ty).parent {
+            if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
+                // The key and the owner, both from the locator: one descent per level.
+                if let Some((owner, raw)) = self.entry_locator(at.id)? {
+                    #[cfg(debug_assertions)]
+                    {
+                        let record = self.record(at.id)?;
+                        assert_eq!(record::key(self.schema, record)?, raw, "locator and record of {} disagree", at.id);
+                        assert_eq!(record::header(record)?.parent, owner, "locator and header of {} disagree", at.id);
+                    }
+                    key.push(String::from_utf8_lossy(raw).into_owned());
+                    at = NodeRef { id: owner, ty: self.schema.property(property).owner };
+                    continue;
+                }
                 let raw = record::key(self.schema, self.record(at.id)?)?;
                 key.push(String::from_utf8_lossy(raw).into_owned());
             }
