@@ -62,3 +62,91 @@ fn peers_rejects_bad_options_with_a_reason() {
         assert!(text(&o.stderr).contains(want), "{all:?}: {}", text(&o.stderr));
     }
 }
+
+/// Ctrl-C during a run with PostgreSQL stops the server it started and removes its files (the
+/// server is a daemon of its own: without the handler it would outlive the run). Once while
+/// the server is still starting, once while the operations run.
+#[test]
+fn an_interrupt_stops_the_postgresql_server() {
+    interrupt_after(std::time::Duration::from_millis(300));
+    interrupt_after(std::time::Duration::from_secs(4));
+}
+
+fn interrupt_after(delay: std::time::Duration) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let dir_arg = d.display().to_string();
+    let args = [
+        "bench",
+        "peers",
+        "--suite",
+        "b6",
+        "--dir",
+        &dir_arg,
+        "--scale",
+        "0.05",
+        "--nested-scale",
+        "0.1",
+        "--ops",
+        "5000000",
+        "--warmup",
+        "1",
+        "--systems",
+        "espalier,postgres",
+    ];
+    /// Kills the run if the test fails before it ends (it would run for hours).
+    struct KillOnDrop(Option<std::process::Child>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+                unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+                let _ = c.wait();
+            }
+        }
+    }
+    let child = Command::new(BIN)
+        .args(args)
+        .current_dir(d)
+        .env_remove("ESPALIER_DB")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start espalier");
+    let mut guard = KillOnDrop(Some(child));
+    let child = guard.0.as_mut().expect("child");
+    // The server's postmaster.pid appears once it runs.
+    let pid_file = || -> Option<std::path::PathBuf> {
+        std::fs::read_dir(d).ok()?.flatten().map(|e| e.path().join("data/postmaster.pid")).find(|p| p.is_file())
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let pid: i32 = loop {
+        if let Some(pid) = pid_file()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()))
+        {
+            break pid;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err).ok();
+            panic!("espalier ended ({status}) before PostgreSQL started: {err}");
+        }
+        assert!(std::time::Instant::now() < deadline, "PostgreSQL did not start within 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(delay);
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child's.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = guard.0.take().expect("child").wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("stopped 1 PostgreSQL server"), "{}", text(&out.stderr));
+    // SAFETY: as above; signal 0 only asks whether the process exists.
+    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the postmaster {pid} is gone");
+    let left: Vec<_> = std::fs::read_dir(d)
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("espalier-pg-"))
+        .collect();
+    assert!(left.is_empty(), "the server's files are removed: {left:?}");
+}
