@@ -675,6 +675,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         .prefix("espalier-bench-core-")
         .tempdir_in(&base)
         .map_err(|e| err(&format!("making a temporary directory in {}", base.display()), e))?;
+    let _cleanup = crate::interrupt::on_interrupt(tmp.path().to_path_buf(), None);
     let data = Data::generate(c);
 
     let t = Instant::now();

@@ -8,6 +8,7 @@
 
 pub mod core;
 pub mod floor;
+pub mod interrupt;
 pub mod peers;
 pub mod remote;
 pub mod stats;

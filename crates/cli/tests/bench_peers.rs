@@ -63,8 +63,9 @@ fn peers_rejects_bad_options_with_a_reason() {
     }
 }
 
-/// Ctrl-C during a run with PostgreSQL stops the server it started and removes its files (the
-/// server is a daemon of its own: without the handler it would outlive the run). Once while
+/// Ctrl-C during a run with PostgreSQL stops the server it started and removes its files and
+/// the run's temporary databases (the server is a daemon of its own: without the handler it
+/// would outlive the run). Once while
 /// the server is still starting, once while the operations run.
 #[test]
 fn an_interrupt_stops_the_postgresql_server() {
@@ -143,10 +144,6 @@ fn interrupt_after(delay: std::time::Duration) {
     assert!(text(&out.stderr).contains("stopped 1 PostgreSQL server"), "{}", text(&out.stderr));
     // SAFETY: as above; signal 0 only asks whether the process exists.
     assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the postmaster {pid} is gone");
-    let left: Vec<_> = std::fs::read_dir(d)
-        .expect("dir")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("espalier-pg-"))
-        .collect();
-    assert!(left.is_empty(), "the server's files are removed: {left:?}");
+    let left: Vec<_> = std::fs::read_dir(d).expect("dir").flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "the server's files and the temporary databases are removed: {left:?}");
 }

@@ -10,15 +10,13 @@
 //! `/usr/lib/postgresql/*/bin` (Debian's layout).
 //!
 //! An interrupt (Ctrl-C, SIGTERM) ends the process without running destructors, and
-//! PostgreSQL runs as its own daemon: so every running server is registered, and the first
-//! server started installs a handler that stops them all (immediate shutdown), deletes their
-//! directories and exits with status 130.
+//! PostgreSQL runs as its own daemon: every server is registered with [`crate::interrupt`],
+//! which stops it (immediate shutdown) and deletes its directory.
 
 use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use super::PeerError;
@@ -56,6 +54,8 @@ pub struct PgServer {
     /// Run server commands as this user (when this process is root).
     run_as: Option<String>,
     running: bool,
+    /// Stops the server and deletes its directory if the process is interrupted.
+    cleanup: Option<crate::interrupt::Registration>,
 }
 
 /// The directory holding `initdb` and `pg_ctl`.
@@ -165,48 +165,6 @@ fn ids_of(user: &str) -> Result<(u32, u32), PeerError> {
     Ok((get("-u")?, get("-g")?))
 }
 
-/// A running server as the interrupt handler needs it: how to stop it, what to delete.
-struct Running {
-    data: PathBuf,
-    stop: Vec<String>,
-    dir: PathBuf,
-}
-
-/// Servers started and not yet stopped, for the interrupt handler. Bounded by the servers a
-/// run starts (one per benchmark).
-static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
-
-fn running() -> std::sync::MutexGuard<'static, Vec<Running>> {
-    RUNNING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Installs the interrupt handler once per process. A process that already has one (the
-/// handler can only be set once) keeps it, with a warning.
-fn stop_servers_on_interrupt() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let installed = ctrlc::set_handler(|| {
-            let servers = std::mem::take(&mut *running());
-            for s in &servers {
-                let _ = run(&s.stop);
-                // The server's last processes may still be writing (its log, a checkpoint)
-                // right after the stop returns: retry for up to 5 s.
-                for _ in 0..50 {
-                    if std::fs::remove_dir_all(&s.dir).is_ok() || !s.dir.exists() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-            eprintln!("\ninterrupted: stopped {} PostgreSQL server(s) and removed their files", servers.len());
-            std::process::exit(130);
-        });
-        if let Err(e) = installed {
-            eprintln!("warning: an interrupt will not stop the PostgreSQL server: {e}");
-        }
-    });
-}
-
 impl PgServer {
     /// Creates a cluster and starts it. Fails with a message naming the step and PostgreSQL's
     /// output; fails with [`INSTALL_HINT`] when PostgreSQL is not installed.
@@ -231,17 +189,14 @@ impl PgServer {
         }
         let data = tmp.path().join("data");
         let socket_dir = tmp.path().to_path_buf();
-        let mut server = PgServer { bin, tmp: Some(tmp), data, socket_dir, port: 0, run_as, running: false };
+        let mut server =
+            PgServer { bin, tmp: Some(tmp), data, socket_dir, port: 0, run_as, running: false, cleanup: None };
         // Registered before anything starts, so that an interrupt at any moment from here on
         // stops what is running and removes the directory.
-        stop_servers_on_interrupt();
         let mut stop = vec!["-D".to_string(), server.data.display().to_string()];
         stop.extend(["stop", "-m", "immediate", "-w"].iter().map(|a| a.to_string()));
-        running().push(Running {
-            data: server.data.clone(),
-            stop: server.argv("pg_ctl", &stop),
-            dir: server.socket_dir.clone(),
-        });
+        server.cleanup =
+            Some(crate::interrupt::on_interrupt(server.socket_dir.clone(), Some(server.argv("pg_ctl", &stop))));
         server.initdb(options)?;
         let mut last = None;
         for _ in 0..START_ATTEMPTS {
@@ -379,7 +334,6 @@ impl PgServer {
     }
 
     fn shutdown(&mut self) -> Result<(), PeerError> {
-        running().retain(|r| r.data != self.data);
         if !self.running {
             return Ok(());
         }

@@ -308,6 +308,8 @@ pub struct Bench {
     pub cross_checks: u64,
     progress: bool,
     keep: bool,
+    /// Deletes `tmp` if the process is interrupted.
+    _cleanup: crate::interrupt::Registration,
     // Last: the databases above live in it.
     tmp: tempfile::TempDir,
 }
@@ -383,6 +385,7 @@ impl Bench {
             .prefix("espalier-bench-peers-")
             .tempdir_in(&base)
             .map_err(|e| PeerError::io(format!("making a temporary directory in {}", base.display()), e))?;
+        let cleanup = crate::interrupt::on_interrupt(tmp.path().to_path_buf(), None);
 
         let t = Instant::now();
         let options = DatabaseOptions { durability: config.durability.espalier(), ..Default::default() };
@@ -405,6 +408,7 @@ impl Bench {
             cross_checks: 0,
             progress: config.progress,
             keep: config.keep,
+            _cleanup: cleanup,
             tmp,
         };
         {

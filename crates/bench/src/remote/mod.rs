@@ -435,6 +435,7 @@ pub fn run(config: &Config) -> Result<Report, RemoteError> {
         .prefix("espalier-bench-remote-")
         .tempdir_in(&base)
         .map_err(|e| RemoteError::io(format!("making a temporary directory in {}", base.display()), e))?;
+    let _cleanup = crate::interrupt::on_interrupt(tmp.path().to_path_buf(), None);
 
     let client_rt = driver::client_runtime(config.client_threads)?;
     let mut points = Vec::new();

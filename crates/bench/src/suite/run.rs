@@ -379,6 +379,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
         None => tmp.tempdir(),
     }
     .map_err(io("making the temporary directory"))?;
+    let _cleanup = crate::interrupt::on_interrupt(tmp.path().to_path_buf(), None);
     let db_dir = tmp.path().join("db");
     let db_options = DatabaseOptions { durability: opts.durability, ..DatabaseOptions::default() };
 
