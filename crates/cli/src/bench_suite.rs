@@ -62,6 +62,45 @@ pub struct RunArgs {
     /// success was expected, or the reverse).
     #[arg(long)]
     pub strict: bool,
+    /// After the report, put this run beside earlier JSON reports (`--out` of earlier runs;
+    /// repeatable, the first is the base of the ratios), as `bench compare` does.
+    #[arg(long, value_name = "REPORT.json")]
+    pub compare: Vec<PathBuf>,
+}
+
+/// Parses `espalier bench FILE|DIR… [OPTIONS]` (clap hands it over as an unknown subcommand:
+/// `argv[0]` is the first file) as `espalier bench run`'s options.
+pub fn run_args_of(argv: &[std::ffi::OsString]) -> Result<RunArgs, String> {
+    #[derive(clap::Parser)]
+    #[command(name = "espalier bench")]
+    struct Shorthand {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+    let first = argv.first().ok_or("no benchmark file given")?;
+    if !Path::new(first).exists() {
+        return Err(format!(
+            "no bench command or file named {:?} (commands: core, trainbenchmark, run, compare, peers, \
+             remote; see `espalier bench --help`)",
+            first.to_string_lossy()
+        ));
+    }
+    let args = std::iter::once(std::ffi::OsString::from("espalier bench")).chain(argv.iter().cloned());
+    <Shorthand as clap::Parser>::try_parse_from(args).map(|s| s.run).map_err(|e| {
+        let message = e.to_string();
+        // clap's text starts with its own "error: "; ours adds one.
+        message.strip_prefix("error: ").unwrap_or(&message).trim_end().to_string()
+    })
+}
+
+/// Reads JSON reports of earlier runs.
+fn read_reports(paths: &[PathBuf]) -> Result<Vec<Report>, String> {
+    let mut reports = Vec::with_capacity(paths.len());
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        reports.push(Report::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    Ok(reports)
 }
 
 /// Options of `espalier bench compare`.
@@ -123,6 +162,11 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
         return Err(format!("--repeat-scale must be a positive number, not {}", args.repeat_scale));
     }
     let files = expand(&args.files)?;
+    if json && !args.compare.is_empty() {
+        return Err("--compare writes Markdown; it has no JSON form (compare JSON reports with `bench compare`)".into());
+    }
+    // Read before the run, so that a bad report fails at once rather than after it.
+    let mut bases = read_reports(&args.compare)?;
     let mut suites: Vec<(PathBuf, Suite)> = Vec::with_capacity(files.len());
     for f in &files {
         match load_suite(f) {
@@ -187,6 +231,10 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
     } else {
         print!("{}", report.to_markdown());
     }
+    if !bases.is_empty() {
+        bases.push(report.clone());
+        print!("\n{}", compare_markdown(&bases));
+    }
     let unexpected = report.unexpected();
     if !unexpected.is_empty() {
         eprintln!("warning: {} instruction(s) had unexpected outcomes:", unexpected.len());
@@ -214,11 +262,7 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
 
 /// `espalier bench compare`.
 pub fn compare(args: &CompareArgs, json: bool) -> Result<u8, String> {
-    let mut reports = Vec::with_capacity(args.reports.len());
-    for p in &args.reports {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        reports.push(Report::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))?);
-    }
+    let reports = read_reports(&args.reports)?;
     if json {
         return Err("bench compare writes Markdown (and SVG); it has no JSON form".into());
     }

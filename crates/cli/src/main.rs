@@ -4,6 +4,7 @@
 //! check), `espalier-instruction` (exec, shell), `espalier-data` (export, import, check) and
 //! `espalier-transaction` (open, create). See `docs/cli.md`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -222,7 +223,8 @@ espalier bench run benchmarks/b1                      # every file of B1, Markdo
 espalier bench run benchmarks/b6/use_case.bench --cold --svg b6.svg\n    \
 espalier bench run benchmarks/b7 --scale 7.25 --out b7.json   # about 8 GB, as in the thesis\n    \
 espalier bench run benchmarks/b3 --scale 0.1 --nested-scale 0.1 --repeat-scale 0.1   # a quick look\n    \
-espalier bench compare before.json after.json")]
+espalier bench compare before.json after.json\n    \
+espalier bench benchmarks/b1 --compare before.json       # `bench FILE` is short for `bench run FILE`")]
     Run(bench_suite::RunArgs),
 
     /// Put JSON reports of `bench run` side by side, with ratios of medians.
@@ -281,6 +283,10 @@ espalier --durability sync bench remote --workload command,get --clients 1,16,64
 espalier bench remote --transport ws,http --workload get --no-pg\n    \
 espalier --json bench remote --workload b6:many_references --b6-scale 0.5 > remote.json")]
     Remote(bench_remote::RemoteArgs),
+
+    /// `espalier bench FILE|DIR… [OPTIONS]` is short for `espalier bench run FILE|DIR…`.
+    #[command(external_subcommand)]
+    File(Vec<OsString>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -400,6 +406,9 @@ fn main() -> ExitCode {
             bench_trainbenchmark::run_trainbenchmark(&args, g.json).map_err(Failure::Other)
         }
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
+        Command::Bench(BenchCommand::File(argv)) => {
+            exit_code(bench_suite::run_args_of(&argv).and_then(|args| bench_suite::run(&args, g.json)))
+        }
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),

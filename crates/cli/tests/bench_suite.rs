@@ -134,3 +134,34 @@ fn help_teaches() {
         assert!(help.contains(needle), "help lacks {needle}:\n{help}");
     }
 }
+
+/// `espalier bench FILE…` is `espalier bench run FILE…`; `--compare` puts the run beside
+/// earlier reports; a name that is neither a command nor a file is an error that lists the
+/// commands.
+#[test]
+fn bench_file_shorthand_and_compare_after_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b5 = benchmarks("b5");
+    let mut args = vec!["bench", "run", b5.as_str(), "--out", "base.json"];
+    args.extend(TINY);
+    let o = run(d, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mut args = vec!["bench", b5.as_str(), "--label", "again", "--compare", "base.json"];
+    args.extend(TINY);
+    let o = run(d, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    assert!(md.contains("| b5 | add_failure | hot |"), "the run's own report: {md}");
+    assert!(md.contains("| espalier | again | again ÷ espalier |"), "the comparison, base first: {md}");
+    for (args, want) in [
+        (vec!["bench", "nosuch"], "no bench command or file named \"nosuch\" (commands: core"),
+        (vec!["bench", b5.as_str(), "--bogus"], "unexpected argument '--bogus'"),
+        (vec!["bench", b5.as_str(), "--compare", "missing.json"], "cannot read missing.json"),
+        (vec!["--json", "bench", b5.as_str(), "--compare", "base.json"], "--compare writes Markdown"),
+    ] {
+        let o = run(d, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
+    }
+}
