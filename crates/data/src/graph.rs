@@ -362,6 +362,25 @@ impl<'a> Graph<'a> {
                     return Ok(NodePath(steps));
                 }
                 ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
+                ParentLink::DictionaryEntry { property } if !(known.is_some() && at.id == node.id) => {
+                    // The locator gives both the key and the owner: one descent.
+                    if let Some((owner, raw)) = self.entry_locator(at.id)? {
+                        #[cfg(debug_assertions)]
+                        {
+                            let rec = self.record(at.id)?;
+                            assert_eq!(record::key(self.schema, rec)?, raw, "locator and record of {} disagree", at.id);
+                            assert_eq!(record::header(rec)?.parent, owner, "locator and header of {} disagree", at.id);
+                        }
+                        steps.push(PathStep::Entry {
+                            collection: self.schema.property(property).name.clone(),
+                            key: vec![String::from_utf8_lossy(raw).into_owned()],
+                            matrix: false,
+                        });
+                        at = NodeRef { id: owner, ty: self.schema.property(property).owner };
+                        continue;
+                    }
+                    return Err(DataError::Corrupt(format!("entry record {} has no locator", at.id)));
+                }
                 ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
                     // One record read gives both the key and the parent.
                     let rec = match known {
