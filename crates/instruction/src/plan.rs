@@ -165,8 +165,20 @@ pub struct Checker<'s> {
     pub params: &'s ParamTypes,
 }
 
-fn kind_word(kind: &PropertyKind) -> &'static str {
-    kind.keyword()
+/// Checks that a leaf of `kind` (as a projection or a pattern term names it) can be read from
+/// property `prop`.
+pub(crate) fn check_leaf_kind(prop: &espalier_schema::Property, kind: LeafKind, span: Span) -> Result<(), CheckError> {
+    let fits = matches!(
+        (kind, &prop.kind),
+        (LeafKind::Number, PropertyKind::Number)
+            | (LeafKind::Text, PropertyKind::Text)
+            | (LeafKind::Stategroup, PropertyKind::StateGroup { .. })
+            | (LeafKind::Reference, PropertyKind::Reference { .. })
+    );
+    if !fits {
+        return err(span, format!("'{}' is a {}, not a {:?}", prop.name, prop.kind.keyword(), kind).to_lowercase());
+    }
+    Ok(())
 }
 
 impl<'s> Checker<'s> {
@@ -276,10 +288,10 @@ impl<'s> Checker<'s> {
 
     fn expect_kind(&self, p: PropertyId, want: &str, step: &str, span: Span) -> Result<(), CheckError> {
         let prop = self.schema.property(p);
-        if kind_word(&prop.kind) != want {
+        if prop.kind.keyword() != want {
             return err(
                 span,
-                format!("'{}' is a {}, but `{step}` steps into a {want}", prop.name, kind_word(&prop.kind)),
+                format!("'{}' is a {}, but `{step}` steps into a {want}", prop.name, prop.kind.keyword()),
             );
         }
         Ok(())
@@ -422,9 +434,8 @@ impl<'s> Checker<'s> {
         let span = item.span;
         let p = self.property(node, &item.item.name, span)?;
         let prop = self.schema.property(p);
-        let mismatch = |op: &str| {
-            err(span, format!("'{}' is a {}; `{op}` does not apply to it", prop.name, kind_word(&prop.kind)))
-        };
+        let mismatch =
+            |op: &str| err(span, format!("'{}' is a {}; `{op}` does not apply to it", prop.name, prop.kind.keyword()));
         let op = match (&item.item.op, &prop.kind) {
             (Op::SetNumber(v), PropertyKind::Number) => {
                 self.value_fits(v, ParamKind::Number, span, &format!("'{}'", prop.name))?;
@@ -519,20 +530,7 @@ impl<'s> Checker<'s> {
         }
         let (path, node) = self.path_from(row, &proj.path, false)?;
         let p = self.property(node, &proj.property, span)?;
-        let prop = self.schema.property(p);
-        let fits = matches!(
-            (proj.kind, &prop.kind),
-            (LeafKind::Number, PropertyKind::Number)
-                | (LeafKind::Text, PropertyKind::Text)
-                | (LeafKind::Stategroup, PropertyKind::StateGroup { .. })
-                | (LeafKind::Reference, PropertyKind::Reference { .. })
-        );
-        if !fits {
-            return err(
-                span,
-                format!("'{}' is a {}, not a {:?}", prop.name, kind_word(&prop.kind), proj.kind).to_lowercase(),
-            );
-        }
+        check_leaf_kind(self.schema.property(p), proj.kind, span)?;
         let filter = match &proj.filter {
             None => None,
             Some(f) => Some(self.filter(p, proj.kind, f, span)?),

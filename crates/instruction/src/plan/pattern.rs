@@ -339,6 +339,31 @@ impl<'c, 's> PatternChecker<'c, 's> {
     }
 
     /// Types a path from `ty`; `single`: value paths, which must not fan out.
+    /// The steps of a `repeat` or a `shortest` (`what`), which must lead back to the kind of
+    /// node they start from.
+    fn loop_steps(
+        &mut self,
+        ty: NodeTypeId,
+        steps: &[Located<PatternStep>],
+        scope: &HashMap<String, usize>,
+        span: Span,
+        what: &str,
+    ) -> Result<Vec<MStep>, CheckError> {
+        let (body, end) = self.steps(ty, steps, scope, false)?;
+        if end != ty {
+            return err(
+                span,
+                format!(
+                    "the steps of `{what}` must lead back to the kind of node they start from: they start at {} \
+                     and end at {}",
+                    self.describe(ty),
+                    self.describe(end)
+                ),
+            );
+        }
+        Ok(body)
+    }
+
     fn steps(
         &mut self,
         mut ty: NodeTypeId,
@@ -542,18 +567,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         format!("`repeat {min} to {max}`: need MIN <= MAX <= {}", crate::parse::MAX_REPEAT),
                     );
                 }
-                let (body, end) = self.steps(ty, steps, scope, false)?;
-                if end != ty {
-                    return err(
-                        span,
-                        format!(
-                            "the steps of `repeat` must lead back to the kind of node they start from: they start \
-                             at {} and end at {}",
-                            self.describe(ty),
-                            self.describe(end)
-                        ),
-                    );
-                }
+                let body = self.loop_steps(ty, steps, scope, span, "repeat")?;
                 MStep { kind: MStepKind::Repeat { min: *min, max: *max, body }, from: ty, to: ty }
             }
         })
@@ -855,20 +869,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 let v = self.var(scope, var, span)?;
                 let (steps, ty) = self.steps(self.vars[v].ty, path, scope, true)?;
                 let p = self.c.property(ty, property, span)?;
-                let prop = self.schema().property(p);
-                let fits = matches!(
-                    (kind, &prop.kind),
-                    (LeafKind::Number, PropertyKind::Number)
-                        | (LeafKind::Text, PropertyKind::Text)
-                        | (LeafKind::Stategroup, PropertyKind::StateGroup { .. })
-                        | (LeafKind::Reference, PropertyKind::Reference { .. })
-                );
-                if !fits {
-                    return err(
-                        span,
-                        format!("'{}' is a {}, not a {:?}", prop.name, prop.kind.keyword(), kind).to_lowercase(),
-                    );
-                }
+                super::check_leaf_kind(self.schema().property(p), *kind, span)?;
                 (MTerm::Leaf { var: v, steps, property: p, kind: *kind }, Some(*kind))
             }
             Term::Value(v) => {
@@ -915,18 +916,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 let f = self.var(scope, from, span)?;
                 let t = self.var(scope, to, span)?;
                 let ty = self.vars[f].ty;
-                let (body, end) = self.steps(ty, steps, scope, false)?;
-                if end != ty {
-                    return err(
-                        span,
-                        format!(
-                            "the steps of `shortest` must lead back to the kind of node they start from: they start \
-                             at {} and end at {}",
-                            self.describe(ty),
-                            self.describe(end)
-                        ),
-                    );
-                }
+                let body = self.loop_steps(ty, steps, scope, span, "shortest")?;
                 if self.vars[t].ty != ty {
                     return err(span, format!("{from} and {to} are different kinds of node: no path joins them"));
                 }
