@@ -284,12 +284,15 @@ impl<'a> Graph<'a> {
         let owner_ty = self.schema.property(property).owner;
         // An entry's locator names its owner: one descent instead of two (locator, then record).
         if let Some((owner, _)) = self.entry_locator(node.id)? {
-            #[cfg(debug_assertions)]
-            assert_eq!(self.header(node.id)?.parent, owner, "locator and header of {} disagree on the owner", node.id);
             return Ok(Some(NodeRef { id: owner, ty: owner_ty }));
         }
         let h = self.header(node.id)?;
         Ok(Some(NodeRef { id: h.parent, ty: owner_ty }))
+    }
+
+    /// [`Graph::entry_locator`] for a node known to be an entry: its owner and key bytes.
+    fn entry_of_locator(&self, id: NodeId) -> Result<(NodeId, &'a [u8])> {
+        self.entry_locator(id)?.ok_or_else(|| DataError::Corrupt(format!("entry record {id} has no locator")))
     }
 
     /// For an entry: its owner's record id and its key bytes, read from its locator in
@@ -304,6 +307,13 @@ impl<'a> Graph<'a> {
         };
         let owner = u64_be(entries_key).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
         let raw = entries_key.get(12..).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
+        // Debug builds (every test) check the shortcut against the record it stands for.
+        #[cfg(debug_assertions)]
+        {
+            let rec = self.record(id)?;
+            assert_eq!(record::key(self.schema, rec)?, raw, "locator and record of {id} disagree on the key");
+            assert_eq!(record::header(rec)?.parent, owner, "locator and record of {id} disagree on the owner");
+        }
         Ok(Some((owner, raw)))
     }
 
@@ -364,22 +374,14 @@ impl<'a> Graph<'a> {
                 ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
                 ParentLink::DictionaryEntry { property } if !(known.is_some() && at.id == node.id) => {
                     // The locator gives both the key and the owner: one descent.
-                    if let Some((owner, raw)) = self.entry_locator(at.id)? {
-                        #[cfg(debug_assertions)]
-                        {
-                            let rec = self.record(at.id)?;
-                            assert_eq!(record::key(self.schema, rec)?, raw, "locator and record of {} disagree", at.id);
-                            assert_eq!(record::header(rec)?.parent, owner, "locator and header of {} disagree", at.id);
-                        }
-                        steps.push(PathStep::Entry {
-                            collection: self.schema.property(property).name.clone(),
-                            key: vec![String::from_utf8_lossy(raw).into_owned()],
-                            matrix: false,
-                        });
-                        at = NodeRef { id: owner, ty: self.schema.property(property).owner };
-                        continue;
-                    }
-                    return Err(DataError::Corrupt(format!("entry record {} has no locator", at.id)));
+                    let (owner, raw) = self.entry_of_locator(at.id)?;
+                    steps.push(PathStep::Entry {
+                        collection: self.schema.property(property).name.clone(),
+                        key: vec![String::from_utf8_lossy(raw).into_owned()],
+                        matrix: false,
+                    });
+                    at = NodeRef { id: owner, ty: self.schema.property(property).owner };
+                    continue;
                 }
                 ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
                     // One record read gives both the key and the parent.
@@ -486,19 +488,10 @@ impl<'a> Graph<'a> {
             }
             if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
                 // The key and the owner, both from the locator: one descent per level.
-                if let Some((owner, raw)) = self.entry_locator(at.id)? {
-                    #[cfg(debug_assertions)]
-                    {
-                        let record = self.record(at.id)?;
-                        assert_eq!(record::key(self.schema, record)?, raw, "locator and record of {} disagree", at.id);
-                        assert_eq!(record::header(record)?.parent, owner, "locator and header of {} disagree", at.id);
-                    }
-                    key.push(String::from_utf8_lossy(raw).into_owned());
-                    at = NodeRef { id: owner, ty: self.schema.property(property).owner };
-                    continue;
-                }
-                let raw = record::key(self.schema, self.record(at.id)?)?;
+                let (owner, raw) = self.entry_of_locator(at.id)?;
                 key.push(String::from_utf8_lossy(raw).into_owned());
+                at = NodeRef { id: owner, ty: self.schema.property(property).owner };
+                continue;
             }
             at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("reference key walk reached the root".into()))?;
         }
