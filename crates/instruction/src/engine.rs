@@ -163,17 +163,20 @@ impl Engine {
         bench: Option<&mut (dyn BenchValues + 'static)>,
     ) -> Result<Reply, InstructionError> {
         if plan.is_read_only() {
-            let snap = self.db.snapshot()?;
-            let nav = Nav { graph: snap.graph() };
-            let mut b = Bindings { params, bench, cancel: None };
-            return self.read(&nav, plan, &mut b);
+            return self.read_snapshot(plan, &mut Bindings { params, bench, cancel: None });
         }
         let mut bench = bench;
         let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
             let mut b = Bindings { params, bench: bench.as_deref_mut(), cancel: None };
             self.write(g, plan, &mut b)
         })?;
-        Ok(stamp(committed.value, committed.version, committed.changes.changes.len()))
+        Ok(stamped(committed))
+    }
+
+    /// Runs a read-only plan on a fresh snapshot.
+    fn read_snapshot(&self, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
+        let snap = self.db.snapshot()?;
+        self.read(&Nav { graph: snap.graph() }, plan, b)
     }
 
     /// Runs a read-only plan that stops with a `limit` error soon after `cancel` is set (the
@@ -185,10 +188,7 @@ impl Engine {
         cancel: &AtomicBool,
     ) -> Result<Reply, InstructionError> {
         assert!(plan.is_read_only(), "writes are never cancelled once started");
-        let snap = self.db.snapshot()?;
-        let nav = Nav { graph: snap.graph() };
-        let mut b = Bindings { params, bench: None, cancel: Some(cancel) };
-        self.read(&nav, plan, &mut b)
+        self.read_snapshot(plan, &mut Bindings { params, bench: None, cancel: Some(cancel) })
     }
 
     /// Runs a mutating `plan` without waiting for its commit: `done` gets the reply on the
@@ -206,9 +206,7 @@ impl Engine {
             let mut b = Bindings { params: &params, bench: None, cancel: None };
             engine.write(g, &plan, &mut b)
         };
-        let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| {
-            done(r.map(|c| stamp(c.value, c.version, c.changes.changes.len())))
-        };
+        let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| done(r.map(stamped));
         self.db.write_detached(write, lead_here, finish);
     }
 
@@ -276,6 +274,11 @@ impl Engine {
             }
         }
     }
+}
+
+/// A committed request's reply with its version and change count.
+fn stamped(c: espalier_transaction::Committed<Reply>) -> Reply {
+    stamp(c.value, c.version, c.changes.changes.len())
 }
 
 fn stamp(reply: Reply, version: u64, changes: usize) -> Reply {
