@@ -3,8 +3,11 @@
 use std::collections::HashMap;
 
 use espalier_instruction::{Engine, InstructionError, ParamValue, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
+use espalier_transaction::DatabaseOptions;
 use serde_json::json;
+
+mod common;
+use common::engine;
 
 const SCHEMA: &str = r#"
 root (
@@ -44,13 +47,6 @@ command 'pulse' ( 'machine' -> text ) (
     update . 'Machines' : $machine ( 'Pulses' -> number + 1 )
 )
 "#;
-
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
-}
 
 fn run(e: &Engine, text: &str) -> Result<Reply, InstructionError> {
     e.execute_text(text, &HashMap::new())
@@ -94,7 +90,7 @@ fn rows(r: Reply) -> (u64, Vec<(Vec<String>, Vec<serde_json::Value>)>) {
 
 #[test]
 fn queries_filter_project_through_states_and_references_with_total() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     let (total, got) = rows(ok(&e, "collection select . 'Clients' 'Name' -> text : 'Name' ( [ 'A' ] * ) limit 1"));
     assert_eq!(total, 2, "total counts every match, not just the page");
@@ -132,7 +128,7 @@ fn queries_filter_project_through_states_and_references_with_total() {
 
 #[test]
 fn b5_failures_are_typed_and_change_nothing() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     let version = e.database().version();
     let cases = [
@@ -181,7 +177,7 @@ fn b5_failures_are_typed_and_change_nothing() {
 
 #[test]
 fn type_errors_name_the_place_before_anything_runs() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let cases = [
         (
             "update ( 'Nmae' -> text \"x\" )",
@@ -213,7 +209,7 @@ fn type_errors_name_the_place_before_anything_runs() {
 
 #[test]
 fn commands_transactions_params_and_get() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     let r = ok(&e, r#"command 'start' ( 'machine' -> "m2" 'order' -> "o3" 'time' -> 12345 )"#);
     assert!(matches!(r, Reply::Done { changes, .. } if changes >= 4), "{r:?}");
@@ -256,7 +252,7 @@ fn commands_transactions_params_and_get() {
 
 #[test]
 fn matrix_entries_are_keyed_by_reference_and_navigable_backwards() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     ok(&e, r#"update . 'Orders' : "o1" ( 'Tags' -> matrix "c3" ( 'Weight' -> number 2 ) )"#);
     assert_eq!(fail(&e, r#"update . 'Orders' : "o1" ( 'Tags' -> matrix "c3" ( ) )"#).0, "key_exists");
@@ -272,7 +268,7 @@ fn matrix_entries_are_keyed_by_reference_and_navigable_backwards() {
 /// through a matrix must give the same keys, in order, as reading it whole.
 #[test]
 fn matrix_rows_keep_their_keys_through_offset_limit_and_filters() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     for (o, c, w) in [("o1", "c1", 1), ("o1", "c2", 2), ("o1", "c3", 3), ("o2", "c3", 4), ("o3", "c2", 5)] {
         ok(&e, &format!(r#"update . 'Orders' : "{o}" ( 'Tags' -> matrix "{c}" ( 'Weight' -> number {w} ) )"#));
@@ -313,7 +309,7 @@ fn bad_command_bodies_are_schema_errors_pointing_into_the_schema() {
 fn an_entry_removed_and_added_again_inside_one_transaction_is_updated_as_the_new_entry() {
     // The write path remembers where the entry it found by key lives; after the entry is
     // removed and a new one takes its key (with a new record id), that memory must not be used.
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     seed(&e);
     ok(
         &e,
@@ -337,7 +333,7 @@ fn an_entry_removed_and_added_again_inside_one_transaction_is_updated_as_the_new
 #[test]
 fn reads_stop_when_cancelled() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let entries: String =
         (0..3000).map(|i| format!(r#" 'Clients' -> dictionary "k{i:04}" ( 'Name' -> text "n" )"#)).collect();
     ok(&e, &format!("update ({entries} )"));

@@ -6,8 +6,10 @@
 use std::collections::HashMap;
 
 use espalier_instruction::{Engine, ParamValue, QueryResult, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
 use serde_json::{json, Value};
+
+mod common;
+use common::{engine, exec};
 
 const SCHEMA: &str = include_str!("../../schema/tests/models/b6.alan");
 
@@ -26,17 +28,6 @@ struct Order {
     modifications: Vec<(String, Vec<(String, i64)>)>,
 }
 
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
-}
-
-fn exec(e: &Engine, text: &str) {
-    e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));
-}
-
 fn run(e: &Engine, text: &str, params: &[(&str, &str)]) -> QueryResult {
     let params: HashMap<String, ParamValue> =
         params.iter().map(|(k, v)| (k.to_string(), ParamValue::Text(v.to_string()))).collect();
@@ -52,7 +43,7 @@ fn values(q: &QueryResult) -> Vec<Vec<Value>> {
 
 #[test]
 fn b6_queries_in_both_forms() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let names = [
         "abacus",
         "abc tools",

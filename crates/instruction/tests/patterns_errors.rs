@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 
 use espalier_instruction::Engine;
-use espalier_transaction::{DatabaseOptions, Durability};
+
+mod common;
+use common::engine;
 
 const SCHEMA: &str = r#"
 root (
@@ -27,13 +29,6 @@ root (
 )
 "#;
 
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
-}
-
 /// The error text of `query`, which must fail with `code`.
 fn fails(e: &Engine, query: &str, code: &str) -> String {
     match e.execute_text(query, &HashMap::new()) {
@@ -47,7 +42,7 @@ fn fails(e: &Engine, query: &str, code: &str) -> String {
 
 #[test]
 fn check_errors_point_at_the_offending_step() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let cases: &[(&str, &str)] = &[
         (
             "collection match s in . 'Regions' . 'Track Elements' ? 'Kind' * 'Segment' where s number : 'Lenght' <= 0 select 'x' -> s",
@@ -126,7 +121,7 @@ fn check_errors_point_at_the_offending_step() {
 
 #[test]
 fn syntax_errors_point_at_the_offending_token() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let cases: &[(&str, &str)] = &[
         (
             "collection match select 'x' -> r",
@@ -173,7 +168,7 @@ fn syntax_errors_point_at_the_offending_token() {
 
 #[test]
 fn run_time_errors_are_values_not_crashes() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     // A parameter that was not given.
     let got = fails(&e, "collection match r in . 'Routes' : $route select 'x' -> r", "value");
     assert!(got.contains("no value given for parameter $route"), "{got}");
@@ -188,7 +183,7 @@ fn run_time_errors_are_values_not_crashes() {
 
 #[test]
 fn the_json_form_runs_and_is_checked_like_the_text() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let json = r#"{"match":{"clauses":[{"bind":{"var":"r","from":null,"path":[{"dictionary":{"name":"Routes","key":null}}]}}],
         "distinct":false,"columns":[{"alias":"n","expr":{"count":{"distinct":false,"term":null}}}],
         "order":[],"limit":null,"offset":null}}"#;
@@ -204,7 +199,7 @@ fn the_json_form_runs_and_is_checked_like_the_text() {
 
 #[test]
 fn json_only_shapes_are_bounded() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let with_path = |path: &str, var_from: &str| {
         format!(
             r#"{{"match":{{"clauses":[{{"bind":{{"var":"r","from":null,"path":[{{"dictionary":{{"name":"Routes","key":null}}}}]}}}},

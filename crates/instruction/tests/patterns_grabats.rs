@@ -6,7 +6,9 @@
 use std::collections::{BTreeSet, HashMap};
 
 use espalier_instruction::{Engine, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
+
+mod common;
+use common::{engine, Rng};
 
 /// The JDT AST excerpt the query needs (Fig. 2): type declarations, their body
 /// declarations (fields and methods), a method's modifiers and return type.
@@ -51,17 +53,6 @@ const FROM_METHODS: &str = "collection match
       and exists ( m in md . 'Modifiers' where m stategroup : 'Keyword' == 'static' )
 select distinct 'type' -> td";
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 enum Returns {
     Void,
     Primitive,
@@ -71,13 +62,6 @@ enum Returns {
 struct Method {
     modifiers: Vec<&'static str>,
     returns: Returns,
-}
-
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
 }
 
 fn add_type(e: &Engine, name: &str, methods: &[Method], fields: usize) {
@@ -116,7 +100,7 @@ fn types(e: &Engine, query: &str) -> BTreeSet<String> {
 
 #[test]
 fn hand_built_singletons() {
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let m = |modifiers: Vec<&'static str>, returns| Method { modifiers, returns };
     // A singleton; a static public method returning another type; public but not static;
     // a static public method returning a primitive; and a singleton with extra modifiers.
@@ -133,7 +117,7 @@ fn hand_built_singletons() {
 #[test]
 fn generated_models_agree_with_a_direct_computation() {
     let mut rng = Rng(0x6AB_A75);
-    let (_d, e) = engine();
+    let (_d, e) = engine(SCHEMA);
     let names: Vec<String> = (0..60).map(|i| format!("T{i}")).collect();
     let mut want = BTreeSet::new();
     for name in &names {

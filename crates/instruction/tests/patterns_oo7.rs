@@ -5,8 +5,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use espalier_instruction::{Engine, ParamValue, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
 use serde_json::{json, Value};
+
+mod common;
+use common::{engine, exec, Rng};
 
 /// OO7's schema (appendix A) in Alan notation. Atomic parts are contained in their composite
 /// part (`partOf` is containment), connections are the attributed matrix 'To'; documents are
@@ -46,17 +48,6 @@ root (
     )
 )
 "#;
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 struct Atomic {
     id: u64,
@@ -160,17 +151,6 @@ fn generate(levels: u32, comps: u64, atoms: u64, seed: u64) -> Oo7 {
     Oo7 { composites, assemblies, design_root: level[0] }
 }
 
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
-}
-
-fn exec(e: &Engine, text: &str) {
-    e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));
-}
-
 fn title(c: u64) -> String {
     format!("Composite Part {c:08}")
 }
@@ -243,7 +223,7 @@ fn query(e: &Engine, text: &str, params: &[(&str, ParamValue)]) -> (u64, Vec<Vec
 #[test]
 fn oo7_queries_and_traversals() {
     let db = generate(4, 40, 12, 0x007_2024);
-    let (_dir, e) = engine();
+    let (_dir, e) = engine(SCHEMA);
     load(&e, &db);
     let atoms: Vec<&Atomic> = db.composites.iter().flat_map(|c| c.atoms.iter()).collect();
     let composite_of: HashMap<u64, &Composite> =

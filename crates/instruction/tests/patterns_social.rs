@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use espalier_instruction::{Engine, ParamValue, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
 use serde_json::{json, Value};
+
+mod common;
+use common::{engine, exec, Rng};
 
 const SCHEMA: &str = r#"
 root (
@@ -26,18 +28,6 @@ root (
     )
 )
 "#;
-
-/// A small deterministic generator (xorshift), so the test needs no extra crate.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 struct Network {
     people: Vec<String>,
@@ -94,17 +84,6 @@ fn generate(n: usize, seed: u64) -> Network {
         collections.insert(p.clone(), cs);
     }
     Network { people, age, friends, groups, activities, messages, collections }
-}
-
-fn engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    let e = Engine::create(&dir.path().join("db"), SCHEMA, opts).unwrap();
-    (dir, e)
-}
-
-fn exec(e: &Engine, text: &str) {
-    e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));
 }
 
 fn load(e: &Engine, n: &Network) {
@@ -180,7 +159,7 @@ fn bfs(n: &Network, from: &str) -> HashMap<String, usize> {
 #[test]
 fn social_network_queries_match_an_independent_computation() {
     let net = generate(40, 0x5EED_1234_ABCD);
-    let (_dir, e) = engine();
+    let (_dir, e) = engine(SCHEMA);
     load(&e, &net);
     let mut checked_nonempty = 0;
     for person in net.people.iter().take(12) {
@@ -380,7 +359,7 @@ fn social_network_queries_match_an_independent_computation() {
 /// A hand-built network whose answers are worked out by hand in the comments.
 #[test]
 fn hand_checked_answers() {
-    let (_dir, e) = engine();
+    let (_dir, e) = engine(SCHEMA);
     for x in ["a", "b", "c", "d", "e", "f", "g", "h"] {
         exec(&e, &format!("update ( 'People' -> dictionary \"{x}\" ( 'Name' -> text \"{x}\" 'Age' -> number 30 ) )"));
     }
