@@ -408,7 +408,14 @@ fn postgres_server_runs_for_root_and_for_ordinary_users() {
         return;
     }
     // And as an ordinary user: this test binary again, as `postgres`, running the ignored test.
-    let exe = std::env::current_exe().expect("test binary");
+    // A copy in a directory open to everyone: the checkout may sit under a directory closed to
+    // other users (`mktemp -d` makes one with mode 0700, as CI's fresh clone does).
+    use std::os::unix::fs::PermissionsExt;
+    let open_dir = tempfile::Builder::new().prefix("espalier-peers-test-").tempdir_in("/tmp").expect("temp dir");
+    std::fs::set_permissions(open_dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    let exe = open_dir.path().join("peers-test");
+    std::fs::copy(std::env::current_exe().expect("test binary"), &exe).expect("copy the test binary");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod binary");
     let out = std::process::Command::new("runuser")
         .args(["-u", "postgres", "--"])
         .arg(&exe)
