@@ -66,7 +66,7 @@ export class InstructionError extends EspalierError {}
 export class InvalidInstructionError extends InstructionError {}
 /** `key_missing`: an entry named by key does not exist. */
 export class NotFoundError extends InstructionError {}
-/** `key_exists`, `already_in_state`, `state_not_selected`, `referenced`, `reference_unset`. */
+/** `key_exists`, `already_in_state`, `state_not_selected`, `referenced`, `reference_unset`, `not_unique`. */
 export class ConflictError extends InstructionError {}
 /** `transaction`, `storage`, `corrupt`, `schema`: the commit failed or the database is unusable. */
 export class DatabaseError extends InstructionError {}
@@ -116,6 +116,7 @@ export const CODE_FAMILIES: Readonly<
   state_not_selected: ConflictError,
   referenced: ConflictError,
   reference_unset: ConflictError,
+  not_unique: ConflictError,
   limit: EngineLimitError,
   transaction: DatabaseError,
   storage: DatabaseError,

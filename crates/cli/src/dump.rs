@@ -219,6 +219,7 @@ pub fn check(g: &Global) -> Result<(), Failure> {
             "entries": report.entries,
             "links": report.links,
             "strings": report.strings,
+            "index_rows": report.index_rows,
             "problems": report.problems,
         });
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&json).unwrap_or_default());
@@ -228,6 +229,7 @@ pub fn check(g: &Global) -> Result<(), Failure> {
         let _ = writeln!(out, "  entries: {}", report.entries);
         let _ = writeln!(out, "  links:   {}", report.links);
         let _ = writeln!(out, "  strings: {}", report.strings);
+        let _ = writeln!(out, "  index rows: {}", report.index_rows);
         for p in &report.problems {
             let _ = writeln!(out, "problem: {p}");
         }

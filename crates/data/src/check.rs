@@ -38,6 +38,8 @@ pub struct CheckReport {
     pub links: u64,
     /// Rows of the Strings table.
     pub strings: u64,
+    /// Rows of the Indexes table.
+    pub index_rows: u64,
     /// One sentence per problem, naming the node path where there is one.
     pub problems: Vec<String>,
 }
@@ -60,6 +62,8 @@ struct Checker<'g, 'p> {
     entries_reached: u64,
     /// Reference slots and matrix entries the walk found with their Links row.
     links_reached: u64,
+    /// Index rows the walk found for the entries of indexed collections.
+    index_rows_reached: u64,
     /// string id → (text slots holding it, first holder).
     strings: HashMap<u64, (u64, NodeRef, PropertyId)>,
     /// Some record has an unreadable header or unknown type.
@@ -80,6 +84,7 @@ pub fn check(graph: &Graph, progress: &mut dyn FnMut(u64)) -> Result<CheckReport
         reached: 0,
         entries_reached: 0,
         links_reached: 0,
+        index_rows_reached: 0,
         strings: HashMap::new(),
         damaged: false,
         report: CheckReport::default(),
@@ -96,6 +101,7 @@ pub fn check(graph: &Graph, progress: &mut dyn FnMut(u64)) -> Result<CheckReport
     }
     c.scan_entries()?;
     c.scan_links()?;
+    c.scan_indexes()?;
     c.scan_strings()?;
     c.scan_string_index()?;
     c.check_meta()?;
@@ -450,6 +456,9 @@ impl Checker<'_, '_> {
                     }
                 }
             }
+            if let Some((_, rec)) = record::split_entry_value(v) {
+                self.entry_indexes(entry, p, rec)?;
+            }
             let before = self.reached;
             let (g, damaged) = (self.g, self.damaged);
             let place = || format!("{} entry {}", collection_name(g, damaged, owner, p), show_key(key));
@@ -719,6 +728,53 @@ impl Checker<'_, '_> {
             self.problem(format!(
                 "{valid} Links rows match a reference or matrix entry but the walk from the root found {}",
                 self.links_reached
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every index of collection `p` must hold entry `entry` (record `rec`) under its value.
+    fn entry_indexes(&mut self, entry: NodeRef, p: PropertyId, rec: &[u8]) -> Result<()> {
+        let schema = self.g.schema;
+        for (n, decl) in schema.indexes_of_collection(p) {
+            let value = match soft(crate::index::value_in(schema, self.g.txn, decl, rec))? {
+                Ok(v) => v,
+                Err(m) => {
+                    self.problem(format!("{}: index '{}': {m}", self.describe(entry), decl.name));
+                    continue;
+                }
+            };
+            if self.g.txn.get(Table::Indexes, &crate::index::row(n, value.as_value(), entry.id))?.is_some() {
+                self.index_rows_reached += 1;
+            } else {
+                self.problem(format!(
+                    "{}: index '{}' has no row for its '{}' {:?}",
+                    self.describe(entry),
+                    decl.name,
+                    schema.property(decl.property).name,
+                    value
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every index row must stand for an entry the walk found under it (counted there).
+    fn scan_indexes(&mut self) -> Result<()> {
+        let indexes = self.g.schema.indexes.len();
+        for item in self.g.txn.scan(Table::Indexes, FIRST)? {
+            let (k, _) = item?;
+            self.report.index_rows += 1;
+            self.tick();
+            let n = k.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            if n.is_none_or(|n| (n as usize) >= indexes) || crate::index::row_entry(k).is_err() {
+                self.problem(format!("the Indexes table has a row {k:?} of no declared index"));
+            }
+        }
+        if self.report.index_rows != self.index_rows_reached {
+            self.problem(format!(
+                "the Indexes table has {} rows but the entries of indexed collections need {}",
+                self.report.index_rows, self.index_rows_reached
             ));
         }
         Ok(())

@@ -17,10 +17,23 @@ pub enum DataError {
     Referenced { target: String, referrer: String, property: String },
     #[error("reference '{property}' of {node} must be set when the node is created")]
     ReferenceUnset { node: String, property: String },
+    #[error("index '{}' is unique, but {} and {} both have '{}' {}", .0.index, .0.first, .0.second, .0.property, .0.value)]
+    NotUnique(Box<UniqueViolation>),
     #[error("entry key of {len} bytes is too long (the limit is {max} bytes)")]
     KeyTooLong { len: usize, max: usize },
     #[error("the stored data is inconsistent: {0}")]
     Corrupt(String),
+}
+
+/// Two entries holding one value of a `unique` index (boxed: it is rare and large).
+#[derive(Debug)]
+pub struct UniqueViolation {
+    pub index: String,
+    pub property: String,
+    /// As the instruction language writes it.
+    pub value: String,
+    pub first: String,
+    pub second: String,
 }
 
 impl DataError {

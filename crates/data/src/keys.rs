@@ -57,6 +57,6 @@ pub mod meta {
     pub const NEXT_NODE: &[u8] = b"next_node";
     pub const NEXT_STRING: &[u8] = b"next_string";
     pub const VERSION: &[u8] = b"version";
-    /// Bumped when the on-disk layout changes incompatibly.
-    pub const FORMAT_VERSION: u64 = 2;
+    /// Bumped when the on-disk layout changes incompatibly (3: the Indexes table).
+    pub const FORMAT_VERSION: u64 = 3;
 }

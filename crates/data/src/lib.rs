@@ -10,6 +10,7 @@
 //! | Strings | string id | reference count · bytes |
 //! | StringIndex | xxh3(bytes) · string id | — |
 //! | Meta | name | counters, schema text |
+//! | Indexes | index number · encoded value · entry record id | — (see [`index`]) |
 //!
 //! A collection's entries are one contiguous key range under the record that owns it, so
 //! lookup by key is one B+tree descent and iteration is a cursor walk.
@@ -19,6 +20,7 @@ pub mod check;
 pub mod dump;
 mod error;
 mod graph;
+pub mod index;
 mod keys;
 mod record;
 mod strings;
@@ -27,7 +29,7 @@ mod write;
 pub use change::{Change, ChangeSet, NodePath, PathStep};
 pub use check::{check, CheckReport};
 pub use dump::{export, import, DumpError, ImportStats};
-pub use error::DataError;
+pub use error::{DataError, UniqueViolation};
 pub use graph::{EntryKey, Graph, NodeView};
 pub use keys::meta;
 pub use record::{NodeId, NodeRef, ROOT_ID};

@@ -2,17 +2,24 @@
 //! string counts and entry counts exact, enforcing the integrity rule (nothing referred to
 //! can be removed), and recording every change for the change set.
 
+use std::collections::BTreeSet;
+
 use espalier_schema::{NodeTypeId, PropertyId, PropertyKind, Schema, StateIndex, Storage};
 use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
 
 use crate::change::{Change, ChangeSet};
 use crate::graph::{EntryKey, Graph};
+use crate::index::{self, IndexValue, OwnedValue};
 use crate::keys::{self, meta, MAX_KEY_BYTES};
 use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
 use crate::{strings, DataError, Result};
 
 /// Deepest ancestry walk when checking whether a referrer lies inside a removed subtree.
 const MAX_DEPTH: usize = 1024;
+
+/// Most unique-index values one request remembers for its end-of-request check; past it the
+/// check goes over every unique index whole (bounds memory on a bulk load).
+const MAX_UNIQUE_PENDING: usize = 4096;
 
 pub struct WriteGraph<'a, 's> {
     pub schema: &'a Schema,
@@ -24,6 +31,12 @@ pub struct WriteGraph<'a, 's> {
     /// its entry by key, then reads, writes and names it, and this spares each of those the
     /// Nodes locator. Checked against the row's id on use, so a stale hint is only a miss.
     located: Option<(NodeId, Vec<u8>)>,
+    /// Unique-index values (index, encoded value) written by the current request. They are
+    /// checked when it ends ([`WriteGraph::check_unique`]), not when written: a new entry holds
+    /// its default until the instruction sets its value, so two can share it for a moment.
+    unique_pending: BTreeSet<(u32, Vec<u8>)>,
+    /// More than [`MAX_UNIQUE_PENDING`] were written: check every unique index whole.
+    unique_overflow: bool,
 }
 
 /// Where to roll one instruction back to.
@@ -44,7 +57,16 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn new(schema: &'a Schema, txn: &'a mut WriteTxn<'s>) -> Result<WriteGraph<'a, 's>> {
         let next_node = read_counter(txn, meta::NEXT_NODE, ROOT_ID)?;
         let next_string = read_counter(txn, meta::NEXT_STRING, 1)?;
-        Ok(WriteGraph { schema, txn, next_node, next_string, changes: Vec::new(), located: None })
+        Ok(WriteGraph {
+            schema,
+            txn,
+            next_node,
+            next_string,
+            changes: Vec::new(),
+            located: None,
+            unique_pending: BTreeSet::new(),
+            unique_overflow: false,
+        })
     }
 
     /// Read access that sees this transaction's own writes.
@@ -65,6 +87,9 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
         self.txn.rollback_to(sp.storage)?;
         self.changes.truncate(sp.changes);
+        // Only the request rolled back has unchecked values (each request checks its own).
+        self.unique_pending.clear();
+        self.unique_overflow = false;
         Ok(())
     }
 
@@ -114,6 +139,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             let entries_key = keys::entry(parent, parent_property, key);
             self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, &rec))?;
             self.txn.put(Table::Nodes, &keys::node(id), &record::locator(&entries_key))?;
+            self.index_defaults(parent_property, id)?;
         } else {
             self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
         }
@@ -202,6 +228,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let old = record::read_u64(&rec, at)? as i64;
         record::write_u64(&mut rec, at, value as u64)?;
         self.store(node.id, &rec)?;
+        self.index_move(property, node.id, IndexValue::Number(old), IndexValue::Number(value))?;
         let change = Change::Number {
             node: self.path(node)?,
             property: self.schema.property(property).name.clone(),
@@ -223,6 +250,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         strings::release(self.txn, old_id)?;
         record::write_u64(&mut rec, at, new_id)?;
         self.store(node.id, &rec)?;
+        self.index_move(property, node.id, IndexValue::Text(&old), IndexValue::Text(value))?;
         let change = Change::Text {
             node: self.path(node)?,
             property: self.schema.property(property).name.clone(),
@@ -351,6 +379,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         record::write_u64(&mut rec, at, u64::from(state))?;
         record::write_u64(&mut rec, at + 8, child)?;
         self.store(node.id, &rec)?;
+        self.index_move(property, node.id, IndexValue::State(current), IndexValue::State(state))?;
         self.changes.push(Change::StateSwitched {
             node: self.path(node)?,
             stategroup: self.schema.property(property).name.clone(),
@@ -394,6 +423,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
             }
         }
         let rec = self.load(node.id)?;
+        if let espalier_schema::ParentLink::DictionaryEntry { property }
+        | espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent
+        {
+            // Before the slots are released: a text's bytes are still in the strings table.
+            self.index_remove(property, node.id, &rec)?;
+        }
         self.release_slots(&rec, node.id, node.ty, boundary)?;
         if let espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
             let target = self.graph().matrix_target(node)?;
@@ -442,6 +477,144 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    // ---- indexes (see crate::index) ----
+
+    fn index_put(&mut self, n: u32, unique: bool, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
+        self.txn.put(Table::Indexes, &index::row(n, value, entry), &[])?;
+        if unique && !self.unique_overflow {
+            if self.unique_pending.len() >= MAX_UNIQUE_PENDING {
+                self.unique_pending.clear();
+                self.unique_overflow = true;
+            } else {
+                self.unique_pending.insert((n, index::value_prefix(n, value)));
+            }
+        }
+        Ok(())
+    }
+
+    fn index_delete(&mut self, n: u32, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
+        if !self.txn.delete(Table::Indexes, &index::row(n, value, entry))? {
+            return Err(DataError::Corrupt(format!("index {n} has no row for entry record {entry} ({value:?})")));
+        }
+        Ok(())
+    }
+
+    /// A new entry of `collection` enters its indexes with the defaults.
+    fn index_defaults(&mut self, collection: PropertyId, entry: NodeId) -> Result<()> {
+        let schema = self.schema;
+        for (n, decl) in schema.indexes_of_collection(collection) {
+            let value = OwnedValue::default_for(&schema.property(decl.property).kind);
+            self.index_put(n, decl.unique, value.as_value(), entry)?;
+        }
+        Ok(())
+    }
+
+    /// `property` of entry record `entry` changed from `old` to `new`.
+    fn index_move(
+        &mut self,
+        property: PropertyId,
+        entry: NodeId,
+        old: IndexValue<'_>,
+        new: IndexValue<'_>,
+    ) -> Result<()> {
+        let schema = self.schema;
+        for (n, decl) in schema.indexes_of_property(property) {
+            self.index_delete(n, old, entry)?;
+            self.index_put(n, decl.unique, new, entry)?;
+        }
+        Ok(())
+    }
+
+    /// Entry record `entry` (record `rec`) of `collection` is being deleted.
+    fn index_remove(&mut self, collection: PropertyId, entry: NodeId, rec: &[u8]) -> Result<()> {
+        let schema = self.schema;
+        for (n, decl) in schema.indexes_of_collection(collection) {
+            let value = index::value_in(schema, &*self.txn, decl, rec)?;
+            self.index_delete(n, value.as_value(), entry)?;
+        }
+        Ok(())
+    }
+
+    /// Fails if a unique index holds one value twice among the values this request wrote.
+    /// Called when a request's writes are done (the engine does, and so does the write queue
+    /// before it keeps a request's changes); on failure the caller rolls the request back.
+    pub fn check_unique(&mut self) -> Result<()> {
+        if self.unique_overflow {
+            self.unique_overflow = false;
+            self.unique_pending.clear();
+            let schema = self.schema;
+            for (n, decl) in schema.indexes.iter().enumerate() {
+                if decl.unique {
+                    self.check_unique_whole(n as u32)?;
+                }
+            }
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.unique_pending);
+        for (n, prefix) in pending {
+            let mut ids = Vec::new();
+            for row in self.txn.prefix(Table::Indexes, &prefix)? {
+                let (k, _) = row?;
+                ids.push(index::row_entry(k)?);
+            }
+            self.check_unique_group(n, &prefix, &ids)?;
+        }
+        Ok(())
+    }
+
+    /// Every group of equal keys in unique index `n`.
+    fn check_unique_whole(&self, n: u32) -> Result<()> {
+        let mut group: Vec<u8> = Vec::new();
+        let mut ids = Vec::new();
+        for row in self.txn.prefix(Table::Indexes, &n.to_be_bytes())? {
+            let (k, _) = row?;
+            let value = &k[..k.len().saturating_sub(8)];
+            if value != group.as_slice() {
+                self.check_unique_group(n, &group, &ids)?;
+                group = value.to_vec();
+                ids.clear();
+            }
+            ids.push(index::row_entry(k)?);
+        }
+        self.check_unique_group(n, &group, &ids)
+    }
+
+    /// `ids` share the index key `prefix`; for a cut text (see [`index`]) the texts decide.
+    fn check_unique_group(&self, n: u32, prefix: &[u8], ids: &[NodeId]) -> Result<()> {
+        if ids.len() < 2 {
+            return Ok(());
+        }
+        let decl = &self.schema.indexes[n as usize];
+        let g = self.graph();
+        let cut = prefix.ends_with(&[0, 1]) && matches!(self.schema.property(decl.property).kind, PropertyKind::Text);
+        let mut seen: Vec<(OwnedValue, NodeId)> = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let value = index::value_in(self.schema, &*self.txn, decl, g.record(id)?)?;
+            let twin = if cut {
+                seen.iter().find(|(v, _)| *v == value).map(|&(_, t)| t)
+            } else {
+                seen.first().map(|&(_, t)| t)
+            };
+            if let Some(first) = twin {
+                let ty = g.entry_type(decl.collection);
+                let shown = match &value {
+                    OwnedValue::Number(v) => v.to_string(),
+                    OwnedValue::Text(t) => format!("{t:?}"),
+                    OwnedValue::State(s) => format!("'{}'", g.state_name(decl.property, *s)),
+                };
+                return Err(DataError::NotUnique(Box::new(crate::error::UniqueViolation {
+                    index: decl.name.clone(),
+                    property: self.schema.property(decl.property).name.clone(),
+                    value: shown,
+                    first: g.describe(NodeRef { id: first, ty }),
+                    second: g.describe(NodeRef { id, ty }),
+                })));
+            }
+            seen.push((value, id));
         }
         Ok(())
     }

@@ -168,7 +168,7 @@ impl Engine {
         let mut bench = bench;
         let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
             let mut b = Bindings { params, bench: bench.as_deref_mut(), cancel: None };
-            self.write(g, plan, &mut b)
+            self.write_request(g, plan, &mut b)
         })?;
         Ok(stamped(committed))
     }
@@ -204,7 +204,7 @@ impl Engine {
         let engine = self.clone();
         let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
             let mut b = Bindings { params: &params, bench: None, cancel: None };
-            engine.write(g, &plan, &mut b)
+            engine.write_request(g, &plan, &mut b)
         };
         let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| done(r.map(stamped));
         self.db.write_detached(write, lead_here, finish);
@@ -223,6 +223,19 @@ impl Engine {
             }
             Plan::Update { .. } | Plan::Command { .. } => unreachable!("read-only plans only"),
         }
+    }
+
+    /// One request's writes, then its unique indexes checked (so a violation answers
+    /// `not_unique`, and the write queue rolls the request back).
+    fn write_request(
+        &self,
+        g: &mut WriteGraph<'_, '_>,
+        plan: &Plan,
+        b: &mut Bindings<'_, '_>,
+    ) -> Result<Reply, InstructionError> {
+        let reply = self.write(g, plan, b)?;
+        g.check_unique()?;
+        Ok(reply)
     }
 
     /// Runs `plan` inside the write transaction; mutations reply `Done` with version 0, which

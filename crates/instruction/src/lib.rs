@@ -61,6 +61,7 @@ impl InstructionError {
                 DataError::Referenced { .. } => "referenced",
                 DataError::ReferenceUnset { .. } => "reference_unset",
                 DataError::KeyTooLong { .. } => "key_too_long",
+                DataError::NotUnique(_) => "not_unique",
                 DataError::Storage(_) => "storage",
                 DataError::Corrupt(_) => "corrupt",
             },

@@ -10,8 +10,8 @@ use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located,
 
 mod pattern;
 pub use pattern::{
-    reverse, Anchor, Block, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PVar, PlanLine,
-    PlanOp, UpFrom,
+    reverse, Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn,
+    PVar, PlanLine, PlanOp, UpFrom,
 };
 
 /// A check failure: where and why.

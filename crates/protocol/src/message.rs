@@ -289,6 +289,7 @@ pub enum ErrorCode {
     StateNotSelected,
     Referenced,
     ReferenceUnset,
+    NotUnique,
     KeyTooLong,
     Storage,
     Corrupt,
@@ -317,7 +318,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::Syntax,
         ErrorCode::Type,
         ErrorCode::KeyExists,
@@ -326,6 +327,7 @@ impl ErrorCode {
         ErrorCode::StateNotSelected,
         ErrorCode::Referenced,
         ErrorCode::ReferenceUnset,
+        ErrorCode::NotUnique,
         ErrorCode::KeyTooLong,
         ErrorCode::Storage,
         ErrorCode::Corrupt,
@@ -360,6 +362,7 @@ impl ErrorCode {
             ErrorCode::StateNotSelected => "state_not_selected",
             ErrorCode::Referenced => "referenced",
             ErrorCode::ReferenceUnset => "reference_unset",
+            ErrorCode::NotUnique => "not_unique",
             ErrorCode::KeyTooLong => "key_too_long",
             ErrorCode::Storage => "storage",
             ErrorCode::Corrupt => "corrupt",
@@ -409,7 +412,8 @@ impl ErrorCode {
             | ErrorCode::AlreadyInState
             | ErrorCode::StateNotSelected
             | ErrorCode::Referenced
-            | ErrorCode::ReferenceUnset => 409,
+            | ErrorCode::ReferenceUnset
+            | ErrorCode::NotUnique => 409,
             ErrorCode::TooLarge | ErrorCode::ResultTooLarge => 413,
             ErrorCode::Limit | ErrorCode::TooManyRequests | ErrorCode::TooManySubscriptions => 429,
             ErrorCode::TooManySessions | ErrorCode::ShuttingDown => 503,

@@ -254,6 +254,16 @@ impl Schema {
     pub fn command(&self, name: &str) -> Option<&CommandDecl> {
         self.commands.iter().find(|c| c.name == name)
     }
+
+    /// The indexes (number in `indexes`, declaration) over the entries of `collection`.
+    pub fn indexes_of_collection(&self, collection: PropertyId) -> impl Iterator<Item = (u32, &IndexDecl)> {
+        self.indexes.iter().enumerate().filter(move |(_, i)| i.collection == collection).map(|(n, i)| (n as u32, i))
+    }
+
+    /// The indexes (number in `indexes`, declaration) whose value is `property`.
+    pub fn indexes_of_property(&self, property: PropertyId) -> impl Iterator<Item = (u32, &IndexDecl)> {
+        self.indexes.iter().enumerate().filter(move |(_, i)| i.property == property).map(|(n, i)| (n as u32, i))
+    }
 }
 
 impl PropertyKind {

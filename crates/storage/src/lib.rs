@@ -25,11 +25,13 @@ pub enum Table {
     StringIndex = 4,
     /// name → value: counters, schema text, format version
     Meta = 5,
+    /// index number | encoded value | entry record id → () — the schema's declared indexes
+    Indexes = 6,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] =
-        [Table::Nodes, Table::Entries, Table::Links, Table::Strings, Table::StringIndex, Table::Meta];
+    pub const ALL: [Table; 7] =
+        [Table::Nodes, Table::Entries, Table::Links, Table::Strings, Table::StringIndex, Table::Meta, Table::Indexes];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +41,7 @@ impl Table {
             Table::Strings => "strings",
             Table::StringIndex => "string_index",
             Table::Meta => "meta",
+            Table::Indexes => "indexes",
         }
     }
 }

@@ -333,6 +333,9 @@ where
     E: From<TxError>,
 {
     let r = match catch_unwind(AssertUnwindSafe(|| f(graph))) {
+        // The request's unique-index values are checked here unless it checked them itself
+        // (the engine does, to answer with its own error code).
+        Ok(Ok(value)) => graph.check_unique().map(|()| value).map_err(|e| E::from(TxError::from(e))),
         Ok(r) => r,
         Err(p) => Err(E::from(TxError::Panicked(panic_message(&p)))),
     };

@@ -99,7 +99,7 @@ class NotFoundError(InstructionError):
 
 class ConflictError(InstructionError):
     """``key_exists``, ``already_in_state``, ``state_not_selected``, ``referenced``,
-    ``reference_unset``: the instruction does not fit the data as it is now."""
+    ``reference_unset``, ``not_unique``: the instruction does not fit the data as it is now."""
 
 
 class DatabaseError(InstructionError):
@@ -175,6 +175,7 @@ CODE_FAMILIES: dict[str, type[EspalierError]] = {
     "state_not_selected": ConflictError,
     "referenced": ConflictError,
     "reference_unset": ConflictError,
+    "not_unique": ConflictError,
     "limit": EngineLimitError,
     "transaction": DatabaseError,
     "storage": DatabaseError,

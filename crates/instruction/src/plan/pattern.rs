@@ -10,7 +10,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use espalier_schema::{NodeTypeId, ParamKind, ParentLink, PropertyId, PropertyKind, Schema, Span, StateIndex, ROOT};
+use espalier_schema::{
+    IndexKind, NodeTypeId, ParamKind, ParentLink, PropertyId, PropertyKind, Schema, Span, StateIndex, ROOT,
+};
 
 use super::{err, CheckError, Checker};
 use crate::ast::{
@@ -81,7 +83,35 @@ pub enum MOp {
         dedupe: bool,
         backward: bool,
     },
+    /// Binds `var` to the entries schema index `index` holds for `probe`. The conditions the
+    /// probe serves follow it as filters: an index row is a candidate (texts past
+    /// `espalier_data::index::MAX_TEXT_BYTES` are cut, bounds are inclusive).
+    Index {
+        var: usize,
+        index: u32,
+        probe: IndexProbe,
+    },
     Filter(MCond),
+}
+
+/// What an index is asked for; numbers are value slots (literals and parameters).
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexProbe {
+    Equal(usize),
+    States(Vec<StateIndex>),
+    Prefix(usize),
+    Range { low: Option<usize>, high: Option<usize> },
+}
+
+/// An index the planner may bind a variable by, with the conditions it serves.
+#[derive(Debug, Clone)]
+struct IndexChoice {
+    index: u32,
+    probe: IndexProbe,
+    /// Positions in the level's pending conditions.
+    served: Vec<usize>,
+    /// Guessed rows it yields.
+    rows: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -939,6 +969,86 @@ impl<'c, 's> PatternChecker<'c, 's> {
         MCond::Reach { from, steps, to }
     }
 
+    /// The best schema index to bind `e.to` by, when `e` leads from the root to every entry
+    /// of an indexed collection and a waiting condition on that variable alone is one the
+    /// index answers (equality, states, prefix, or range bounds, by the index's kind).
+    fn index_choice(&self, e: &Edge, bound: &BTreeSet<usize>, pending: &[Pending]) -> Option<IndexChoice> {
+        let schema = self.schema();
+        if e.from != Anchor::Root || bound.contains(&e.to) || schema.indexes.is_empty() {
+            return None;
+        }
+        // Unkeyed entry, group and state steps reach every entry of the last collection: a
+        // node type has one place in the tree, and a state's collections exist only in it.
+        let all = e
+            .steps
+            .iter()
+            .all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
+        let Some(MStepKind::Entries(collection)) = e.steps.last().map(|s| &s.kind) else { return None };
+        if !all {
+            return None;
+        }
+        let var = e.to;
+        let every = scan_cost(&e.steps, schema);
+        let mut best: Option<IndexChoice> = None;
+        for (n, decl) in schema.indexes_of_collection(*collection) {
+            let mut equal = None;
+            let mut states = None;
+            let mut prefix = None;
+            let (mut low, mut high) = (None, None);
+            let mut served = Vec::new();
+            for (j, p) in pending.iter().enumerate() {
+                if p.vars.len() != 1 || !p.vars.contains(&var) {
+                    continue;
+                }
+                let Some(use_) = index_use(&p.cond, var, decl.property) else { continue };
+                let fits = matches!(
+                    (&use_, decl.kind),
+                    (IndexUse::Equal(_) | IndexUse::States(_), _)
+                        | (IndexUse::Prefix(_), IndexKind::Prefix | IndexKind::Range)
+                        | (IndexUse::Low(_) | IndexUse::High(_), IndexKind::Range)
+                );
+                if !fits {
+                    continue;
+                }
+                match use_ {
+                    IndexUse::Equal(v) if equal.is_none() => equal = Some((v, j)),
+                    IndexUse::States(list) if states.is_none() => states = Some((list, j)),
+                    IndexUse::Prefix(v) if prefix.is_none() => prefix = Some((v, j)),
+                    IndexUse::Low(v) if low.is_none() => low = Some((v, j)),
+                    IndexUse::High(v) if high.is_none() => high = Some((v, j)),
+                    _ => continue,
+                }
+                served.push(j);
+            }
+            let sel = |j: usize| pending[j].selectivity;
+            let choice = if let Some((v, j)) = equal {
+                let rows = if decl.unique { 1.0 } else { (every * sel(j)).max(1.0) };
+                IndexChoice { index: n, probe: IndexProbe::Equal(v), served: vec![j], rows }
+            } else if let Some((list, j)) = states {
+                IndexChoice {
+                    index: n,
+                    probe: IndexProbe::States(list),
+                    served: vec![j],
+                    rows: (every * sel(j)).max(1.0),
+                }
+            } else if let Some((v, j)) = prefix {
+                IndexChoice { index: n, probe: IndexProbe::Prefix(v), served: vec![j], rows: (every * sel(j)).max(1.0) }
+            } else if low.is_some() || high.is_some() {
+                let served: Vec<usize> = low.iter().chain(high.iter()).map(|&(_, j)| j).collect();
+                let rows = served.iter().map(|&j| sel(j)).product::<f64>() * every;
+                let probe = IndexProbe::Range { low: low.map(|(v, _)| v), high: high.map(|(v, _)| v) };
+                IndexChoice { index: n, probe, served, rows: rows.max(1.0) }
+            } else {
+                continue;
+            };
+            drop(served);
+            if best.as_ref().is_none_or(|b| choice.rows < b.rows) {
+                best = Some(choice);
+            }
+        }
+        best
+    }
+
     fn plan_level(&self, level: Level, outer: &BTreeSet<usize>) -> Block {
         let Level { locals, edges, mut pending } = level;
         let schema = self.schema();
@@ -979,11 +1089,30 @@ impl<'c, 's> PatternChecker<'c, 's> {
         };
         ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
         while locals.iter().any(|v| !bound.contains(v)) {
-            // (cost, var, edge, backward)
-            let mut best: Option<(f64, usize, usize, bool)> = None;
+            // (cost, var, edge, backward, index)
+            let mut best: Option<(f64, usize, usize, bool, Option<IndexChoice>)> = None;
             for (i, e) in edges.iter().enumerate() {
                 if used[i] {
                     continue;
+                }
+                if let Some(choice) = self.index_choice(e, &bound, &pending) {
+                    let mut with = bound.clone();
+                    with.insert(e.to);
+                    let others: f64 = pending
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, p)| {
+                            !choice.served.contains(j)
+                                && p.vars.contains(&e.to)
+                                && p.vars.iter().all(|v| with.contains(v))
+                        })
+                        .map(|(_, p)| p.selectivity)
+                        .product();
+                    // Half: reading only the matching entries beats scanning for the same rows.
+                    let cost = choice.rows * others * 0.5;
+                    if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && e.to < *bv)) {
+                        best = Some((cost, e.to, i, false, Some(choice)));
+                    }
                 }
                 let from_bound = match e.from {
                     Anchor::Root => true,
@@ -1007,14 +1136,27 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     .map(|p| p.selectivity)
                     .product();
                 let cost = cost * keep;
-                if best.is_none_or(|(c, bv, _, _)| cost < c || (cost == c && var < bv)) {
-                    best = Some((cost, var, i, backward));
+                if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && var < *bv)) {
+                    best = Some((cost, var, i, backward, None));
                 }
             }
-            let Some((_, var, i, backward)) = best else {
+            let Some((_, var, i, backward, index)) = best else {
                 unreachable!("every variable is bound from the root or an earlier variable")
             };
             used[i] = true;
+            if let Some(choice) = index {
+                rows *= choice.rows;
+                ops.push(self.op(MOp::Index { var, index: choice.index, probe: choice.probe }, rows));
+                let mut served = choice.served;
+                served.sort_unstable();
+                for j in served.into_iter().rev() {
+                    let p = pending.remove(j);
+                    ops.push(self.op(MOp::Filter(p.cond), rows));
+                }
+                bound.insert(var);
+                ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
+                continue;
+            }
             let e = &edges[i];
             let (from, steps) = match (backward, e.from) {
                 (false, from) => (from, e.steps.clone()),
@@ -1028,6 +1170,48 @@ impl<'c, 's> PatternChecker<'c, 's> {
         }
         debug_assert!(pending.is_empty(), "every condition's variables are bound at the end");
         Block { ops }
+    }
+}
+
+/// How a condition on `var` alone could be answered by an index on `property`.
+enum IndexUse {
+    Equal(usize),
+    States(Vec<StateIndex>),
+    Prefix(usize),
+    Low(usize),
+    High(usize),
+}
+
+/// Is `t` the value of `property` on `var` itself (or in a group of it)?
+fn is_leaf_of(t: &MTerm, var: usize, property: PropertyId) -> bool {
+    matches!(t, MTerm::Leaf { var: v, steps, property: p, .. }
+        if *v == var && *p == property && steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_))))
+}
+
+fn index_use(c: &MCond, var: usize, property: PropertyId) -> Option<IndexUse> {
+    match c {
+        MCond::Compare { left, op, right: MTerm::Lit(v), how: Compared::Number | Compared::Text }
+            if is_leaf_of(left, var, property) =>
+        {
+            match op {
+                Comparison::Eq => Some(IndexUse::Equal(*v)),
+                Comparison::Gt | Comparison::Ge => Some(IndexUse::Low(*v)),
+                Comparison::Lt | Comparison::Le => Some(IndexUse::High(*v)),
+                Comparison::Ne => None,
+            }
+        }
+        MCond::Prefix { term, prefix } if is_leaf_of(term, var, property) => Some(IndexUse::Prefix(*prefix)),
+        MCond::States { term, states } if is_leaf_of(term, var, property) => Some(IndexUse::States(states.clone())),
+        // `where x ? 'sg' * 's'` (through groups of x).
+        MCond::Reach { from: Anchor::Var(v), steps, to: None } if *v == var => match steps.split_last() {
+            Some((MStep { kind: MStepKind::State(p, s), .. }, groups))
+                if *p == property && groups.iter().all(|g| matches!(g.kind, MStepKind::Group(_))) =>
+            {
+                Some(IndexUse::States(vec![*s]))
+            }
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -1091,6 +1275,9 @@ fn cond_vars(c: &MCond, out: &mut BTreeSet<usize>) {
                     MOp::Scan { var, from, steps, .. } => {
                         anchor_var(from, &mut used);
                         steps_vars(steps, &mut used);
+                        bound.insert(*var);
+                    }
+                    MOp::Index { var, .. } => {
                         bound.insert(*var);
                     }
                     MOp::Filter(c) => cond_vars(c, &mut used),
@@ -1287,6 +1474,26 @@ impl MatchPlan {
                         self.anchor(from),
                         self.describe_steps(steps, schema)
                     );
+                    out.push(PlanLine { text, estimate, op: id });
+                }
+                MOp::Index { var, index, probe } => {
+                    let decl = &schema.indexes[*index as usize];
+                    let property = &schema.property(decl.property).name;
+                    let lookup = match probe {
+                        IndexProbe::Equal(v) => format!("'{property}' == {}", self.lit_text(*v)),
+                        IndexProbe::States(list) => {
+                            let names: Vec<String> =
+                                list.iter().map(|&s| format!("'{}'", schema.state_name(decl.property, s))).collect();
+                            format!("'{property}' in state {}", names.join(" or "))
+                        }
+                        IndexProbe::Prefix(v) => format!("'{property}' starts with {}", self.lit_text(*v)),
+                        IndexProbe::Range { low, high } => {
+                            let low = low.map_or("…".to_string(), |v| self.lit_text(v));
+                            let high = high.map_or("…".to_string(), |v| self.lit_text(v));
+                            format!("'{property}' from {low} to {high}")
+                        }
+                    };
+                    let text = format!("{pad}bind {} by index '{}' ({lookup})", self.vars[*var].name, decl.name);
                     out.push(PlanLine { text, estimate, op: id });
                 }
                 MOp::Filter(c) => self.describe_cond(c, schema, depth, estimate, id, out),

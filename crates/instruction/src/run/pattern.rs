@@ -11,12 +11,15 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
+use espalier_data::index::{self, IndexValue, Probe};
 use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, PathStep};
 use espalier_schema::{PropertyKind, StateIndex};
 
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
-use crate::plan::{Anchor, Compared, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp, UpFrom};
+use crate::plan::{
+    Anchor, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp, UpFrom,
+};
 use crate::InstructionError;
 
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
@@ -367,6 +370,17 @@ impl<'g> Exec<'g, '_> {
                     Ok(Flow::Go)
                 }
             }
+            MOp::Index { var, index, probe } => {
+                let ty = self.plan.vars[*var].ty;
+                let flow = self.index_probes(*index, probe, &mut |id| {
+                    self.tick()?;
+                    env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None, linked: false }));
+                    produced.set(produced.get() + 1);
+                    self.block(rest, env, emit)
+                })?;
+                env[*var].set(None);
+                Ok(flow)
+            }
             MOp::Scan { var, from, steps, dedupe, .. } => {
                 let start = self.anchor(from, env);
                 // Each candidate is bound and the rest of the block runs on it right away.
@@ -385,6 +399,31 @@ impl<'g> Exec<'g, '_> {
                 Ok(flow)
             }
         }
+    }
+
+    /// Sends every entry record id index `index` holds for `probe` to `sink`.
+    fn index_probes(&self, index: u32, probe: &IndexProbe, sink: &mut dyn FnMut(u64) -> Result<Flow>) -> Result<Flow> {
+        let value = |i: usize| match &self.lits[i] {
+            Lit::Int(n) => IndexValue::Number(*n),
+            Lit::Text(t) => IndexValue::Text(t),
+            Lit::Key(_) => unreachable!("planned: an index is probed with a number or a text"),
+        };
+        let probes: Vec<Probe<'_>> = match probe {
+            IndexProbe::Equal(v) => vec![Probe::Equal(value(*v))],
+            IndexProbe::States(list) => list.iter().map(|&s| Probe::Equal(IndexValue::State(s))).collect(),
+            IndexProbe::Prefix(v) => vec![Probe::Prefix(self.text_lit(*v))],
+            IndexProbe::Range { low, high } => {
+                vec![Probe::Range { low: low.map(value), high: high.map(value) }]
+            }
+        };
+        for p in probes {
+            for id in index::probe(self.graph.txn, index, p)? {
+                if sink(id?)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+            }
+        }
+        Ok(Flow::Go)
     }
 
     fn holds(&self, c: &MCond, env: &Env<'g>) -> Result<bool> {
