@@ -2,6 +2,8 @@
 //! the root that agrees with the schema, and every derived structure (entry counts, the
 //! Entries and Links tables, string reference counts and the string index) matches the data.
 //!
+//! Derived properties are computed again from scratch and compared with their stored values.
+//!
 //! Two passes: a walk from the root that checks every slot, then a scan of every table that
 //! checks each row stands for something the walk reached. Both directions use point lookups,
 //! so memory is bounded by one map of string id → (count, first holder) (about 40 bytes per
@@ -239,6 +241,17 @@ impl Checker<'_, '_> {
                     continue;
                 }
             };
+            if schema.property(p).derived.is_some() {
+                match soft(self.g.derived_value(node.id, p))? {
+                    Ok(fresh) if fresh == value as i64 => {}
+                    Ok(fresh) => self.problem(format!(
+                        "{}: the derived value is {} but computed from the data it is {fresh}",
+                        self.place(node, p),
+                        value as i64
+                    )),
+                    Err(m) => self.problem(format!("{}: {m}", self.place(node, p))),
+                }
+            }
             match &schema.property(p).kind {
                 PropertyKind::Number => {}
                 PropertyKind::Text => {

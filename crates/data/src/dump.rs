@@ -754,6 +754,11 @@ impl<'de> DeserializeSeed<'de> for PropertySeed<'_, '_, '_, '_> {
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         let PropertySeed { ctx, node, property: p } = self;
         let schema = ctx.g.schema;
+        if schema.property(p).derived.is_some() {
+            // Exported for readers; recomputed as the members arrive.
+            d.deserialize_ignored_any(de::IgnoredAny)?;
+            return Ok(());
+        }
         match &schema.property(p).kind {
             PropertyKind::Number => {
                 let v = d.deserialize_any(NumberVisitor)?;

@@ -508,6 +508,84 @@ impl<'a> Graph<'a> {
         }))
     }
 
+    /// A derived property's value in record `holder`, computed from scratch (the write path
+    /// keeps it from each change; `check` and tests compare the two). For a condition: its
+    /// state index (1 'Yes', 0 'No').
+    pub fn derived_value(&self, holder: NodeId, property: PropertyId) -> Result<i64> {
+        use espalier_schema::{Aggregate, Derivation, Over};
+        let schema = self.schema;
+        let derivation = schema.property(property).derived.as_ref();
+        let Some(derivation) = derivation else {
+            return Err(DataError::Corrupt(format!("property {property} is not derived")));
+        };
+        let (function, over, value) = match derivation {
+            Derivation::Condition { number, op, value } => {
+                let n = record::read_u64(self.record(holder)?, record::slot(schema, *number))? as i64;
+                return Ok(i64::from(op.holds(n, *value)));
+            }
+            Derivation::Aggregate { function, over, value } => (*function, *over, *value),
+        };
+        let read = |rec: &[u8]| -> Result<i64> {
+            match value {
+                Some(v) => Ok(record::read_u64(rec, record::slot(schema, v))? as i64),
+                None => Ok(0),
+            }
+        };
+        let mut values = Vec::new();
+        match over {
+            Over::Collection(c) => {
+                let owner = NodeRef { id: holder, ty: schema.property(c).owner };
+                for item in self.entry_views(owner, c)? {
+                    let (_, v) = item?;
+                    values.push(read(v.record)?);
+                }
+            }
+            Over::Referrers(r) => {
+                for item in self.links_to(holder)? {
+                    let (source, p) = item?;
+                    if p == r {
+                        values.push(read(self.record(source)?)?);
+                    }
+                }
+            }
+        }
+        Ok(match function {
+            Aggregate::Count => values.len() as i64,
+            Aggregate::Sum => values.iter().fold(0i64, |a, &b| a.wrapping_add(b)),
+            Aggregate::Min => values.iter().copied().min().unwrap_or(0),
+            Aggregate::Max => values.iter().copied().max().unwrap_or(0),
+        })
+    }
+
+    /// Does the aggregate `property` of `holder` go over exactly one member now?
+    pub fn derived_count_is_one(&self, holder: NodeId, property: PropertyId) -> Result<bool> {
+        use espalier_schema::{Derivation, Over};
+        let Some(Derivation::Aggregate { over, .. }) = self.schema.property(property).derived else {
+            return Err(DataError::Corrupt(format!("property {property} is no derived aggregate")));
+        };
+        let mut n = 0;
+        match over {
+            Over::Collection(c) => {
+                let owner = NodeRef { id: holder, ty: self.schema.property(c).owner };
+                for item in self.entry_views(owner, c)?.take(2) {
+                    item?;
+                    n += 1;
+                }
+            }
+            Over::Referrers(r) => {
+                for item in self.links_to(holder)? {
+                    if item?.1 == r {
+                        n += 1;
+                        if n > 1 {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(n == 1)
+    }
+
     /// The node that declares property `property` inside record `source` (for messages and
     /// backwards navigation): the record's node, or one of its inline groups.
     pub fn declaring_node(&self, source: NodeId, property: PropertyId) -> Result<NodeRef> {

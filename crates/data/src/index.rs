@@ -130,16 +130,6 @@ impl OwnedValue {
             OwnedValue::State(s) => IndexValue::State(*s),
         }
     }
-
-    /// The default a new entry has (number 0, text "", the first state).
-    pub fn default_for(kind: &PropertyKind) -> OwnedValue {
-        match kind {
-            PropertyKind::Number => OwnedValue::Number(0),
-            PropertyKind::Text => OwnedValue::Text(String::new()),
-            PropertyKind::StateGroup { .. } => OwnedValue::State(0),
-            other => unreachable!("the schema compiler allows no index on a {}", other.keyword()),
-        }
-    }
 }
 
 /// The entries an index holds for `probe`, in index order: a superset of the entries whose

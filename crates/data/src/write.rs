@@ -2,9 +2,11 @@
 //! string counts and entry counts exact, enforcing the integrity rule (nothing referred to
 //! can be removed), and recording every change for the change set.
 
+mod derive;
+
 use std::collections::BTreeSet;
 
-use espalier_schema::{NodeTypeId, PropertyId, PropertyKind, Schema, StateIndex, Storage};
+use espalier_schema::{NodeTypeId, Over, PropertyId, PropertyKind, Schema, StateIndex, Storage};
 use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
 
 use crate::change::{Change, ChangeSet};
@@ -139,7 +141,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             let entries_key = keys::entry(parent, parent_property, key);
             self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, &rec))?;
             self.txn.put(Table::Nodes, &keys::node(id), &record::locator(&entries_key))?;
-            self.index_defaults(parent_property, id)?;
+            self.index_defaults(parent_property, id, &rec)?;
         } else {
             self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
         }
@@ -167,7 +169,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     let first = states.first().ok_or_else(|| DataError::Corrupt("stategroup without states".into()))?;
                     let child = self.create_node(first.node, id, p, &[])?;
                     let at = record::slot(schema, p);
-                    record::write_u64(rec, at, 0)?;
+                    // A condition starts in the state its default number (0) gives.
+                    record::write_u64(rec, at, self.condition_default(p))?;
                     record::write_u64(rec, at + 8, child)?;
                 }
                 PropertyKind::Group { node } => self.fill_defaults(rec, id, *node)?,
@@ -223,6 +226,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
+        assert!(self.schema.property(property).derived.is_none(), "derived numbers are kept, not set");
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         let old = record::read_u64(&rec, at)? as i64;
@@ -236,6 +240,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             new: value,
         };
         self.changes.push(change);
+        self.number_changed(node.id, property, old, value)?;
         Ok(old)
     }
 
@@ -277,6 +282,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, &rec)?;
+        if !self.schema.derived_ids.is_empty() {
+            if old != 0 {
+                self.member(old, Over::Referrers(property), &rec, false)?;
+            }
+            self.member(target, Over::Referrers(property), &rec, true)?;
+        }
         let change = Change::Reference {
             node: self.path(node)?,
             property: self.schema.property(property).name.clone(),
@@ -319,6 +330,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
         }
         self.bump_count(owner, property, 1)?;
+        if !self.schema.derived_ids.is_empty() {
+            let rec = self.load(id)?;
+            self.member(owner.id, Over::Collection(property), &rec, true)?;
+        }
         let entry = NodeRef { id, ty };
         let change = Change::EntryAdded {
             node: self.path(owner)?,
@@ -342,8 +357,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
         };
         let entry_key = self.graph().entry_key(entry)?;
         let owner_path = self.path(owner)?;
+        let rec = if self.schema.derived_ids.is_empty() { None } else { Some(self.load(entry.id)?) };
         self.delete_subtree(entry, entry.id)?;
         self.bump_count(owner, property, -1)?;
+        if let Some(rec) = rec {
+            self.member(owner.id, Over::Collection(property), &rec, false)?;
+        }
         self.changes.push(Change::EntryRemoved {
             node: owner_path,
             collection: self.schema.property(property).name.clone(),
@@ -454,6 +473,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     let target = record::read_u64(rec, at)?;
                     if target != 0 {
                         self.txn.delete(Table::Links, &keys::link(target, id, p))?;
+                        self.member(target, Over::Referrers(p), rec, false)?;
                     }
                 }
                 PropertyKind::Group { node } => self.release_slots(rec, id, *node, boundary)?,
@@ -503,11 +523,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(())
     }
 
-    /// A new entry of `collection` enters its indexes with the defaults.
-    fn index_defaults(&mut self, collection: PropertyId, entry: NodeId) -> Result<()> {
+    /// A new entry of `collection` (record `rec`) enters its indexes with its defaults.
+    fn index_defaults(&mut self, collection: PropertyId, entry: NodeId, rec: &[u8]) -> Result<()> {
         let schema = self.schema;
         for (n, decl) in schema.indexes_of_collection(collection) {
-            let value = OwnedValue::default_for(&schema.property(decl.property).kind);
+            let value = index::value_in(schema, &*self.txn, decl, rec)?;
             self.index_put(n, decl.unique, value.as_value(), entry)?;
         }
         Ok(())

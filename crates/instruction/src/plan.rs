@@ -434,6 +434,12 @@ impl<'s> Checker<'s> {
         let span = item.span;
         let p = self.property(node, &item.item.name, span)?;
         let prop = self.schema.property(p);
+        if prop.derived.is_some() {
+            return err(
+                span,
+                format!("'{}' is derived: the database computes it from other data, so it cannot be set", prop.name),
+            );
+        }
         let mismatch =
             |op: &str| err(span, format!("'{}' is a {}; `{op}` does not apply to it", prop.name, prop.kind.keyword()));
         let op = match (&item.item.op, &prop.kind) {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::diagnostic::{line_column, Diagnostic, Diagnostics, Span};
 use crate::lexer::tokenize;
 use crate::model::*;
-use crate::parse::{parse, SynDown, SynFile, SynKind, SynNode, SynPath, SynProperty, UpSymbol};
+use crate::parse::{parse, SynDown, SynFile, SynKind, SynNode, SynOver, SynPath, SynProperty, UpSymbol};
 
 /// Compiles schema text into a [`Schema`], or every error found.
 pub fn compile(source: &str) -> Result<Schema, Diagnostics> {
@@ -23,8 +23,10 @@ pub fn compile(source: &str) -> Result<Schema, Diagnostics> {
             properties: Vec::new(),
             commands: Vec::new(),
             indexes: Vec::new(),
+            derived_ids: Vec::new(),
         },
         pending: Vec::new(),
+        pending_derived: Vec::new(),
         errors: Vec::new(),
     };
     b.build(file);
@@ -41,6 +43,8 @@ struct Builder {
     schema: Schema,
     /// References and matrices whose paths are resolved once all node types exist.
     pending: Vec<(PropertyId, SynPath)>,
+    /// Derived properties, resolved once every reference's target is known.
+    pending_derived: Vec<(PropertyId, SynKind)>,
     errors: Vec<Diagnostic>,
 }
 
@@ -113,6 +117,14 @@ impl Builder {
                 }
             }
         }
+        let derived = std::mem::take(&mut self.pending_derived);
+        let ids: Vec<PropertyId> = derived.iter().map(|(p, _)| *p).collect();
+        for (pid, syn) in derived {
+            if let Some(d) = self.derivation(pid, syn, &ids) {
+                self.schema.properties[pid as usize].derived = Some(d);
+            }
+        }
+        self.schema.derived_ids = ids;
         self.commands(file.commands);
         self.indexes(file.indexes);
         if self.errors.is_empty() {
@@ -158,6 +170,7 @@ impl Builder {
             host: owner,
             offset: 0,
             kind: PropertyKind::Number,
+            derived: None,
             span: syn.name_span,
         });
         let kind = match syn.kind {
@@ -208,8 +221,117 @@ impl Builder {
                 }
                 PropertyKind::StateGroup { states }
             }
+            derived @ SynKind::Aggregate { .. } => {
+                self.pending_derived.push((pid, derived));
+                PropertyKind::Number
+            }
+            derived @ SynKind::Condition { .. } => {
+                let mut states = Vec::with_capacity(2);
+                for (i, name) in ["No", "Yes"].into_iter().enumerate() {
+                    let empty = SynNode { open: syn.kind_span, properties: Vec::new() };
+                    let node = self.add_node(ParentLink::State { property: pid, state: id32(i) }, empty);
+                    states.push(State { name: name.to_string(), node, span: syn.kind_span });
+                }
+                self.pending_derived.push((pid, derived));
+                PropertyKind::StateGroup { states }
+            }
         };
         self.schema.properties[pid as usize].kind = kind;
+    }
+
+    /// A stored number property called `name` in `node` or its groups (the record `node`'s
+    /// data lives in); `None` after reporting an error at `span`.
+    fn stored_number(
+        &mut self,
+        node: NodeTypeId,
+        name: &str,
+        span: Span,
+        derived: &[PropertyId],
+        what: &str,
+    ) -> Option<PropertyId> {
+        let mut found = Vec::new();
+        self.find_in_entry(node, name, &mut found);
+        let msg = match found.as_slice() {
+            [one] if matches!(self.schema.property(*one).kind, PropertyKind::Number) => {
+                if !derived.contains(one) || what == "condition" {
+                    return Some(*one);
+                }
+                format!("'{name}' is derived; {what} goes over stored numbers only")
+            }
+            [one] => format!("'{name}' is {}; {what} needs a number", article(&self.schema.property(*one).kind)),
+            [] => format!("no property '{name}' in {} (or in its groups)", self.schema.describe_node_type(node)),
+            _ => format!(
+                "'{name}' is ambiguous in {}: several of its groups have it",
+                self.schema.describe_node_type(node)
+            ),
+        };
+        self.error(span, msg);
+        None
+    }
+
+    /// Resolves a derived property's names (see [`Derivation`]).
+    fn derivation(&mut self, pid: PropertyId, syn: SynKind, derived: &[PropertyId]) -> Option<Derivation> {
+        let owner = self.schema.property(pid).owner;
+        match syn {
+            SynKind::Aggregate { function, step, value } => {
+                let (over, member) = match step {
+                    SynOver::Collection(name, span) => match self.schema.find(owner, &name).map(|p| (p.id, &p.kind)) {
+                        Some((c, PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. })) => {
+                            (Over::Collection(c), *node)
+                        }
+                        _ => {
+                            let msg = format!(
+                                "no dictionary or matrix '{name}' in {} to aggregate over",
+                                self.schema.describe_node_type(owner)
+                            );
+                            self.error(span, msg);
+                            return None;
+                        }
+                    },
+                    SynOver::Referrers(name, span) => {
+                        let refs: Vec<&Property> = self
+                            .schema
+                            .properties
+                            .iter()
+                            .filter(|p| p.name == name)
+                            .filter(
+                                |p| matches!(&p.kind, PropertyKind::Reference { target } if target.entry_type == owner),
+                            )
+                            .collect();
+                        match refs.as_slice() {
+                            [one] => (Over::Referrers(one.id), one.owner),
+                            [] => {
+                                let msg = format!(
+                                    "no reference '{name}' points at {}; `<` counts the nodes whose reference points here",
+                                    self.schema.describe_node_type(owner)
+                                );
+                                self.error(span, msg);
+                                return None;
+                            }
+                            _ => {
+                                let msg = format!(
+                                    "several references called '{name}' point at {}",
+                                    self.schema.describe_node_type(owner)
+                                );
+                                self.error(span, msg);
+                                return None;
+                            }
+                        }
+                    }
+                };
+                let value = match value {
+                    Some((name, span)) => Some(self.stored_number(member, &name, span, derived, "an aggregate")?),
+                    None => None,
+                };
+                Some(Derivation::Aggregate { function, over, value })
+            }
+            SynKind::Condition { number: (name, span), op, value } => {
+                // A condition may test a derived number (an aggregate of the same node).
+                let number = self.stored_number(owner, &name, span, derived, "condition")?;
+                Some(Derivation::Condition { number, op, value })
+            }
+            _ => unreachable!("only derived kinds are pending"),
+        }
     }
 
     /// Walks the up steps of `path` from `start`; `None` after reporting an error.

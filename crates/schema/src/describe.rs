@@ -208,6 +208,26 @@ pub fn describe(schema: &Schema) -> String {
             );
         }
     }
+    if !schema.derived_ids.is_empty() {
+        let _ = writeln!(out, "derived properties:");
+        for (p, d) in schema.derived() {
+            let text = match d {
+                Derivation::Aggregate { function, over, value } => {
+                    let (symbol, name) = match over {
+                        Over::Collection(c) => (".", schema.property(*c).name.as_str()),
+                        Over::Referrers(r) => ("<", schema.property(*r).name.as_str()),
+                    };
+                    let value = value.map(|v| format!(" '{}'", schema.property(v).name)).unwrap_or_default();
+                    let function = format!("{function:?}").to_lowercase();
+                    format!("{function} ( {symbol} '{name}' ){value}")
+                }
+                Derivation::Condition { number, op, value } => {
+                    format!("condition ( '{}' {} {value} )", schema.property(*number).name, op.symbol())
+                }
+            };
+            let _ = writeln!(out, "  {} = {text}", schema.property_name(p));
+        }
+    }
     if !schema.commands.is_empty() {
         let _ = writeln!(out, "commands:");
         for c in &schema.commands {

@@ -41,6 +41,8 @@ pub struct Schema {
     pub properties: Vec<Property>,
     pub commands: Vec<CommandDecl>,
     pub indexes: Vec<IndexDecl>,
+    /// The properties with a [`Derivation`], in declaration order.
+    pub derived_ids: Vec<PropertyId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +102,74 @@ pub struct Property {
     /// their first property.
     pub offset: u32,
     pub kind: PropertyKind,
+    /// Set for a derived property: its value is computed by the data layer from each
+    /// change, never written by an instruction. A derived aggregate is a `Number`, a
+    /// derived condition a `StateGroup` with the empty states 'No' and 'Yes'.
+    pub derived: Option<Derivation>,
     pub span: Span,
+}
+
+/// How a derived property's value follows from other data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Derivation {
+    /// `count ( over )`, `sum ( over ) 'value'`, `min …`, `max …`: over the members of a
+    /// collection of the same node, or over the nodes whose reference points at it. `value`
+    /// is a stored number of the member (in the member's record); an empty set gives 0.
+    Aggregate { function: Aggregate, over: Over, value: Option<PropertyId> },
+    /// `condition ( 'number' op N )`: state 'Yes' (index 1) when the number of the same node
+    /// compares so with N, else 'No' (index 0).
+    Condition { number: PropertyId, op: CompareOp, value: i64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    Count,
+    Sum,
+    Min,
+    Max,
+}
+
+/// The members a derived aggregate goes over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Over {
+    /// `. 'd'` / `% 'm'`: the entries of this dictionary or matrix of the same node.
+    Collection(PropertyId),
+    /// `< 'r'`: the nodes whose reference `r` points at this entry.
+    Referrers(PropertyId),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CompareOp {
+    pub fn holds(self, a: i64, b: i64) -> bool {
+        match self {
+            CompareOp::Eq => a == b,
+            CompareOp::Ne => a != b,
+            CompareOp::Lt => a < b,
+            CompareOp::Le => a <= b,
+            CompareOp::Gt => a > b,
+            CompareOp::Ge => a >= b,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "==",
+            CompareOp::Ne => "!=",
+            CompareOp::Lt => "<",
+            CompareOp::Le => "<=",
+            CompareOp::Gt => ">",
+            CompareOp::Ge => ">=",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -258,6 +327,11 @@ impl Schema {
     /// The indexes (number in `indexes`, declaration) over the entries of `collection`.
     pub fn indexes_of_collection(&self, collection: PropertyId) -> impl Iterator<Item = (u32, &IndexDecl)> {
         self.indexes.iter().enumerate().filter(move |(_, i)| i.collection == collection).map(|(n, i)| (n as u32, i))
+    }
+
+    /// Derived properties (id, derivation) — few, so a scan is cheaper than a map.
+    pub fn derived(&self) -> impl Iterator<Item = (PropertyId, &Derivation)> {
+        self.derived_ids.iter().filter_map(move |&p| self.property(p).derived.as_ref().map(|d| (p, d)))
     }
 
     /// The indexes (number in `indexes`, declaration) whose value is `property`.

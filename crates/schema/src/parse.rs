@@ -44,6 +44,27 @@ pub enum SynKind {
     Matrix(SynPath, SynNode),
     Reference(SynPath),
     StateGroup(Vec<SynState>),
+    /// `count ( step )`, `sum|min|max ( step ) 'value'`
+    Aggregate {
+        function: crate::model::Aggregate,
+        step: SynOver,
+        value: Option<(String, Span)>,
+    },
+    /// `condition ( 'number' op N )`
+    Condition {
+        number: (String, Span),
+        op: crate::model::CompareOp,
+        value: i64,
+    },
+}
+
+/// The one step an aggregate goes over, as written.
+#[derive(Debug, Clone)]
+pub enum SynOver {
+    /// `.` or `%` and the collection's name
+    Collection(String, Span),
+    /// `<` and the reference's name
+    Referrers(String, Span),
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +181,8 @@ pub fn parse(source: &str, tokens: &[Token]) -> Result<SynFile, Vec<Diagnostic>>
     }
 }
 
-const KINDS: &str = "number, text, group, dictionary, matrix, reference or stategroup";
+const KINDS: &str =
+    "number, text, group, dictionary, matrix, reference, stategroup, or derived count, sum, min, max or condition";
 const STEPS: &str = "a path step (`+^`, `.^`, `%^`, `?^`, `+ 'Group'`, `. 'Dictionary'`, `? 'Stategroup' * 'State'`)";
 
 impl<'a> Parser<'a> {
@@ -326,6 +348,63 @@ impl<'a> Parser<'a> {
             }
             "reference" => SynKind::Reference(self.path(&format!("the path of the reference '{name}'"))?),
             "stategroup" => SynKind::StateGroup(self.states(depth, &name)?),
+            "count" | "sum" | "min" | "max" => {
+                let function = match word {
+                    "count" => crate::model::Aggregate::Count,
+                    "sum" => crate::model::Aggregate::Sum,
+                    "min" => crate::model::Aggregate::Min,
+                    _ => crate::model::Aggregate::Max,
+                };
+                self.expect(TokenKind::LParen, &format!("`(` after `{word}` in '{name}'"))?;
+                let t = self.bump();
+                let referrers = match t.kind {
+                    TokenKind::Dot | TokenKind::Percent => false,
+                    TokenKind::Lt => true,
+                    _ => {
+                        self.error(
+                            t.span,
+                            format!("expected `. 'collection'`, `% 'matrix'` or `< 'reference'` in '{name}'"),
+                        );
+                        self.skip_garbage()?;
+                        return Ok(None);
+                    }
+                };
+                let (over, span) = self.expect_name("the name of the collection or reference")?;
+                self.expect(TokenKind::RParen, &format!("`)` after the step of '{name}'"))?;
+                let step = if referrers { SynOver::Referrers(over, span) } else { SynOver::Collection(over, span) };
+                let value = if function == crate::model::Aggregate::Count {
+                    None
+                } else {
+                    Some(self.expect_name(&format!("the number property `{word}` adds up in '{name}'"))?)
+                };
+                SynKind::Aggregate { function, step, value }
+            }
+            "condition" => {
+                self.expect(TokenKind::LParen, &format!("`(` after `condition` in '{name}'"))?;
+                let number = self.expect_name("the number property the condition tests")?;
+                let t = self.bump();
+                let op = match t.kind {
+                    TokenKind::EqEq => crate::model::CompareOp::Eq,
+                    TokenKind::Ne => crate::model::CompareOp::Ne,
+                    TokenKind::Lt => crate::model::CompareOp::Lt,
+                    TokenKind::Le => crate::model::CompareOp::Le,
+                    TokenKind::Gt => crate::model::CompareOp::Gt,
+                    TokenKind::Ge => crate::model::CompareOp::Ge,
+                    _ => {
+                        self.error(t.span, "expected a comparison (`==`, `!=`, `<`, `<=`, `>`, `>=`)");
+                        self.skip_garbage()?;
+                        return Ok(None);
+                    }
+                };
+                let t = self.bump();
+                let TokenKind::Int(value) = t.kind else {
+                    self.error(t.span, "expected an integer to compare with");
+                    self.skip_garbage()?;
+                    return Ok(None);
+                };
+                self.expect(TokenKind::RParen, &format!("`)` after the condition of '{name}'"))?;
+                SynKind::Condition { number, op, value }
+            }
             other => {
                 self.error(kt.span, format!("unknown property kind `{other}`; expected {KINDS}"));
                 self.skip_garbage()?;

@@ -173,7 +173,7 @@ fn unknown_property_kind() {
         "root (\n    'a' -> nmber\n)",
         2,
         12,
-        "unknown property kind `nmber`; expected number, text, group, dictionary, matrix, reference or stategroup",
+        "unknown property kind `nmber`; expected number, text, group, dictionary, matrix, reference, stategroup, or derived count, sum, min, max or condition",
     );
     // The parser recovers and reports the next bad kind too.
     let d = errors("root (\n    'a' -> nmber\n    'b' -> grup ( 'c' -> number )\n    'e' -> 'f' -> number\n)");
@@ -181,7 +181,7 @@ fn unknown_property_kind() {
     assert_eq!(at, vec![(2, 12), (3, 12), (4, 12)], "{d:?}");
     assert_eq!(
         d[2].message,
-        "expected a property kind (number, text, group, dictionary, matrix, reference or stategroup) for 'e', found name 'f'"
+        "expected a property kind (number, text, group, dictionary, matrix, reference, stategroup, or derived count, sum, min, max or condition) for 'e', found name 'f'"
     );
 }
 
