@@ -114,7 +114,14 @@ def test_every_protocol_code_has_its_family() -> None:
     families = {
         errors.InvalidInstructionError: ["syntax", "type", "value", "key_too_long"],
         errors.NotFoundError: ["key_missing"],
-        errors.ConflictError: ["key_exists", "already_in_state", "state_not_selected", "referenced", "reference_unset", "not_unique"],
+        errors.ConflictError: [
+            "key_exists",
+            "already_in_state",
+            "state_not_selected",
+            "referenced",
+            "reference_unset",
+            "not_unique",
+        ],
         errors.DatabaseError: ["transaction", "storage", "corrupt", "schema"],
         errors.EngineLimitError: ["limit"],
         errors.ProtocolError: ["bad_frame", "wrong_encoding", "bad_request", "unknown_kind", "unknown_subscription"],

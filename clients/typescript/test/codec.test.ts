@@ -155,7 +155,10 @@ test("every protocol code has its family", () => {
   const families: Array<[unknown, string[]]> = [
     [InvalidInstructionError, ["syntax", "type", "value", "key_too_long"]],
     [NotFoundError, ["key_missing"]],
-    [ConflictError, ["key_exists", "already_in_state", "state_not_selected", "referenced", "reference_unset", "not_unique"]],
+    [
+      ConflictError,
+      ["key_exists", "already_in_state", "state_not_selected", "referenced", "reference_unset", "not_unique"],
+    ],
     [DatabaseError, ["transaction", "storage", "corrupt", "schema"]],
     [EngineLimitError, ["limit"]],
     [ProtocolError, ["bad_frame", "wrong_encoding", "bad_request", "unknown_kind", "unknown_subscription"]],
