@@ -521,7 +521,7 @@ impl<'a> Graph<'a> {
         let (function, over, value) = match derivation {
             Derivation::Condition { number, op, value } => {
                 let n = record::read_u64(self.record(holder)?, record::slot(schema, *number))? as i64;
-                return Ok(i64::from(op.holds(n, *value)));
+                return Ok(i64::from(op.holds(&n, value)));
             }
             Derivation::Aggregate { function, over, value } => (*function, *over, *value),
         };

@@ -148,6 +148,20 @@ pub enum Comparison {
     Ge,
 }
 
+impl From<Comparison> for espalier_schema::CompareOp {
+    fn from(c: Comparison) -> Self {
+        use espalier_schema::CompareOp;
+        match c {
+            Comparison::Eq => CompareOp::Eq,
+            Comparison::Ne => CompareOp::Ne,
+            Comparison::Lt => CompareOp::Lt,
+            Comparison::Le => CompareOp::Le,
+            Comparison::Gt => CompareOp::Gt,
+            Comparison::Ge => CompareOp::Ge,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Filter {

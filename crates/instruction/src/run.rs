@@ -345,14 +345,7 @@ enum Leaf {
 }
 
 fn compare<T: Ord + ?Sized>(op: Comparison, a: &T, b: &T) -> bool {
-    match op {
-        Comparison::Eq => a == b,
-        Comparison::Ne => a != b,
-        Comparison::Lt => a < b,
-        Comparison::Le => a <= b,
-        Comparison::Gt => a > b,
-        Comparison::Ge => a >= b,
-    }
+    espalier_schema::CompareOp::from(op).holds(a, b)
 }
 
 /// Filter values resolved once per query (not per row).

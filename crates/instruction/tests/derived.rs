@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::{engine, exec};
-use espalier_instruction::{Engine, Reply};
 use proptest::prelude::*;
 
 const SCHEMA: &str = "
@@ -39,22 +36,7 @@ index 'Popular Products' ( . 'Products' ) 'Popular' equality
 index 'Order Size' ( . 'Orders' ) 'Line Count' range
 ";
 
-fn run(e: &Engine, text: &str) -> Result<Reply, espalier_instruction::InstructionError> {
-    e.execute_text(text, &HashMap::new())
-}
-
-fn rows(e: &Engine, text: &str) -> Vec<String> {
-    match run(e, text).unwrap_or_else(|err| panic!("{text}\n  failed: {err}")) {
-        Reply::Query(q) => q.rows.iter().map(|r| serde_json::to_string(&r.values).unwrap()).collect(),
-        other => panic!("{text}: not a query reply: {other:?}"),
-    }
-}
-
-fn check_ok(e: &Engine) {
-    let snap = e.database().snapshot().unwrap();
-    let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
-    assert!(report.is_ok(), "check found problems: {:?}", report.problems);
-}
+use common::{check_ok, query_rows as rows, run};
 
 fn line(o: &str, l: &str, p: &str, q: i64) -> String {
     format!(

@@ -4,9 +4,7 @@
 
 mod common;
 
-use std::collections::HashMap;
-
-use common::{engine, exec};
+use common::{check_ok, engine, exec, query_rows, run};
 use espalier_instruction::{Engine, Reply};
 use proptest::prelude::*;
 
@@ -38,20 +36,11 @@ fn indexed() -> (tempfile::TempDir, Engine) {
     engine(&format!("{BODY}{INDEXES}"))
 }
 
-fn run(e: &Engine, text: &str) -> Result<Reply, espalier_instruction::InstructionError> {
-    e.execute_text(text, &HashMap::new())
-}
-
 /// The rows of a query as sorted strings (order is not part of what is compared).
 fn rows(e: &Engine, text: &str) -> Vec<String> {
-    match run(e, text).unwrap_or_else(|err| panic!("{text}\n  failed: {err}")) {
-        Reply::Query(q) => {
-            let mut out: Vec<String> = q.rows.iter().map(|r| serde_json::to_string(&r.values).unwrap()).collect();
-            out.sort();
-            out
-        }
-        other => panic!("{text}: not a query reply: {other:?}"),
-    }
+    let mut out = query_rows(e, text);
+    out.sort();
+    out
 }
 
 /// The plan's operation column.
@@ -60,12 +49,6 @@ fn plan(e: &Engine, query: &str) -> Vec<String> {
         Reply::Query(q) => q.rows.iter().map(|r| r.values[0].as_str().unwrap().to_string()).collect(),
         other => panic!("not a query reply: {other:?}"),
     }
-}
-
-fn check_ok(e: &Engine) {
-    let snap = e.database().snapshot().unwrap();
-    let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
-    assert!(report.is_ok(), "check found problems: {:?}", report.problems);
 }
 
 fn client(key: &str, name: &str, mail: &str, age: i64) -> String {

@@ -149,7 +149,7 @@ pub enum CompareOp {
 }
 
 impl CompareOp {
-    pub fn holds(self, a: i64, b: i64) -> bool {
+    pub fn holds<T: Ord + ?Sized>(self, a: &T, b: &T) -> bool {
         match self {
             CompareOp::Eq => a == b,
             CompareOp::Ne => a != b,

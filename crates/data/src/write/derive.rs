@@ -31,7 +31,7 @@ impl WriteGraph<'_, '_> {
         for (d, derivation) in schema.derived() {
             match derivation {
                 Derivation::Condition { number, op, value } if *number == property => {
-                    let (was, is) = (op.holds(old, *value), op.holds(new, *value));
+                    let (was, is) = (op.holds(&old, value), op.holds(&new, value));
                     if was != is {
                         self.write_condition(record, d, is)?;
                     }
@@ -156,7 +156,7 @@ impl WriteGraph<'_, '_> {
     /// A new node's conditions, from its default numbers (all 0): the state each starts in.
     pub(super) fn condition_default(&self, d: PropertyId) -> u64 {
         match &self.schema.property(d).derived {
-            Some(Derivation::Condition { op, value, .. }) => u64::from(op.holds(0, *value)),
+            Some(Derivation::Condition { op, value, .. }) => u64::from(op.holds(&0, value)),
             _ => 0,
         }
     }

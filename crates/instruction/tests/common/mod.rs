@@ -19,6 +19,28 @@ pub fn exec(e: &Engine, text: &str) {
     e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));
 }
 
+/// Runs an instruction, returning its reply or error.
+pub fn run(e: &Engine, text: &str) -> Result<espalier_instruction::Reply, espalier_instruction::InstructionError> {
+    e.execute_text(text, &HashMap::new())
+}
+
+/// The rows of a query as JSON arrays of their values, in reply order.
+pub fn query_rows(e: &Engine, text: &str) -> Vec<String> {
+    match run(e, text).unwrap_or_else(|err| panic!("{text}\n  failed: {err}")) {
+        espalier_instruction::Reply::Query(q) => {
+            q.rows.iter().map(|r| serde_json::to_string(&r.values).unwrap()).collect()
+        }
+        other => panic!("{text}: not a query reply: {other:?}"),
+    }
+}
+
+/// `espalier check` finds nothing wrong (it recomputes derived values and index rows).
+pub fn check_ok(e: &Engine) {
+    let snap = e.database().snapshot().unwrap();
+    let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
+    assert!(report.is_ok(), "check found problems: {:?}", report.problems);
+}
+
 /// A small deterministic generator (xorshift), so the tests need no extra crate.
 pub struct Rng(pub u64);
 
