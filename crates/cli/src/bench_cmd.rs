@@ -43,11 +43,5 @@ pub fn run_core(args: &CoreArgs, json: bool) -> Result<(), String> {
     config.sqlite_exclusive = args.sqlite_exclusive;
     config.only = args.only.clone();
     let report = espalier_bench::core::run(&config).map_err(|e| e.to_string())?;
-    if json {
-        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-        println!("{text}");
-    } else {
-        print!("{}", report.to_markdown());
-    }
-    Ok(())
+    crate::output::print_report(json, || report.to_json(), || report.to_markdown())
 }

@@ -90,11 +90,5 @@ pub fn run(args: &PeersArgs, global: &Global) -> Result<(), String> {
         ..Config::new(suite)
     };
     let report = peers::run(&config).map_err(|e| e.to_string())?;
-    if global.json {
-        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-        println!("{text}");
-    } else {
-        print!("{}", report.to_markdown());
-    }
-    Ok(())
+    crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())
 }

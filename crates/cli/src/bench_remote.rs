@@ -159,12 +159,7 @@ pub fn run(args: &RemoteArgs, global: &Global) -> Result<(), String> {
     let mut config = config(args, global)?;
     config.progress = true;
     let report = remote::run(&config).map_err(|e| e.to_string())?;
-    if global.json {
-        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
-        println!("{text}");
-    } else {
-        print!("{}", report.to_markdown());
-    }
+    crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())?;
     let wrong = report.wrong();
     if wrong > 0 {
         return Err(format!(

@@ -70,10 +70,5 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
         }
     };
     let report = run(&config).map_err(|e| e.to_string())?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
-    } else {
-        print!("{}", report.to_markdown());
-    }
-    Ok(())
+    crate::output::print_report(json, || &report, || report.to_markdown())
 }

@@ -16,6 +16,21 @@ pub enum Format {
 }
 
 /// The text printed for a reply (ends with a line break).
+/// Prints a benchmark report on standard output: pretty JSON with `--json`, else Markdown.
+pub fn print_report<J: serde::Serialize>(
+    json: bool,
+    to_json: impl FnOnce() -> J,
+    to_markdown: impl FnOnce() -> String,
+) -> Result<(), String> {
+    if json {
+        let text = serde_json::to_string_pretty(&to_json()).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", to_markdown());
+    }
+    Ok(())
+}
+
 pub fn render_reply(reply: &Reply, format: Format) -> String {
     match format {
         Format::Json => {
