@@ -512,43 +512,24 @@ impl<'a> Graph<'a> {
     /// keeps it from each change; `check` and tests compare the two). For a condition: its
     /// state index (1 'Yes', 0 'No').
     pub fn derived_value(&self, holder: NodeId, property: PropertyId) -> Result<i64> {
-        use espalier_schema::{Aggregate, Derivation, Over};
+        use espalier_schema::{Aggregate, Derivation};
         let schema = self.schema;
-        let derivation = schema.property(property).derived.as_ref();
-        let Some(derivation) = derivation else {
-            return Err(DataError::Corrupt(format!("property {property} is not derived")));
-        };
-        let (function, over, value) = match derivation {
-            Derivation::Condition { number, op, value } => {
-                let n = record::read_u64(self.record(holder)?, record::slot(schema, *number))? as i64;
-                return Ok(i64::from(op.holds(&n, value)));
+        let (function, over, value) = match schema.property(property).derived {
+            Some(Derivation::Condition { number, op, value }) => {
+                let n = record::read_u64(self.record(holder)?, record::slot(schema, number))? as i64;
+                return Ok(i64::from(op.holds(&n, &value)));
             }
-            Derivation::Aggregate { function, over, value } => (*function, *over, *value),
-        };
-        let read = |rec: &[u8]| -> Result<i64> {
-            match value {
-                Some(v) => Ok(record::read_u64(rec, record::slot(schema, v))? as i64),
-                None => Ok(0),
-            }
+            Some(Derivation::Aggregate { function, over, value }) => (function, over, value),
+            None => return Err(DataError::Corrupt(format!("property {property} is not derived"))),
         };
         let mut values = Vec::new();
-        match over {
-            Over::Collection(c) => {
-                let owner = NodeRef { id: holder, ty: schema.property(c).owner };
-                for item in self.entry_views(owner, c)? {
-                    let (_, v) = item?;
-                    values.push(read(v.record)?);
-                }
-            }
-            Over::Referrers(r) => {
-                for item in self.links_to(holder)? {
-                    let (source, p) = item?;
-                    if p == r {
-                        values.push(read(self.record(source)?)?);
-                    }
-                }
-            }
-        }
+        self.members(holder, over, &mut |rec| {
+            values.push(match value {
+                Some(v) => record::read_u64(rec, record::slot(schema, v))? as i64,
+                None => 0,
+            });
+            Ok(true)
+        })?;
         Ok(match function {
             Aggregate::Count => values.len() as i64,
             Aggregate::Sum => values.iter().fold(0i64, |a, &b| a.wrapping_add(b)),
@@ -557,33 +538,44 @@ impl<'a> Graph<'a> {
         })
     }
 
-    /// Does the aggregate `property` of `holder` go over exactly one member now?
-    pub fn derived_count_is_one(&self, holder: NodeId, property: PropertyId) -> Result<bool> {
-        use espalier_schema::{Derivation, Over};
-        let Some(Derivation::Aggregate { over, .. }) = self.schema.property(property).derived else {
-            return Err(DataError::Corrupt(format!("property {property} is no derived aggregate")));
-        };
+    /// Does `holder` have exactly one member in `over` now?
+    pub fn one_member(&self, holder: NodeId, over: espalier_schema::Over) -> Result<bool> {
         let mut n = 0;
+        self.members(holder, over, &mut |_| {
+            n += 1;
+            Ok(n < 2)
+        })?;
+        Ok(n == 1)
+    }
+
+    /// Sends the record of every member of `over` in `holder` (the entries of its
+    /// collection, or the records whose reference points at it) to `visit`, until it says
+    /// stop (`false`).
+    fn members(
+        &self,
+        holder: NodeId,
+        over: espalier_schema::Over,
+        visit: &mut dyn FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<()> {
         match over {
-            Over::Collection(c) => {
+            espalier_schema::Over::Collection(c) => {
                 let owner = NodeRef { id: holder, ty: self.schema.property(c).owner };
-                for item in self.entry_views(owner, c)?.take(2) {
-                    item?;
-                    n += 1;
+                for item in self.entry_views(owner, c)? {
+                    if !visit(item?.1.record)? {
+                        break;
+                    }
                 }
             }
-            Over::Referrers(r) => {
+            espalier_schema::Over::Referrers(r) => {
                 for item in self.links_to(holder)? {
-                    if item?.1 == r {
-                        n += 1;
-                        if n > 1 {
-                            break;
-                        }
+                    let (source, p) = item?;
+                    if p == r && !visit(self.record(source)?)? {
+                        break;
                     }
                 }
             }
         }
-        Ok(n == 1)
+        Ok(())
     }
 
     /// The node that declares property `property` inside record `source` (for messages and

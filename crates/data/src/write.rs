@@ -282,12 +282,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, &rec)?;
-        if !self.schema.derived_ids.is_empty() {
-            if old != 0 {
-                self.member(old, Over::Referrers(property), &rec, false)?;
-            }
-            self.member(target, Over::Referrers(property), &rec, true)?;
+        if old != 0 {
+            self.member(old, Over::Referrers(property), &rec, false)?;
         }
+        self.member(target, Over::Referrers(property), &rec, true)?;
         let change = Change::Reference {
             node: self.path(node)?,
             property: self.schema.property(property).name.clone(),
@@ -330,7 +328,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
         }
         self.bump_count(owner, property, 1)?;
-        if !self.schema.derived_ids.is_empty() {
+        if self.schema.aggregates_over(Over::Collection(property)).next().is_some() {
             let rec = self.load(id)?;
             self.member(owner.id, Over::Collection(property), &rec, true)?;
         }
@@ -357,7 +355,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         };
         let entry_key = self.graph().entry_key(entry)?;
         let owner_path = self.path(owner)?;
-        let rec = if self.schema.derived_ids.is_empty() { None } else { Some(self.load(entry.id)?) };
+        let aggregated = self.schema.aggregates_over(Over::Collection(property)).next().is_some();
+        let rec = if aggregated { Some(self.load(entry.id)?) } else { None };
         self.delete_subtree(entry, entry.id)?;
         self.bump_count(owner, property, -1)?;
         if let Some(rec) = rec {
@@ -473,7 +472,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     let target = record::read_u64(rec, at)?;
                     if target != 0 {
                         self.txn.delete(Table::Links, &keys::link(target, id, p))?;
-                        self.member(target, Over::Referrers(p), rec, false)?;
+                        // A target inside the subtree being deleted may be gone already.
+                        let aggregated = self.schema.aggregates_over(Over::Referrers(p)).next().is_some();
+                        if aggregated && self.graph().exists(target)? {
+                            self.member(target, Over::Referrers(p), rec, false)?;
+                        }
                     }
                 }
                 PropertyKind::Group { node } => self.release_slots(rec, id, *node, boundary)?,

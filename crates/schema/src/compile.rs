@@ -239,21 +239,23 @@ impl Builder {
         self.schema.properties[pid as usize].kind = kind;
     }
 
-    /// A stored number property called `name` in `node` or its groups (the record `node`'s
-    /// data lives in); `None` after reporting an error at `span`.
-    fn stored_number(
+    /// A number property called `name` in `node` or its groups (the record `node`'s data
+    /// lives in), a stored one unless `derived_ok`; `None` after reporting an error at `span`.
+    /// `what` names the asker in messages.
+    fn number_property(
         &mut self,
         node: NodeTypeId,
         name: &str,
         span: Span,
         derived: &[PropertyId],
+        derived_ok: bool,
         what: &str,
     ) -> Option<PropertyId> {
         let mut found = Vec::new();
         self.find_in_entry(node, name, &mut found);
         let msg = match found.as_slice() {
             [one] if matches!(self.schema.property(*one).kind, PropertyKind::Number) => {
-                if !derived.contains(one) || what == "condition" {
+                if derived_ok || !derived.contains(one) {
                     return Some(*one);
                 }
                 format!("'{name}' is derived; {what} goes over stored numbers only")
@@ -320,14 +322,16 @@ impl Builder {
                     }
                 };
                 let value = match value {
-                    Some((name, span)) => Some(self.stored_number(member, &name, span, derived, "an aggregate")?),
+                    Some((name, span)) => {
+                        Some(self.number_property(member, &name, span, derived, false, "an aggregate")?)
+                    }
                     None => None,
                 };
                 Some(Derivation::Aggregate { function, over, value })
             }
             SynKind::Condition { number: (name, span), op, value } => {
                 // A condition may test a derived number (an aggregate of the same node).
-                let number = self.stored_number(owner, &name, span, derived, "condition")?;
+                let number = self.number_property(owner, &name, span, derived, true, "condition")?;
                 Some(Derivation::Condition { number, op, value })
             }
             _ => unreachable!("only derived kinds are pending"),

@@ -334,6 +334,17 @@ impl Schema {
         self.derived_ids.iter().filter_map(move |&p| self.property(p).derived.as_ref().map(|d| (p, d)))
     }
 
+    /// The derived aggregates (id, function, value) that go over `over`.
+    pub fn aggregates_over(
+        &self,
+        over: Over,
+    ) -> impl Iterator<Item = (PropertyId, Aggregate, Option<PropertyId>)> + '_ {
+        self.derived().filter_map(move |(p, d)| match *d {
+            Derivation::Aggregate { function, over: o, value } if o == over => Some((p, function, value)),
+            _ => None,
+        })
+    }
+
     /// The indexes (number in `indexes`, declaration) whose value is `property`.
     pub fn indexes_of_property(&self, property: PropertyId) -> impl Iterator<Item = (u32, &IndexDecl)> {
         self.indexes.iter().enumerate().filter(move |(_, i)| i.property == property).map(|(n, i)| (n as u32, i))

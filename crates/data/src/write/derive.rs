@@ -39,7 +39,7 @@ impl WriteGraph<'_, '_> {
                 Derivation::Aggregate { function, over, value: Some(v) } if *v == property => {
                     if let Some(holder) = self.holder(record, *over)? {
                         let m = Move { before: Some(old), after: Some(new) };
-                        self.aggregate_moved(holder, d, *function, m)?;
+                        self.aggregate_moved(holder, d, *function, *over, m)?;
                     }
                 }
                 _ => {}
@@ -50,27 +50,16 @@ impl WriteGraph<'_, '_> {
 
     /// A member (record `member`, as it is) joined (`joined`) or left the members of `over`
     /// in `holder`; called once the Entries or Links row that makes it a member is written
-    /// or deleted.
+    /// or deleted, and only while `holder` exists.
     pub(super) fn member(&mut self, holder: NodeId, over: Over, member: &[u8], joined: bool) -> Result<()> {
-        if self.schema.derived_ids.is_empty() {
-            return Ok(());
-        }
         let schema = self.schema;
-        for (d, derivation) in schema.derived() {
-            if let Derivation::Aggregate { function, over: o, value } = derivation {
-                if *o != over {
-                    continue;
-                }
-                let v = match value {
-                    Some(v) => record::read_u64(member, record::slot(schema, *v))? as i64,
-                    None => 0,
-                };
-                let m =
-                    if joined { Move { before: None, after: Some(v) } } else { Move { before: Some(v), after: None } };
-                if self.exists_for_update(holder)? {
-                    self.aggregate_moved(holder, d, *function, m)?;
-                }
-            }
+        for (d, function, value) in schema.aggregates_over(over) {
+            let v = match value {
+                Some(v) => record::read_u64(member, record::slot(schema, v))? as i64,
+                None => 0,
+            };
+            let m = if joined { Move { before: None, after: Some(v) } } else { Move { before: Some(v), after: None } };
+            self.aggregate_moved(holder, d, function, over, m)?;
         }
         Ok(())
     }
@@ -88,7 +77,14 @@ impl WriteGraph<'_, '_> {
         })
     }
 
-    fn aggregate_moved(&mut self, holder: NodeId, d: PropertyId, function: Aggregate, m: Move) -> Result<()> {
+    fn aggregate_moved(
+        &mut self,
+        holder: NodeId,
+        d: PropertyId,
+        function: Aggregate,
+        over: Over,
+        m: Move,
+    ) -> Result<()> {
         let at = record::slot(self.schema, d);
         let current = record::read_u64(self.record_by_id(holder)?, at)? as i64;
         let next = match function {
@@ -101,18 +97,13 @@ impl WriteGraph<'_, '_> {
                     // The extreme itself left or worsened: read this holder's members again.
                     (Some(b), _) if b == current => self.graph().derived_value(holder, d)?,
                     // Into an empty set `current` is 0, not a member's value.
-                    (None, Some(a)) if self.graph().derived_count_is_one(holder, d)? => a,
+                    (None, Some(a)) if self.graph().one_member(holder, over)? => a,
                     (_, Some(a)) if better(a, current) => a,
                     _ => current,
                 }
             }
         };
         self.write_derived_number(holder, d, current, next)
-    }
-
-    /// A holder is gone when its own subtree is being deleted (its members go with it).
-    fn exists_for_update(&self, holder: NodeId) -> Result<bool> {
-        self.graph().exists(holder)
     }
 
     fn write_derived_number(&mut self, holder: NodeId, d: PropertyId, old: i64, new: i64) -> Result<()> {
@@ -132,10 +123,10 @@ impl WriteGraph<'_, '_> {
     }
 
     fn write_condition(&mut self, holder: NodeId, d: PropertyId, yes: bool) -> Result<()> {
-        let PropertyKind::StateGroup { states } = &self.schema.property(d).kind else {
+        let schema = self.schema;
+        let PropertyKind::StateGroup { states } = &schema.property(d).kind else {
             return Err(DataError::Corrupt(format!("condition {d} is not a stategroup")));
         };
-        let names: Vec<String> = states.iter().map(|s| s.name.clone()).collect();
         let (old, new) = if yes { (0u32, 1u32) } else { (1, 0) };
         let mut rec = self.load(holder)?;
         let at = record::slot(self.schema, d);
@@ -147,8 +138,8 @@ impl WriteGraph<'_, '_> {
         self.changes.push(Change::StateSwitched {
             node: self.path(node)?,
             stategroup: self.schema.property(d).name.clone(),
-            old: names[old as usize].clone(),
-            new: names[new as usize].clone(),
+            old: states[old as usize].name.clone(),
+            new: states[new as usize].name.clone(),
         });
         Ok(())
     }

@@ -995,7 +995,6 @@ impl<'c, 's> PatternChecker<'c, 's> {
             let mut states = None;
             let mut prefix = None;
             let (mut low, mut high) = (None, None);
-            let mut served = Vec::new();
             for (j, p) in pending.iter().enumerate() {
                 if p.vars.len() != 1 || !p.vars.contains(&var) {
                     continue;
@@ -1016,32 +1015,28 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     IndexUse::Prefix(v) if prefix.is_none() => prefix = Some((v, j)),
                     IndexUse::Low(v) if low.is_none() => low = Some((v, j)),
                     IndexUse::High(v) if high.is_none() => high = Some((v, j)),
-                    _ => continue,
+                    _ => {}
                 }
-                served.push(j);
             }
-            let sel = |j: usize| pending[j].selectivity;
-            let choice = if let Some((v, j)) = equal {
-                let rows = if decl.unique { 1.0 } else { (every * sel(j)).max(1.0) };
-                IndexChoice { index: n, probe: IndexProbe::Equal(v), served: vec![j], rows }
+            // The most selective use: equality, then states, then a prefix, then a range.
+            let (probe, served) = if let Some((v, j)) = equal {
+                (IndexProbe::Equal(v), vec![j])
             } else if let Some((list, j)) = states {
-                IndexChoice {
-                    index: n,
-                    probe: IndexProbe::States(list),
-                    served: vec![j],
-                    rows: (every * sel(j)).max(1.0),
-                }
+                (IndexProbe::States(list), vec![j])
             } else if let Some((v, j)) = prefix {
-                IndexChoice { index: n, probe: IndexProbe::Prefix(v), served: vec![j], rows: (every * sel(j)).max(1.0) }
+                (IndexProbe::Prefix(v), vec![j])
             } else if low.is_some() || high.is_some() {
-                let served: Vec<usize> = low.iter().chain(high.iter()).map(|&(_, j)| j).collect();
-                let rows = served.iter().map(|&j| sel(j)).product::<f64>() * every;
-                let probe = IndexProbe::Range { low: low.map(|(v, _)| v), high: high.map(|(v, _)| v) };
-                IndexChoice { index: n, probe, served, rows: rows.max(1.0) }
+                let served = low.iter().chain(high.iter()).map(|&(_, j)| j).collect();
+                (IndexProbe::Range { low: low.map(|(v, _)| v), high: high.map(|(v, _)| v) }, served)
             } else {
                 continue;
             };
-            drop(served);
+            let rows = if decl.unique && matches!(probe, IndexProbe::Equal(_)) {
+                1.0
+            } else {
+                (every * served.iter().map(|&j| pending[j].selectivity).product::<f64>()).max(1.0)
+            };
+            let choice = IndexChoice { index: n, probe, served, rows };
             if best.as_ref().is_none_or(|b| choice.rows < b.rows) {
                 best = Some(choice);
             }
