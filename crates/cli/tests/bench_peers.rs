@@ -1,18 +1,11 @@
 //! `espalier bench peers` end to end at a tiny scale (Espalier and SQLite; the PostgreSQL peer
 //! is tested in crates/bench/tests/peers.rs), and its usage errors.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_espalier");
+mod common;
 
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).current_dir(dir).env_remove("ESPALIER_DB").output().expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{run, text, BIN};
 
 const TINY: [&str; 10] =
     ["--scale", "0.05", "--nested-scale", "0.1", "--ops", "5", "--warmup", "1", "--systems", "espalier,sqlite"];

@@ -1,18 +1,9 @@
 //! `espalier bench remote --quick` end to end, with PostgreSQL's pgbench in the same run (CI
 //! installs PostgreSQL), and its usage errors.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_espalier");
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).current_dir(dir).env_remove("ESPALIER_DB").output().expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{run, text};
 
 #[test]
 fn quick_run_beside_pgbench_reports_every_point_with_zero_wrong_replies() {

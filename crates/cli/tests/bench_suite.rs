@@ -1,20 +1,14 @@
 //! `espalier bench run` and `espalier bench compare` end to end, at a tiny scale.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_espalier");
+mod common;
+
+use common::{run, text, BIN};
 
 fn benchmarks(rel: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benchmarks").join(rel).display().to_string()
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN).args(args).current_dir(dir).env_remove("ESPALIER_DB").output().expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 const TINY: [&str; 8] = ["--scale", "0.06", "--nested-scale", "0.1", "--repeat-scale", "0.01", "--warmup", "1"];
