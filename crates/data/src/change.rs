@@ -120,4 +120,66 @@ pub enum Change {
 pub struct ChangeSet {
     pub version: u64,
     pub changes: Vec<Change>,
+    /// The records the request touched (see [`Touched`]); read in process right after the
+    /// commit by the incremental queries, so never written out.
+    #[serde(skip)]
+    pub touched: Touched,
+    /// How the commit changed each registered query's matches (only on the last change set
+    /// of a commit, which may hold several requests; only non-empty differences).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diffs: Vec<QueryDiff>,
+}
+
+/// Most record ids one request lists as touched; past it the request counts as touching
+/// everything (a bulk load), and incremental queries run again whole.
+pub const MAX_TOUCHED: usize = 1_000_000;
+
+/// What a request changed, by record: every record written, created or deleted (the holder
+/// of a changed collection is written too: its entry count), and every target whose incoming
+/// links of a reference or matrix changed. A node whose record is in neither list reads the
+/// same before and after the request (its record, and the links into it) — the invariant
+/// incremental queries rest on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Touched {
+    /// Sorted, without repeats.
+    pub records: Vec<u64>,
+    /// (target record, property), sorted, without repeats.
+    pub links: Vec<(u64, u32)>,
+    /// More than [`MAX_TOUCHED`] of either: assume everything changed.
+    pub all: bool,
+}
+
+impl Touched {
+    pub fn all() -> Touched {
+        Touched { all: true, ..Touched::default() }
+    }
+
+    /// Both: what a commit of several requests touched.
+    pub fn merge(&mut self, other: &Touched) {
+        if self.all || other.all {
+            *self = Touched::all();
+            return;
+        }
+        self.records.extend_from_slice(&other.records);
+        self.records.sort_unstable();
+        self.records.dedup();
+        self.links.extend_from_slice(&other.links);
+        self.links.sort_unstable();
+        self.links.dedup();
+        if self.records.len() > MAX_TOUCHED || self.links.len() > MAX_TOUCHED {
+            *self = Touched::all();
+        }
+    }
+}
+
+/// One commit's effect on a registered query's rows: rows that left and rows that came
+/// (a match whose row values changed leaves with its old row and comes with its new one).
+/// `error`: the query could not be kept up to date and is no longer registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueryDiff {
+    pub query: u64,
+    pub removed: Vec<Vec<serde_json::Value>>,
+    pub added: Vec<Vec<serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

@@ -26,7 +26,7 @@ mod record;
 mod strings;
 mod write;
 
-pub use change::{Change, ChangeSet, NodePath, PathStep};
+pub use change::{Change, ChangeSet, NodePath, PathStep, QueryDiff, Touched};
 pub use check::{check, CheckReport};
 pub use dump::{export, import, DumpError, ImportStats};
 pub use error::{DataError, UniqueViolation};

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use espalier_schema::{NodeTypeId, Over, PropertyId, PropertyKind, Schema, StateIndex, Storage};
 use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
 
-use crate::change::{Change, ChangeSet};
+use crate::change::{Change, ChangeSet, Touched, MAX_TOUCHED};
 use crate::graph::{EntryKey, Graph};
 use crate::index::{self, IndexValue, OwnedValue};
 use crate::keys::{self, meta, MAX_KEY_BYTES};
@@ -39,6 +39,8 @@ pub struct WriteGraph<'a, 's> {
     unique_pending: BTreeSet<(u32, Vec<u8>)>,
     /// More than [`MAX_UNIQUE_PENDING`] were written: check every unique index whole.
     unique_overflow: bool,
+    /// What this request touched (see [`Touched`]), unsorted; `None` past [`MAX_TOUCHED`].
+    touched: Option<Touched>,
 }
 
 /// Where to roll one instruction back to.
@@ -46,6 +48,8 @@ pub struct WriteGraph<'a, 's> {
 pub struct GraphSavepoint {
     storage: Savepoint,
     changes: usize,
+    /// Lengths of the touched records and links.
+    touched: (usize, usize),
 }
 
 fn read_counter(txn: &dyn Reader, name: &[u8], default: u64) -> Result<u64> {
@@ -68,6 +72,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             located: None,
             unique_pending: BTreeSet::new(),
             unique_overflow: false,
+            touched: Some(Touched::default()),
         })
     }
 
@@ -82,13 +87,18 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     pub fn savepoint(&mut self) -> GraphSavepoint {
         self.txn.enable_savepoints();
-        GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len() }
+        let touched = self.touched.as_ref().map_or((0, 0), |t| (t.records.len(), t.links.len()));
+        GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len(), touched }
     }
 
     /// Undoes every write and forgets every change since `sp`.
     pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
         self.txn.rollback_to(sp.storage)?;
         self.changes.truncate(sp.changes);
+        if let Some(t) = self.touched.as_mut() {
+            t.records.truncate(sp.touched.0);
+            t.links.truncate(sp.touched.1);
+        }
         // Only the request rolled back has unchecked values (each request checks its own).
         self.unique_pending.clear();
         self.unique_overflow = false;
@@ -97,7 +107,43 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Takes the changes recorded since the last call (one request's change set).
     pub fn take_changes(&mut self, version: u64) -> ChangeSet {
-        ChangeSet { version, changes: std::mem::take(&mut self.changes) }
+        let touched = match self.touched.replace(Touched::default()) {
+            Some(mut t) => {
+                t.records.sort_unstable();
+                t.records.dedup();
+                t.links.sort_unstable();
+                t.links.dedup();
+                t
+            }
+            None => Touched::all(),
+        };
+        ChangeSet { version, changes: std::mem::take(&mut self.changes), touched, diffs: Vec::new() }
+    }
+
+    /// Notes that record `id`'s own data changed (written, created or deleted); 0 is no
+    /// record (an empty state).
+    fn touch(&mut self, id: NodeId) {
+        if id == 0 {
+            return;
+        }
+        if let Some(t) = self.touched.as_mut() {
+            if t.records.len() >= MAX_TOUCHED {
+                self.touched = None;
+            } else {
+                t.records.push(id);
+            }
+        }
+    }
+
+    /// Notes that the links of `property` into record `target` changed.
+    fn touch_link(&mut self, target: NodeId, property: PropertyId) {
+        if let Some(t) = self.touched.as_mut() {
+            if t.links.len() >= MAX_TOUCHED {
+                self.touched = None;
+            } else {
+                t.links.push((target, property));
+            }
+        }
     }
 
     pub fn pending_changes(&self) -> &[Change] {
@@ -135,6 +181,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         assert!(matches!(self.schema.node_type(ty).storage, Storage::Record { .. }), "inline node has no record");
         let id = self.next_node;
         self.next_node += 1;
+        self.touch(id);
         let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
         self.fill_defaults(&mut rec, id, ty)?;
         if self.is_entry_type(ty) {
@@ -207,6 +254,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
+        self.touch(id);
         if self.is_entry_type(record::header(rec)?.ty) {
             let entries_key = self.entries_key(rec)?;
             self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, rec))?;
@@ -278,8 +326,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let old_key = if old != 0 { Some(self.graph().target_key(old, path)?) } else { None };
         if old != 0 {
             self.txn.delete(Table::Links, &keys::link(old, node.id, property))?;
+            self.touch_link(old, property);
         }
         self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
+        self.touch_link(target, property);
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, &rec)?;
         if old != 0 {
@@ -326,6 +376,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let id = self.create_node(ty, owner.id, property, &raw)?;
         if let EntryKey::Target(target) = key {
             self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
+            self.touch_link(target, property);
         }
         self.bump_count(owner, property, 1)?;
         if self.schema.aggregates_over(Over::Collection(property)).next().is_some() {
@@ -451,12 +502,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
         if let espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
             let target = self.graph().matrix_target(node)?;
             self.txn.delete(Table::Links, &keys::link(target, node.id, property))?;
+            self.touch_link(target, property);
         }
         if self.is_entry_type(node.ty) {
             let entries_key = self.entries_key(&rec)?;
             self.txn.delete(Table::Entries, &entries_key)?;
         }
         self.txn.delete(Table::Nodes, &keys::node(node.id))?;
+        self.touch(node.id);
         Ok(())
     }
 
@@ -472,6 +525,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     let target = record::read_u64(rec, at)?;
                     if target != 0 {
                         self.txn.delete(Table::Links, &keys::link(target, id, p))?;
+                        self.touch_link(target, p);
                         // A target inside the subtree being deleted may be gone already.
                         let aggregated = self.schema.aggregates_over(Over::Referrers(p)).next().is_some();
                         if aggregated && self.graph().exists(target)? {

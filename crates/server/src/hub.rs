@@ -28,6 +28,8 @@ pub enum Filter {
     Collection { node: NodePath, collection: String },
     /// Every change.
     Everything,
+    /// The commits whose last change set carries a difference of this registered query.
+    Registered(u64),
 }
 
 fn starts_with(path: &NodePath, prefix: &NodePath) -> bool {
@@ -48,6 +50,7 @@ impl Filter {
     pub fn touches(&self, change: &Change) -> bool {
         let target = match self {
             Filter::Everything => return true,
+            Filter::Registered(_) => return false,
             Filter::Subtree(p) => {
                 if starts_with(change_node(change), p) {
                     return true;
@@ -87,7 +90,10 @@ impl Filter {
     }
 
     pub fn touches_set(&self, set: &ChangeSet) -> bool {
-        set.changes.iter().any(|c| self.touches(c))
+        match self {
+            Filter::Registered(id) => set.diffs.iter().any(|d| d.query == *id),
+            _ => set.changes.iter().any(|c| self.touches(c)),
+        }
     }
 }
 
@@ -383,11 +389,11 @@ mod tests {
     fn full_queues_lag_instead_of_growing() {
         let q = SubQueue::new(Filter::Everything, 2);
         for v in 1..=3 {
-            q.push(&Arc::new(ChangeSet { version: v, changes: vec![] }));
+            q.push(&Arc::new(ChangeSet { version: v, ..ChangeSet::default() }));
         }
         let p = q.take();
         assert!(p.lagged && p.sets.is_empty());
-        q.push(&Arc::new(ChangeSet { version: 4, changes: vec![] }));
+        q.push(&Arc::new(ChangeSet { version: 4, ..ChangeSet::default() }));
         assert_eq!(q.take().sets.len(), 1, "after the lag is taken, sets queue again");
     }
 }

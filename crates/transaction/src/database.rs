@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use espalier_data::{meta, ChangeSet, DataError, Graph, WriteGraph};
+use espalier_data::{meta, ChangeSet, DataError, Graph, QueryDiff, Touched, WriteGraph};
 use espalier_schema::Schema;
 use espalier_storage::{Durability, ReadTxn, Reader, Store, StoreOptions, Table};
 
@@ -44,6 +44,15 @@ pub struct Database {
     queue: WriteQueue,
     feed: Feed,
     version: AtomicU64,
+    /// Told of every commit before the next begins (registered incremental queries).
+    hooks: std::sync::Mutex<Vec<Arc<dyn CommitHook>>>,
+}
+
+/// Something that must see each commit's data exactly, before the next commit begins.
+pub trait CommitHook: Send + Sync {
+    /// `graph` reads the commit `version` (None if it could not be read); `touched` is what
+    /// the commit's requests touched. The differences go on the commit's last change set.
+    fn committed(&self, graph: Option<Graph<'_>>, version: u64, touched: &Touched) -> Vec<QueryDiff>;
 }
 
 impl Drop for Database {
@@ -149,6 +158,7 @@ impl Database {
             queue: WriteQueue::new(options.max_batch),
             feed: Feed::default(),
             version: AtomicU64::new(version),
+            hooks: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -167,6 +177,36 @@ impl Database {
 
     pub fn snapshot(&self) -> Result<Snapshot<'_>, DataError> {
         Ok(Snapshot { txn: self.store.read()?, schema: &self.schema })
+    }
+
+    /// Adds a hook every later commit calls (see [`CommitHook`]).
+    pub fn add_commit_hook(&self, hook: Arc<dyn CommitHook>) {
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(hook);
+    }
+
+    /// Runs the commit hooks on a commit's change sets (one per request, `None` for a request
+    /// rolled back), and frees what the requests touched (nothing else reads it).
+    fn run_hooks(&self, results: &mut [Option<Arc<ChangeSet>>]) {
+        let hooks: Vec<Arc<dyn CommitHook>> = self.hooks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut touched = Touched::default();
+        for set in results.iter_mut().flatten() {
+            let set = Arc::get_mut(set).expect("a change set is not shared before it is published");
+            if !hooks.is_empty() {
+                touched.merge(&set.touched);
+            }
+            set.touched = Touched::default();
+        }
+        let Some(last) = results.iter_mut().rev().flatten().next() else { return };
+        if hooks.is_empty() {
+            return;
+        }
+        let version = last.version;
+        let snapshot = self.snapshot().ok();
+        let mut diffs = Vec::new();
+        for hook in hooks {
+            diffs.extend(hook.committed(snapshot.as_ref().map(Snapshot::graph), version, &touched));
+        }
+        Arc::get_mut(last).expect("a change set is not shared before it is published").diffs = diffs;
     }
 
     /// Subscribes to every change set committed from now on (bounded queue of `capacity`).
@@ -281,6 +321,9 @@ impl BatchRunner for Database {
                     break;
                 }
             }
+        }
+        if let Ok(results) = outcome.as_mut() {
+            self.run_hooks(results);
         }
         match outcome {
             Ok(results) => batch
