@@ -11,6 +11,7 @@ use espalier_transaction::{Database, DatabaseOptions, TxError};
 use serde::Serialize;
 
 use crate::ast::{Instruction, Value};
+use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan};
 use crate::run::{apply, run_match, run_query, BenchValues, Bindings, Nav, ParamValue, QueryResult};
@@ -41,6 +42,28 @@ struct CompiledCommand {
 pub struct Engine {
     db: Arc<Database>,
     commands: HashMap<String, CompiledCommand>,
+    /// Registered incremental queries; hooked into the database's commits on first use.
+    registry: std::sync::OnceLock<Arc<Registry>>,
+}
+
+/// A query registered with [`Engine::register`]: its id, the commit its rows are of, and
+/// its rows.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub id: u64,
+    pub version: u64,
+    pub result: QueryResult,
+}
+
+impl espalier_transaction::CommitHook for Registry {
+    fn committed(
+        &self,
+        graph: Option<espalier_data::Graph<'_>>,
+        version: u64,
+        touched: &espalier_data::Touched,
+    ) -> Vec<espalier_data::QueryDiff> {
+        Registry::committed(self, graph, version, touched)
+    }
 }
 
 /// Where a checked instruction came from, for rendering its errors.
@@ -109,7 +132,7 @@ impl Engine {
             .into_iter()
             .map(|(name, plans)| (name, CompiledCommand { plans }))
             .collect();
-        Ok(Engine { db, commands })
+        Ok(Engine { db, commands, registry: std::sync::OnceLock::new() })
     }
 
     /// Creates a database at `path` from schema text.
@@ -138,6 +161,54 @@ impl Engine {
         let params = None;
         let checker = Checker { schema: self.db.schema(), params: &params };
         checker.check(instr, Span::default()).map_err(|e| located(source, e))
+    }
+
+    /// The registered queries (hooked into the commits from the first call).
+    pub fn registry(&self) -> &Arc<Registry> {
+        self.registry.get_or_init(|| {
+            let registry = Arc::new(Registry::default());
+            self.db.add_commit_hook(registry.clone());
+            registry
+        })
+    }
+
+    /// Registers a pattern query (`collection match …`, text or JSON as `source` says) whose
+    /// matches every later commit updates from its change set; each commit's differences
+    /// come on its last change set (`ChangeSet::diffs`, by the returned id).
+    pub fn register(
+        &self,
+        instr: &Instruction,
+        source: Option<&str>,
+        params: &HashMap<String, ParamValue>,
+    ) -> Result<Registration, InstructionError> {
+        let Instruction::Match(pattern) = instr else {
+            return Err(InstructionError::value(
+                "only a pattern query (`collection match …`) can be registered for incremental results",
+            ));
+        };
+        let no_params = None;
+        let checker = Checker { schema: self.db.schema(), params: &no_params };
+        let plan = checker.check_registered(pattern, Span::default()).map_err(|e| located(source, e))?;
+        let query = Registered::new(plan, params.clone(), self.db.schema())?;
+        let snapshot = self.db.snapshot()?;
+        let version = snapshot.version()?;
+        let (id, result) = self.registry().add(query, snapshot.graph(), version)?;
+        Ok(Registration { id, version, result })
+    }
+
+    /// [`Engine::register`] for instruction text.
+    pub fn register_text(
+        &self,
+        text: &str,
+        params: &HashMap<String, ParamValue>,
+    ) -> Result<Registration, InstructionError> {
+        let instr = parse_instruction(text, ParseOptions::CLIENT)?;
+        self.register(&instr, Some(text), params)
+    }
+
+    /// Ends a registration; false if there was none with that id.
+    pub fn unregister(&self, id: u64) -> bool {
+        self.registry.get().is_some_and(|r| r.remove(id))
     }
 
     /// Parses (text), checks and runs one instruction.

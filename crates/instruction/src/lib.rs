@@ -5,11 +5,12 @@
 
 pub mod ast;
 mod engine;
+pub mod incremental;
 pub mod parse;
 pub mod plan;
 mod run;
 
-pub use engine::{compile_commands, Engine, Reply};
+pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
 pub use run::{BenchValues, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
 

@@ -182,6 +182,12 @@ pub(crate) fn check_leaf_kind(prop: &espalier_schema::Property, kind: LeafKind, 
 }
 
 impl<'s> Checker<'s> {
+    /// Checks a pattern query to be registered: planned also once per top variable bound
+    /// first, for the incremental updates (see `crate::incremental`).
+    pub fn check_registered(&self, p: &crate::ast::Pattern, span: Span) -> Result<pattern::MatchPlan, CheckError> {
+        pattern::PatternChecker::new(self).seeded().check(p, span)
+    }
+
     pub fn check(&self, instr: &Instruction, span: Span) -> Result<Plan, CheckError> {
         match instr {
             Instruction::Update { path, items } => {

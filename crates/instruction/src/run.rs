@@ -13,7 +13,7 @@ use crate::ast::{Comparison, LeafKind, Value};
 use crate::plan::{PFilter, PItem, POp, PStep, QueryPlan, StateChoice};
 use crate::InstructionError;
 
-mod pattern;
+pub(crate) mod pattern;
 pub(crate) use pattern::run_match;
 pub use pattern::MAX_PATTERN_ROWS;
 

@@ -41,6 +41,12 @@ pub struct MatchPlan {
     pub op_count: usize,
     /// `explain`: answer with the plan and the rows each operation produced.
     pub explain: bool,
+    /// The variables of the top level (not those local to `exists`), in binding order of
+    /// the text: a match is their nodes.
+    pub top: Vec<usize>,
+    /// For a registered (incremental) query only: per top variable, the plan with that
+    /// variable bound before it starts (see `crate::incremental`).
+    pub seeded: Vec<(usize, Block)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -255,6 +261,7 @@ struct Edge {
 }
 
 /// A condition waiting for its variables.
+#[derive(Clone)]
 struct Pending {
     cond: MCond,
     vars: BTreeSet<usize>,
@@ -262,7 +269,7 @@ struct Pending {
 }
 
 /// One level of a pattern: the top, or the inside of an `exists`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Level {
     locals: Vec<usize>,
     edges: Vec<Edge>,
@@ -274,11 +281,19 @@ pub(super) struct PatternChecker<'c, 's> {
     vars: Vec<PVar>,
     values: Vec<(Value, LitKind)>,
     next_op: std::cell::Cell<usize>,
+    /// Also plan the match once per top variable bound first (a registered query).
+    seeded: bool,
 }
 
 impl<'c, 's> PatternChecker<'c, 's> {
     pub(super) fn new(c: &'c Checker<'s>) -> Self {
-        PatternChecker { c, vars: Vec::new(), values: Vec::new(), next_op: std::cell::Cell::new(0) }
+        PatternChecker { c, vars: Vec::new(), values: Vec::new(), next_op: std::cell::Cell::new(0), seeded: false }
+    }
+
+    /// Plans the seeded blocks of a registered query too.
+    pub(super) fn seeded(mut self) -> Self {
+        self.seeded = true;
+        self
     }
 
     fn op(&self, kind: MOp, estimate: f64) -> PlanOp {
@@ -294,7 +309,13 @@ impl<'c, 's> PatternChecker<'c, 's> {
     pub(super) fn check(mut self, p: &Pattern, span: Span) -> Result<MatchPlan, CheckError> {
         let mut scope: HashMap<String, usize> = HashMap::new();
         let level = self.level(&p.clauses, &mut scope)?;
+        let top = level.locals.clone();
+        let again = self.seeded.then(|| level.clone());
         let block = self.plan_level(level, &BTreeSet::new());
+        let seeded = match again {
+            Some(level) => top.iter().map(|&v| (v, self.plan_level(level.clone(), &BTreeSet::from([v])))).collect(),
+            None => Vec::new(),
+        };
         let mut columns = Vec::with_capacity(p.columns.len());
         let mut aliases: Vec<String> = Vec::with_capacity(p.columns.len());
         for col in &p.columns {
@@ -304,7 +325,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
             aliases.push(col.item.alias.clone());
             columns.push(self.column(&col.item.expr, &scope, col.span)?);
         }
-        if self.next_op.get() > MAX_OPS {
+        if self.next_op.get() > MAX_OPS * (seeded.len() + 1) {
             return err(span, format!("the pattern plans into more than {MAX_OPS} operations"));
         }
         let grouped = columns.iter().any(PColumn::is_aggregate);
@@ -332,6 +353,8 @@ impl<'c, 's> PatternChecker<'c, 's> {
             values: self.values,
             op_count: self.next_op.get(),
             explain: p.explain,
+            top,
+            seeded,
         })
     }
 
@@ -1068,7 +1091,13 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         continue; // a node of this type can only sit at the end of this path
                     }
                     *rows *= 0.5;
-                    ops.push(self.op(MOp::Filter(self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))), *rows));
+                    let check = if e.from == Anchor::Root && all_down(&e.steps) {
+                        // Up from the node: one parent read per step, not a scan from the root.
+                        self.reach(Anchor::Var(e.to), reverse(&e.steps), Some(Anchor::Root))
+                    } else {
+                        self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))
+                    };
+                    ops.push(self.op(MOp::Filter(check), *rows));
                 }
             }
             let mut i = 0;
@@ -1340,6 +1369,14 @@ fn implied_by_type(steps: &[MStep]) -> bool {
     steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_)))
 }
 
+/// True when every step goes down the tree (entries, keyed entries, groups, states): the path
+/// reaches a node exactly when walking it backwards, one parent per step, gets back.
+fn all_down(steps: &[MStep]) -> bool {
+    steps.iter().all(|s| {
+        matches!(s.kind, MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..))
+    })
+}
+
 fn fanout(s: &MStep, schema: &Schema) -> f64 {
     match &s.kind {
         MStepKind::Entries(p) => {
@@ -1415,6 +1452,18 @@ impl MatchPlan {
     /// The plan in words, one line per operation (for `explain` and tests).
     pub fn describe(&self, schema: &Schema) -> Vec<String> {
         self.lines(schema).into_iter().map(|l| l.text).collect()
+    }
+
+    /// The plans of a registered query with each top variable bound first, in words.
+    pub fn describe_seeded(&self, schema: &Schema) -> Vec<(String, Vec<String>)> {
+        self.seeded
+            .iter()
+            .map(|(v, block)| {
+                let mut out = Vec::new();
+                self.describe_block(block, schema, 0, &mut out);
+                (self.vars[*v].name.clone(), out.into_iter().map(|l| l.text).collect())
+            })
+            .collect()
     }
 
     /// [`MatchPlan::describe`] with estimates and operation ids; the last line is the output

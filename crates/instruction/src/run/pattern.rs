@@ -191,34 +191,7 @@ pub(crate) fn run_match(
     plan: &MatchPlan,
     b: &mut Bindings<'_, '_>,
 ) -> std::result::Result<QueryResult, InstructionError> {
-    let mut lits = Vec::with_capacity(plan.values.len());
-    for (v, kind) in &plan.values {
-        lits.push(match kind {
-            LitKind::Number => Lit::Int(b.number(v)?),
-            LitKind::Text => Lit::Text(b.text(v)?),
-            LitKind::Key(arity) => {
-                let k = b.key(v)?;
-                if k.len() != *arity {
-                    return Err(InstructionError::value(format!(
-                        "key {k:?} has {} components; {arity} are needed here",
-                        k.len()
-                    )));
-                }
-                Lit::Key(k)
-            }
-        });
-    }
-    let exec = Exec {
-        graph,
-        plan,
-        lits,
-        visited: Cell::new(0),
-        keys: RefCell::new(HashMap::new()),
-        views: RefCell::new(HashMap::new()),
-        parents: RefCell::new(HashMap::new()),
-        produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
-        cancel: b.cancel,
-    };
+    let exec = Exec::new(graph, plan, b)?;
     let mut acc = Accumulator::new(plan);
     let env: Vec<Cell<Option<Slot<'_>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
     exec.block(&plan.block.ops, &env, &mut |ex, env| {
@@ -230,6 +203,91 @@ pub(crate) fn run_match(
         return Ok(explain(&exec, graph, &result));
     }
     Ok(result)
+}
+
+/// A match of a registered query: its top variables' nodes (in `plan.top` order) and its row.
+pub(crate) type Found = (Vec<NodeRef>, Vec<serde_json::Value>);
+
+/// Runs a registered query's plan in pieces, on one snapshot (see `crate::incremental`).
+pub(crate) struct Matcher<'g, 'p> {
+    exec: Exec<'g, 'p>,
+}
+
+impl<'g, 'p> Matcher<'g, 'p> {
+    pub(crate) fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b, '_>) -> Result<Self> {
+        Ok(Matcher { exec: Exec::new(graph, plan, b)? })
+    }
+
+    /// Every match of `block` with `seed` bound before it starts (the main block with none),
+    /// leaving out those a column has no value for, as a query does.
+    pub(crate) fn matches(
+        &self,
+        block: &crate::plan::Block,
+        seed: Option<(usize, NodeRef)>,
+        found: &mut dyn FnMut(Found) -> Result<()>,
+    ) -> Result<()> {
+        let plan = self.exec.plan;
+        let env: Vec<Cell<Option<Slot<'g>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
+        if let Some((var, node)) = seed {
+            assert_eq!(node.ty, plan.vars[var].ty, "a seed has its variable's type");
+            env[var].set(Some(Slot { node, view: None, linked: false }));
+        }
+        self.exec.block(&block.ops, &env, &mut |ex, env| {
+            if let Some(row) = ex.row(env, None)? {
+                let nodes = plan.top.iter().map(|&v| ex.slot(env, v).node).collect();
+                found((nodes, row.iter().map(Val::json).collect()))?;
+            }
+            Ok(Flow::Go)
+        })?;
+        Ok(())
+    }
+
+    /// Every node the steps reach from `start` (each once).
+    pub(crate) fn walk(&self, start: NodeRef, steps: &[MStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
+        let env: Vec<Cell<Option<Slot<'g>>>> = (0..self.exec.plan.vars.len()).map(|_| Cell::new(None)).collect();
+        let mut seen = HashSet::new();
+        self.exec.walk(Cur::bare(start, false), steps, &env, &mut |c| {
+            if seen.insert(c.node) {
+                sink(c.node);
+            }
+            Ok(Flow::Go)
+        })?;
+        Ok(())
+    }
+}
+
+impl<'g, 'p> Exec<'g, 'p> {
+    /// An executor for `plan`, its literals and parameters resolved.
+    fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b, '_>) -> Result<Self> {
+        let mut lits = Vec::with_capacity(plan.values.len());
+        for (v, kind) in &plan.values {
+            lits.push(match kind {
+                LitKind::Number => Lit::Int(b.number(v)?),
+                LitKind::Text => Lit::Text(b.text(v)?),
+                LitKind::Key(arity) => {
+                    let k = b.key(v)?;
+                    if k.len() != *arity {
+                        return Err(InstructionError::value(format!(
+                            "key {k:?} has {} components; {arity} are needed here",
+                            k.len()
+                        )));
+                    }
+                    Lit::Key(k)
+                }
+            });
+        }
+        Ok(Exec {
+            graph,
+            plan,
+            lits,
+            visited: Cell::new(0),
+            keys: RefCell::new(HashMap::new()),
+            views: RefCell::new(HashMap::new()),
+            parents: RefCell::new(HashMap::new()),
+            produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
+            cancel: b.cancel,
+        })
+    }
 }
 
 /// The plan, one row per operation: what it does, the planner's estimate of its rows (per

@@ -1,0 +1,626 @@
+//! Incremental results: a registered pattern query keeps its matches, and after each commit
+//! updates them from the records the commit touched instead of running again.
+//!
+//! Why it is right. The executor learns everything from records, and a record the commit did
+//! not touch reads the same after it (the invariant of [`Touched`]). So a match that a commit
+//! ends or begins reads, on one of the paths its evaluation follows from a variable, a touched
+//! record; take the first such record on that path. The steps before it leave untouched
+//! records, so they are the same after the commit, and walking the path backwards from that
+//! record gets back to the variable's node. Each such (variable, node) is a *seed*: the
+//! query runs again with that variable bound first (a plan made for it at registration),
+//! and what it gives replaces the seed's old matches. A touched record that no longer exists
+//! can only end matches that bind it (its neighbours on a path were touched too: the holder
+//! lost an entry, the referrer lost its target), and those are found by node.
+//!
+//! Reads that a path does not describe — inside `exists ( … )`, inside or after a `repeat`,
+//! along a shortest path, or a root path with links — make a commit that touches a record of
+//! such a type run the query again whole (still right, not incremental).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use espalier_data::{Graph, NodeRef, QueryDiff, Touched};
+use espalier_schema::{NodeTypeId, PropertyId, Schema};
+
+use crate::plan::{reverse, Anchor, Block, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PVar, UpFrom};
+use crate::run::pattern::{Found, Matcher};
+use crate::run::{Bindings, QueryResult, Row, MAX_PATTERN_ROWS};
+use crate::{InstructionError, ParamValue};
+
+type Result<T> = std::result::Result<T, InstructionError>;
+
+/// Most queries registered at once on one database (each costs every commit some work).
+pub const MAX_REGISTERED: usize = 1024;
+
+/// A match is its top variables' nodes, in `MatchPlan::top` order.
+type MatchKey = Vec<NodeRef>;
+
+/// A way from a touched record back to a top variable: a node of type `ty` (in a record of
+/// type `record`) on a path of variable `top`, and the steps from it back to the variable.
+#[derive(Debug, Clone)]
+struct Route {
+    record: NodeTypeId,
+    ty: NodeTypeId,
+    top: usize,
+    steps: Vec<MStep>,
+    reads: Read,
+}
+
+/// What the path reads of a node on it: the step after it reads its record, or the links
+/// into it along one reference or matrix (a step backwards), or — at the end of a term —
+/// its property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Record,
+    Links(PropertyId),
+}
+
+/// A registered query with its current matches.
+#[derive(Debug)]
+pub struct Registered {
+    plan: MatchPlan,
+    params: HashMap<String, ParamValue>,
+    routes: Vec<Route>,
+    /// Per top variable: the record type its nodes live in.
+    var_records: Vec<NodeTypeId>,
+    /// Per top variable: the references and matrices a path from it follows backwards first.
+    var_links: Vec<BTreeSet<PropertyId>>,
+    /// Record types whose touch makes the query run again whole.
+    opaque: HashSet<NodeTypeId>,
+    matches: HashMap<MatchKey, Vec<serde_json::Value>>,
+    /// Per top variable: node record id → the matches binding it there.
+    by_var: Vec<HashMap<u64, HashSet<MatchKey>>>,
+    /// With `distinct`: how many matches give each row (keyed by its JSON text).
+    distinct: Option<HashMap<String, usize>>,
+    /// The commit the matches are those of.
+    version: u64,
+    /// How the last commit's refresh went, and how long it took.
+    last: Option<(std::time::Duration, RefreshStats)>,
+}
+
+/// What one refresh changed.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct RowChanges {
+    pub removed: Vec<Vec<serde_json::Value>>,
+    pub added: Vec<Vec<serde_json::Value>>,
+}
+
+impl RowChanges {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
+    }
+
+    fn sort(&mut self) {
+        let by_text = |r: &Vec<serde_json::Value>| serde_json::Value::Array(r.clone()).to_string();
+        self.removed.sort_by_cached_key(by_text);
+        self.added.sort_by_cached_key(by_text);
+    }
+}
+
+/// How a refresh went about it (for tests and the benchmark).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RefreshStats {
+    pub seeds: usize,
+    pub whole: bool,
+}
+
+impl Registered {
+    /// A checked pattern plan (from [`crate::plan::Checker::check_registered`]) that keeps a
+    /// set of matches: no grouping, order, paging or explain.
+    pub fn new(plan: MatchPlan, params: HashMap<String, ParamValue>, schema: &Schema) -> Result<Registered> {
+        let refuse = |what: &str| {
+            Err(InstructionError::value(format!(
+                "a registered query keeps a set of matches and sends their changes, so it cannot {what}; \
+                 register the plain match and group, order or page its rows where they arrive"
+            )))
+        };
+        if plan.grouped {
+            return refuse("aggregate (count, sum, min, max, avg)");
+        }
+        if !plan.order.is_empty() {
+            return refuse("order its rows (`order by`)");
+        }
+        if plan.limit.is_some() || plan.offset > 0 {
+            return refuse("page its rows (`limit`, `offset`)");
+        }
+        if plan.explain {
+            return refuse("explain its plan");
+        }
+        assert_eq!(plan.seeded.len(), plan.top.len(), "registered plans are planned once per top variable");
+        let mut reads = Reads {
+            schema,
+            vars: &plan.vars,
+            routes: Vec::new(),
+            var_links: vec![BTreeSet::new(); plan.top.len()],
+            opaque: BTreeSet::new(),
+            all: false,
+        };
+        let position = |v: usize| plan.top.iter().position(|&t| t == v);
+        reads.block(&plan.block, &position);
+        for col in &plan.columns {
+            match col {
+                PColumn::Term(t) => reads.term(t, &position),
+                PColumn::Shortest { body, .. } => reads.opaque_steps(body),
+                _ => unreachable!("refused above: aggregates"),
+            }
+        }
+        let var_records = plan
+            .top
+            .iter()
+            .map(|&v| schema.record_of(plan.vars[v].ty).expect("checked: variables bind nodes that store something"))
+            .collect();
+        let opaque = reads.opaque.iter().filter_map(|&t| schema.record_of(t)).collect();
+        let routes = reads.routes;
+        let var_links = reads.var_links;
+        Ok(Registered {
+            by_var: vec![HashMap::new(); plan.top.len()],
+            distinct: plan.distinct.then(HashMap::new),
+            plan,
+            params,
+            routes,
+            var_records,
+            var_links,
+            opaque,
+            matches: HashMap::new(),
+            version: 0,
+            last: None,
+        })
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The last commit's refresh: how long it took and what it did.
+    pub fn last_refresh(&self) -> Option<(std::time::Duration, RefreshStats)> {
+        self.last
+    }
+
+    /// The column names of the rows.
+    pub fn columns(&self) -> &[String] {
+        &self.plan.aliases
+    }
+
+    /// How many matches there are now.
+    pub fn len(&self) -> usize {
+        self.matches.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.matches.is_empty()
+    }
+
+    /// The rows now (one per match, or per distinct row), in no particular order.
+    pub fn result(&self) -> QueryResult {
+        let rows: Vec<Vec<serde_json::Value>> = match &self.distinct {
+            Some(counts) => {
+                counts.keys().map(|k| serde_json::from_str::<Vec<serde_json::Value>>(k).unwrap_or_default()).collect()
+            }
+            None => self.matches.values().cloned().collect(),
+        };
+        QueryResult {
+            total: rows.len() as u64,
+            columns: self.plan.aliases.clone(),
+            rows: rows.into_iter().map(|values| Row { key: Vec::new(), values }).collect(),
+        }
+    }
+
+    /// Finds every match afresh (at registration, and when a commit touched what paths do
+    /// not describe); the changes from the matches before.
+    pub fn load(&mut self, graph: Graph<'_>, version: u64) -> Result<RowChanges> {
+        let mut found: Vec<Found> = Vec::new();
+        {
+            let mut b = Bindings { params: &self.params, bench: None, cancel: None };
+            let m = Matcher::new(graph, &self.plan, &mut b)?;
+            m.matches(&self.plan.block, None, &mut |f| {
+                if found.len() >= MAX_PATTERN_ROWS {
+                    return Err(too_many());
+                }
+                found.push(f);
+                Ok(())
+            })?;
+        }
+        let mut changes = RowChanges::default();
+        let fresh: HashSet<MatchKey> = found.iter().map(|(k, _)| k.clone()).collect();
+        let gone: Vec<MatchKey> = self.matches.keys().filter(|k| !fresh.contains(*k)).cloned().collect();
+        for k in gone {
+            self.remove(&k, &mut changes);
+        }
+        for (k, row) in found {
+            self.put(k, row, &mut changes);
+        }
+        self.version = version;
+        changes.sort();
+        Ok(changes)
+    }
+
+    /// Brings the matches up to the commit `version`, which touched `touched`; `graph` reads
+    /// that commit's data.
+    pub fn refresh(&mut self, graph: Graph<'_>, version: u64, touched: &Touched) -> Result<(RowChanges, RefreshStats)> {
+        if touched.all {
+            return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
+        }
+        let mut seeds: BTreeSet<(usize, u64)> = BTreeSet::new();
+        {
+            let mut b = Bindings { params: &self.params, bench: None, cancel: None };
+            let m = Matcher::new(graph, &self.plan, &mut b)?;
+            for &id in &touched.records {
+                for (top, nodes) in self.by_var.iter().enumerate() {
+                    if nodes.contains_key(&id) {
+                        seeds.insert((top, id));
+                    }
+                }
+                if !graph.exists(id)? {
+                    continue; // deleted: it can only end matches that bind it (found above)
+                }
+                let record = graph.header(id)?.ty;
+                if self.opaque.contains(&record) {
+                    drop(m);
+                    return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
+                }
+                for (top, &r) in self.var_records.iter().enumerate() {
+                    if r == record {
+                        seeds.insert((top, id));
+                    }
+                }
+                for route in self.routes.iter().filter(|r| r.record == record && r.reads == Read::Record) {
+                    m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
+                        seeds.insert((route.top, n.id));
+                    })?;
+                }
+            }
+            // Links into a record changed: only paths that go on backwards along them read that.
+            for &(id, property) in &touched.links {
+                if !graph.exists(id)? {
+                    continue;
+                }
+                let record = graph.header(id)?.ty;
+                if self.opaque.contains(&record) {
+                    drop(m);
+                    return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
+                }
+                for (top, &r) in self.var_records.iter().enumerate() {
+                    if r == record && self.var_links[top].contains(&property) {
+                        seeds.insert((top, id));
+                    }
+                }
+                for route in self.routes.iter().filter(|r| r.record == record && r.reads == Read::Links(property)) {
+                    m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
+                        seeds.insert((route.top, n.id));
+                    })?;
+                }
+            }
+        }
+        let stats = RefreshStats { seeds: seeds.len(), whole: false };
+        let mut changes = RowChanges::default();
+        let mut b = Bindings { params: &self.params, bench: None, cancel: None };
+        let plan = &self.plan;
+        let m = Matcher::new(graph, plan, &mut b)?;
+        let mut updates: Vec<(usize, u64, Vec<Found>)> = Vec::with_capacity(seeds.len());
+        for (top, id) in seeds {
+            let var = plan.top[top];
+            let ty = plan.vars[var].ty;
+            let mut found = Vec::new();
+            let alive = graph.exists(id)? && graph.header(id)?.ty == self.var_records[top];
+            if alive {
+                m.matches(&plan.seeded[top].1, Some((var, NodeRef { id, ty })), &mut |f| {
+                    if found.len() >= MAX_PATTERN_ROWS {
+                        return Err(too_many());
+                    }
+                    found.push(f);
+                    Ok(())
+                })?;
+            }
+            updates.push((top, id, found));
+        }
+        drop(m);
+        for (top, id, found) in updates {
+            let fresh: HashSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
+            let gone: Vec<MatchKey> = self.by_var[top]
+                .get(&id)
+                .map(|ks| ks.iter().filter(|k| !fresh.contains(k)).cloned().collect())
+                .unwrap_or_default();
+            for k in gone {
+                self.remove(&k, &mut changes);
+            }
+            for (k, row) in found {
+                self.put(k, row, &mut changes);
+            }
+        }
+        self.version = version;
+        changes.sort();
+        Ok((changes, stats))
+    }
+
+    fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
+        if let Some(old) = self.matches.get(&key) {
+            if *old == row {
+                return;
+            }
+            let old = old.clone();
+            self.row_left(old, changes);
+        } else {
+            for (top, node) in key.iter().enumerate() {
+                self.by_var[top].entry(node.id).or_default().insert(key.clone());
+            }
+        }
+        self.row_came(row.clone(), changes);
+        self.matches.insert(key, row);
+    }
+
+    fn remove(&mut self, key: &MatchKey, changes: &mut RowChanges) {
+        let Some(row) = self.matches.remove(key) else { return };
+        for (top, node) in key.iter().enumerate() {
+            if let Some(set) = self.by_var[top].get_mut(&node.id) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.by_var[top].remove(&node.id);
+                }
+            }
+        }
+        self.row_left(row, changes);
+    }
+
+    fn row_came(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
+        if let Some(counts) = self.distinct.as_mut() {
+            let n = counts.entry(serde_json::Value::Array(row.clone()).to_string()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                return;
+            }
+        }
+        changes.added.push(row);
+    }
+
+    fn row_left(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
+        if let Some(counts) = self.distinct.as_mut() {
+            let text = serde_json::Value::Array(row.clone()).to_string();
+            let n = counts.get_mut(&text).expect("a row that leaves came before");
+            *n -= 1;
+            if *n > 0 {
+                return;
+            }
+            counts.remove(&text);
+        }
+        changes.removed.push(row);
+    }
+}
+
+fn too_many() -> InstructionError {
+    InstructionError::Limit(format!("a registered query may hold at most {MAX_PATTERN_ROWS} matches"))
+}
+
+/// Collects what a plan reads: routes back from each node on a path, and the types it reads
+/// in ways no route describes.
+struct Reads<'s> {
+    schema: &'s Schema,
+    vars: &'s [PVar],
+    routes: Vec<Route>,
+    /// Per top variable: the links a path from it follows backwards first.
+    var_links: Vec<BTreeSet<PropertyId>>,
+    opaque: BTreeSet<NodeTypeId>,
+    /// Inside `exists`: every type read is opaque.
+    all: bool,
+}
+
+impl Reads<'_> {
+    fn block(&mut self, block: &Block, top: &dyn Fn(usize) -> Option<usize>) {
+        for op in &block.ops {
+            match &op.kind {
+                MOp::Scan { from, steps, .. } => self.path(*from, steps, false, top),
+                MOp::Index { var, .. } => {
+                    // Bound from the root by down steps only: its own node is all that counts.
+                    if self.all {
+                        self.opaque.insert(self.vars[*var].ty);
+                    }
+                }
+                MOp::Filter(c) => self.cond(c, top),
+            }
+        }
+    }
+
+    fn cond(&mut self, c: &MCond, top: &dyn Fn(usize) -> Option<usize>) {
+        match c {
+            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| self.cond(c, top)),
+            MCond::Not(c) => self.cond(c, top),
+            MCond::Exists(block) => {
+                let mut inner = Reads {
+                    schema: self.schema,
+                    vars: self.vars,
+                    routes: Vec::new(),
+                    var_links: Vec::new(),
+                    opaque: BTreeSet::new(),
+                    all: true,
+                };
+                inner.block(block, top);
+                self.opaque.extend(inner.opaque);
+            }
+            // The planner's check that a node bound otherwise sits where its root path puts
+            // it: parents only, fixed for the node's life.
+            MCond::Reach { from: Anchor::Var(_), steps, to: Some(Anchor::Root) }
+                if !self.all && steps.iter().all(|s| matches!(s.kind, MStepKind::Up(_) | MStepKind::UpIfKey(..))) => {}
+            MCond::Reach { from, steps, .. } => self.path(*from, steps, false, top),
+            MCond::Compare { left, right, .. } => {
+                self.term(left, top);
+                self.term(right, top);
+            }
+            MCond::Prefix { term, .. } | MCond::States { term, .. } => self.term(term, top),
+        }
+    }
+
+    fn term(&mut self, t: &MTerm, top: &dyn Fn(usize) -> Option<usize>) {
+        match t {
+            MTerm::Leaf { var, steps, .. } => self.path(Anchor::Var(*var), steps, true, top),
+            // A variable's key is fixed for its life; it counts only inside `exists`.
+            MTerm::Key(var) if self.all => {
+                self.opaque.insert(self.vars[*var].ty);
+            }
+            MTerm::Key(_) | MTerm::Lit(_) => {}
+        }
+    }
+
+    /// Every node type the steps pass (repeat bodies included) is opaque.
+    fn opaque_steps(&mut self, steps: &[MStep]) {
+        for s in steps {
+            self.opaque.insert(s.from);
+            self.opaque.insert(s.to);
+            if let MStepKind::Repeat { body, .. } = &s.kind {
+                self.opaque_steps(body);
+            }
+        }
+    }
+
+    /// The routes of the nodes a path passes, back to its variable; `term`: the path ends
+    /// in a property read from its last node.
+    fn path(&mut self, from: Anchor, steps: &[MStep], term: bool, top: &dyn Fn(usize) -> Option<usize>) {
+        let var = match from {
+            Anchor::Var(v) => v,
+            // Down steps only: the node at the end is there exactly while it exists, and its
+            // own variable covers that. With links, a route would lead back to the root.
+            Anchor::Root if !self.all && steps.iter().all(is_down) => return,
+            Anchor::Root => return self.opaque_steps(steps),
+        };
+        let Some(position) = top(var).filter(|_| !self.all) else {
+            self.opaque.insert(self.vars[var].ty);
+            return self.opaque_steps(steps);
+        };
+        if let Some(p) = steps.first().and_then(backwards) {
+            self.var_links[position].insert(p);
+        }
+        for k in 1..=steps.len() {
+            if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MStepKind::Repeat { .. })) {
+                return self.opaque_steps(&steps[r..]);
+            }
+            let ty = steps[k - 1].to;
+            let Some(record) = self.schema.record_of(ty) else { continue };
+            // A step reads the record it leaves (or the links into it), never the one it
+            // arrives at: that one counts only if a step or the term goes on from it.
+            let reads = match steps.get(k) {
+                None if term => Read::Record,
+                None => continue,
+                Some(next) => match (backwards(next), &next.kind) {
+                    (Some(p), _) => Read::Links(p),
+                    // The parent of a node is fixed for its life.
+                    (None, MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..)) => continue,
+                    (None, _) => Read::Record,
+                },
+            };
+            let back = reverse(&steps[..k]).into_iter().map(unkeyed).collect();
+            self.routes.push(Route { record, ty, top: position, steps: back, reads });
+        }
+    }
+}
+
+/// The reference or matrix a step follows backwards (reading the links into its node).
+fn backwards(s: &MStep) -> Option<PropertyId> {
+    match s.kind {
+        MStepKind::Referrers(p) | MStepKind::Owners(p) => Some(p),
+        _ => None,
+    }
+}
+
+fn is_down(s: &MStep) -> bool {
+    matches!(s.kind, MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..))
+}
+
+/// A step that needs no variable bound: an entry keyed by a variable becomes any entry (a
+/// route may find more candidates than there are matches, never fewer).
+fn unkeyed(s: MStep) -> MStep {
+    let kind = match s.kind {
+        MStepKind::EntryOf(p, _) => MStepKind::Entries(p),
+        MStepKind::UpIfTarget(p, _) => MStepKind::Up(UpFrom::Entry(p)),
+        k => k,
+    };
+    MStep { kind, ..s }
+}
+
+/// The registered queries of one database, kept up to date by its commits.
+#[derive(Debug, Default)]
+pub struct Registry {
+    queries: Mutex<BTreeMap<u64, Registered>>,
+    next: Mutex<u64>,
+    /// Set once anything registered (until then commits skip the registry).
+    used: AtomicBool,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Registered>> {
+        // A panic while holding the lock leaves the maps as they were between two updates
+        // at worst; the next commit's refresh or a reload repairs a match set.
+        self.queries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Loads `query` on `graph` (at `version`) and registers it: its id and its rows.
+    pub fn add(&self, mut query: Registered, graph: Graph<'_>, version: u64) -> Result<(u64, QueryResult)> {
+        let mut queries = self.lock();
+        if queries.len() >= MAX_REGISTERED {
+            return Err(InstructionError::Limit(format!("at most {MAX_REGISTERED} queries may be registered at once")));
+        }
+        query.load(graph, version)?;
+        let id = {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            *next += 1;
+            *next
+        };
+        let rows = query.result();
+        queries.insert(id, query);
+        self.used.store(true, Ordering::Release);
+        Ok((id, rows))
+    }
+
+    pub fn remove(&self, id: u64) -> bool {
+        self.lock().remove(&id).is_some()
+    }
+
+    /// A registered query's rows now, with the commit they are of.
+    pub fn result(&self, id: u64) -> Option<(u64, QueryResult)> {
+        self.lock().get(&id).map(|q| (q.version(), q.result()))
+    }
+
+    /// Runs `f` on a registered query (tests and the benchmark look inside).
+    pub fn with<T>(&self, id: u64, f: impl FnOnce(&Registered) -> T) -> Option<T> {
+        self.lock().get(&id).map(f)
+    }
+
+    /// Brings every registered query up to the commit `version` (None: its data could not
+    /// be read). A query that fails is dropped, with the error in its difference.
+    pub fn committed(&self, graph: Option<Graph<'_>>, version: u64, touched: &Touched) -> Vec<QueryDiff> {
+        if !self.used.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut queries = self.lock();
+        let mut diffs = Vec::new();
+        let mut failed = Vec::new();
+        for (&id, q) in queries.iter_mut() {
+            if q.version() >= version {
+                continue; // registered on this commit's data already
+            }
+            let start = std::time::Instant::now();
+            let outcome = match graph {
+                Some(g) => q.refresh(g, version, touched).map(|(c, stats)| {
+                    q.last = Some((start.elapsed(), stats));
+                    c
+                }),
+                None => Err(InstructionError::value("the commit's data could not be read")),
+            };
+            match outcome {
+                Ok(c) if c.is_empty() => {}
+                Ok(c) => diffs.push(QueryDiff { query: id, removed: c.removed, added: c.added, error: None }),
+                Err(e) => {
+                    failed.push(id);
+                    diffs.push(QueryDiff {
+                        query: id,
+                        removed: Vec::new(),
+                        added: Vec::new(),
+                        error: Some(format!("the registered query stopped: {e}")),
+                    });
+                }
+            }
+        }
+        for id in failed {
+            queries.remove(&id);
+        }
+        diffs
+    }
+}
