@@ -29,9 +29,14 @@ pub struct TrainBenchmarkArgs {
     /// Repair rounds per query (each fixes a share of the matches, then re-checks); 0 skips them.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub repair_rounds: usize,
-    /// Share of the current matches each repair round fixes (at least one).
+    /// Share of the current matches each repair round fixes (at least one): the benchmark's
+    /// proportional strategy.
     #[arg(long, value_name = "SHARE", default_value_t = 0.1)]
     pub repair_share: f64,
+    /// Fix this many matches per repair round instead of a share (the benchmark's fixed
+    /// strategy): the incremental re-check's cost then stays flat as the model grows.
+    #[arg(long, value_name = "N")]
+    pub repair_count: Option<usize>,
     /// CI size: size 1 only, 3 warm-up and 10 timed runs, 3 repair rounds.
     #[arg(long)]
     pub quick: bool,
@@ -65,6 +70,7 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
             runs: args.runs,
             repair_rounds: args.repair_rounds,
             repair_share: args.repair_share,
+            repair_count: args.repair_count,
             dir: args.dir.clone(),
             progress: !json,
         }

@@ -203,11 +203,15 @@ rules (size 1 is the official model of about 750 elements, size N about N times 
 into Espalier and into SQLite (file-backed, WAL, synchronous=OFF, an index on every join column) and \
 times the six queries (PosLength, SwitchMonitored, RouteSensor, SwitchSet, ConnectedSegments, \
 SemaphoreNeighbor) in both: Espalier's pattern queries against SQL. Then, per query, repair rounds: \
-fix a share of the matches in both systems, re-check, time it. Every match set is cross-checked; a \
-mismatch fails the run. The report gives medians and the SQLite/Espalier speedup per query.\n\n\
+fix a share (or, with --repair-count, a fixed number) of the matches in both systems, then re-check: \
+by running the query again in both, and in Espalier also incrementally (the query is registered, and \
+the repair's commit updates its matches from the change set). Every match set is cross-checked; a \
+mismatch fails the run. The report gives medians, the SQLite/Espalier speedup per query, and the \
+re-run/incremental ratio.\n\n\
 Examples:\n\n    \
 espalier bench trainbenchmark --quick\n    \
 espalier bench trainbenchmark --size 1,8,32 --runs 50\n    \
+espalier bench trainbenchmark --size 64 --repair-count 10\n    \
 espalier --json bench trainbenchmark --scenario batch --size 64 > tb.json")]
     Trainbenchmark(bench_trainbenchmark::TrainBenchmarkArgs),
 

@@ -86,6 +86,11 @@ impl Index {
 /// any), without two fixes of one thing (one route–sensor pair, one switch, one route2).
 pub fn pick(q: Query, matches: &[Vec<u64>], share: f64) -> Vec<Vec<u64>> {
     let want = if matches.is_empty() { 0 } else { ((matches.len() as f64 * share).ceil() as usize).max(1) };
+    pick_count(q, matches, want)
+}
+
+/// The first `want` matches (the benchmark's "fixed" strategy), as [`pick`] chooses them.
+pub fn pick_count(q: Query, matches: &[Vec<u64>], want: usize) -> Vec<Vec<u64>> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for m in matches {
