@@ -224,6 +224,35 @@ def test_query_subscription(server: Server) -> None:
     run(body())
 
 
+def test_pattern_query_subscription_receives_differences(server: Server) -> None:
+    async def body() -> None:
+        m = key("PQ")
+        text = (
+            "collection match x in . 'Machines' where x number : 'Pulses' >= 1000 "
+            "select 'x' -> x 'p' -> x number : 'Pulses'"
+        )
+        async with await aio.connect(server.url) as writer, await aio.connect(server.url, encoding="msgpack") as reader:
+            sub = await reader.subscribe_query(text)
+            assert isinstance(sub.query, QueryResult)
+            before = len(sub.query.rows)
+            await writer.update(f"update ( 'Machines' -> dictionary \"{m}\" ( 'Pulses' -> number 1000 ) )")
+            came = await sub.next(10)
+            assert isinstance(came, Notification) and came.removed == [] and came.added == [[m, 1000]]
+            await writer.update(f"update . 'Machines' : \"{m}\" ( 'Pulses' -> number + 1 )")
+            moved = await sub.next(10)
+            assert isinstance(moved, Notification)
+            assert moved.removed == [[m, 1000]] and moved.added == [[m, 1001]] and moved.version == came.version + 1
+            # The subscription's rows follow the differences.
+            assert len(sub.query.rows) == before + 1 and [m, 1001] in [r.values for r in sub.query.rows]
+            await writer.update(f"update ( 'Machines' -> dictionary \"{m}\" remove )")
+            gone = await sub.next(10)
+            assert isinstance(gone, Notification) and gone.removed == [[m, 1001]] and gone.added == []
+            assert len(sub.query.rows) == before
+            await sub.close()
+
+    run(body())
+
+
 def test_subscribe_since_resumes_from_history(server: Server) -> None:
     async def body() -> None:
         m = key("RM")

@@ -24,6 +24,7 @@ import {
 } from "./codec.js";
 import { ClientError, ConnectionLostError, type EspalierError, errorFromCode, LimitError } from "./errors.js";
 import {
+  applyRows,
   type Done,
   type Event,
   isInt,
@@ -269,6 +270,8 @@ export class Subscription implements AsyncIterableIterator<Event> {
       this.query = event.query;
     } else if (event.query !== undefined) {
       this.query = event.query;
+    } else if (this.query !== undefined && (event.removed !== undefined || event.added !== undefined)) {
+      this.query = applyRows(this.query, event.removed ?? [], event.added ?? []);
     }
   }
 

@@ -139,12 +139,16 @@ export interface Change {
   new?: JsonValue;
 }
 
-/** One commit that touched a subscription: node `changes`, or the query's new rows. */
+/** One commit that touched a subscription: node `changes`, a collection query's new rows
+ * (`query`), or the rows a pattern query's commit `removed` and `added` (each row its values
+ * in column order; the subscription's `query` is kept up to date). */
 export interface Notification {
   type: "notify";
   version: number;
   changes?: Change[];
   query?: QueryResult;
+  removed?: JsonValue[][];
+  added?: JsonValue[][];
 }
 
 /** The data afresh: the server dropped notifications (`lagged`) or a resubscription could not
@@ -270,7 +274,35 @@ export function parseEvent(msg: JsonObject): Event {
   const changes = msg["changes"];
   if (isArray(changes)) event.changes = changes.map(parseChange);
   if (query !== undefined) event.query = query;
+  const rows = (name: string): JsonValue[][] | undefined => {
+    const value = msg[name];
+    if (value === undefined || value === null) return undefined;
+    if (!isArray(value) || !value.every(isArray)) throw new ClientError("bad_reply", `${name} is not a list of rows`);
+    return value as JsonValue[][];
+  };
+  const removed = rows("removed");
+  const added = rows("added");
+  if (removed !== undefined) event.removed = removed;
+  if (added !== undefined) event.added = added;
   return event;
+}
+
+/** A pattern query's rows after one commit's differences (rows are a multiset). */
+export function applyRows(query: QueryResult, removed: JsonValue[][], added: JsonValue[][]): QueryResult {
+  const rows = [...query.rows];
+  const same = (a: JsonValue[], b: JsonValue[]): boolean => JSON.stringify(a) === JSON.stringify(b);
+  for (const values of removed) {
+    const at = rows.findIndex((r) => same(r.values, values));
+    if (at < 0) {
+      throw new ClientError(
+        "bad_reply",
+        `a notification removes a row the subscription does not hold: ${JSON.stringify(values)}`,
+      );
+    }
+    rows.splice(at, 1);
+  }
+  for (const values of added) rows.push({ key: [], values });
+  return { type: "query", total: rows.length, columns: query.columns, rows };
 }
 
 /** The rows as objects `{ key, [column]: value }`. */

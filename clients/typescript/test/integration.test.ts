@@ -248,6 +248,31 @@ describe("a server with default limits", () => {
     });
   });
 
+  test("pattern query subscription receives differences", async () => {
+    const m = key("PQ");
+    const text =
+      "collection match x in . 'Machines' where x number : 'Pulses' >= 1000 select 'x' -> x 'p' -> x number : 'Pulses'";
+    await using([connect(server.url), connect(server.url, { encoding: "msgpack" })], async (writer, reader) => {
+      const sub = await reader.subscribeQuery(text);
+      const before = sub.query?.rows.length ?? -1;
+      await writer.update(`update ( 'Machines' -> dictionary "${m}" ( 'Pulses' -> number 1000 ) )`);
+      const came = await sub.nextEvent(10_000);
+      assert.ok(came?.type === "notify");
+      assert.deepEqual(came.removed, []);
+      assert.deepEqual(came.added, [[m, 1000]]);
+      await writer.update(`update . 'Machines' : "${m}" ( 'Pulses' -> number + 1 )`);
+      const moved = await sub.nextEvent(10_000);
+      assert.ok(moved?.type === "notify");
+      assert.deepEqual(moved.removed, [[m, 1000]]);
+      assert.deepEqual(moved.added, [[m, 1001]]);
+      assert.equal(moved.version, came.version + 1);
+      // The subscription's rows follow the differences.
+      assert.equal(sub.query?.rows.length, before + 1);
+      assert.ok(sub.query?.rows.some((r) => JSON.stringify(r.values) === JSON.stringify([m, 1001])));
+      await sub.close();
+    });
+  });
+
   test("subscribe with since resumes from the history", async () => {
     const m = key("RM");
     await using([connect(server.url)], async (writer) => {

@@ -18,6 +18,8 @@ pub enum Event {
     Changes { version: u64, changes: Vec<Change> },
     /// A query subscription: the rows after one or more commits.
     Rows { version: u64, query: QueryResult },
+    /// A pattern query subscription: the rows one commit removed and added.
+    Matches { version: u64, removed: Vec<Vec<serde_json::Value>>, added: Vec<Vec<serde_json::Value>> },
     /// The server could not deliver every commit: here is the data afresh. `node` is `None`
     /// for a node subscription whose node no longer exists.
     Reload { version: u64, reason: String, node: Option<serde_json::Value>, query: Option<QueryResult> },
@@ -76,10 +78,13 @@ impl std::fmt::Debug for Subscription {
 fn event_of(m: Message) -> Event {
     let version = m.version.unwrap_or(0);
     match m.kind {
-        Kind::Notify => match (m.changes, m.query) {
-            (Some(changes), _) => Event::Changes { version, changes },
-            (None, Some(query)) => Event::Rows { version, query },
-            (None, None) => Event::Changes { version, changes: Vec::new() },
+        Kind::Notify => match (m.changes, m.query, m.removed, m.added) {
+            (Some(changes), ..) => Event::Changes { version, changes },
+            (None, Some(query), ..) => Event::Rows { version, query },
+            (None, None, removed, added) if removed.is_some() || added.is_some() => {
+                Event::Matches { version, removed: removed.unwrap_or_default(), added: added.unwrap_or_default() }
+            }
+            (None, None, ..) => Event::Changes { version, changes: Vec::new() },
         },
         Kind::Reload => Event::Reload { version, reason: m.reason.unwrap_or_default(), node: m.node, query: m.query },
         Kind::Error => {
@@ -121,7 +126,10 @@ impl Subscription {
     fn take(&mut self, m: Message) -> Event {
         let e = event_of(m);
         match &e {
-            Event::Changes { version, .. } | Event::Rows { version, .. } | Event::Reload { version, .. } => {
+            Event::Changes { version, .. }
+            | Event::Rows { version, .. }
+            | Event::Matches { version, .. }
+            | Event::Reload { version, .. } => {
                 self.last_version = *version;
             }
             Event::Ended { .. } => self.finished = true,

@@ -126,3 +126,46 @@ async fn welcome_errors_pipelining_and_streams() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A pattern query subscription is kept incrementally: it starts with the rows, then each
+/// commit that changes them sends the rows it removed and added; a commit that does not
+/// change them sends nothing; unsubscribing unregisters the query from the engine.
+#[tokio::test]
+async fn pattern_query_subscriptions_receive_the_differences() {
+    let s = server().await;
+    let url = format!("ws://{}", s.addr);
+    let c = Client::connect(&url, ClientOptions::default()).await.unwrap();
+    c.execute("update ( 'Counters' -> dictionary \"b\" ( 'Value' -> number 5 ) )", None).await.unwrap();
+    let q = "collection match x in . 'Counters' where x number : 'Value' > 2 select 'x' -> x 'v' -> x number : 'Value'";
+    let mut sub = c.subscribe_query(q, None, None).await.unwrap();
+    let rows = sub.query.as_ref().unwrap();
+    assert_eq!(rows.rows.len(), 1);
+    assert_eq!(rows.rows[0].values, vec![serde_json::json!("b"), serde_json::json!(5)]);
+
+    // Below the bound: nothing to send. Then "a" comes in, then "b" changes its value.
+    c.execute("update . 'Counters' : \"a\" ( 'Value' -> number 1 )", None).await.unwrap();
+    c.execute("update . 'Counters' : \"a\" ( 'Value' -> number 3 )", None).await.unwrap();
+    c.execute("update . 'Counters' : \"b\" ( 'Value' -> number 6 )", None).await.unwrap();
+    let mut events = Vec::new();
+    while events.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), StreamExt::next(&mut sub)).await.unwrap() {
+            Some(Event::Matches { version, removed, added }) => events.push((version, removed, added)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(events[0].1, Vec::<Vec<serde_json::Value>>::new());
+    assert_eq!(events[0].2, vec![vec![serde_json::json!("a"), serde_json::json!(3)]]);
+    assert_eq!(events[1].1, vec![vec![serde_json::json!("b"), serde_json::json!(5)]]);
+    assert_eq!(events[1].2, vec![vec![serde_json::json!("b"), serde_json::json!(6)]]);
+    assert!(events[0].0 > sub.version && events[1].0 == events[0].0 + 1, "in commit order: {events:?}");
+
+    // Aggregates cannot be kept as a set of rows: a clear refusal.
+    match c.subscribe_query("collection match x in . 'Counters' select 'n' -> count ( )", None, None).await {
+        Err(ClientError::Server { message, .. }) => assert!(message.contains("registered query"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    sub.unsubscribe().await.unwrap();
+    c.close().await.unwrap();
+    s.handle.shutdown();
+    s.task.await.unwrap().unwrap();
+}

@@ -502,6 +502,12 @@ pub struct Message {
     /// A node subscription's changes of one commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<Change>>,
+    /// A pattern query subscription's notification: the rows one commit removed…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Vec<Vec<serde_json::Value>>>,
+    /// … and the rows it added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added: Option<Vec<Vec<serde_json::Value>>>,
     /// `reload`: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -556,6 +562,8 @@ impl Message {
             node: None,
             query: None,
             changes: None,
+            removed: None,
+            added: None,
             reason: None,
             code: None,
             message: None,
@@ -689,6 +697,24 @@ impl Message {
             subscription: Some(subscription),
             version: Some(version),
             query: Some(query),
+            ..Message::new(Kind::Notify)
+        }
+    }
+
+    /// A pattern query subscription's notification: the rows commit `version` removed and
+    /// added (the query's matches are kept incrementally; a row whose values changed is
+    /// removed with its old values and added with its new ones).
+    pub fn notify_matches(
+        subscription: u64,
+        version: u64,
+        removed: Vec<Vec<serde_json::Value>>,
+        added: Vec<Vec<serde_json::Value>>,
+    ) -> Message {
+        Message {
+            subscription: Some(subscription),
+            version: Some(version),
+            removed: Some(removed),
+            added: Some(added),
             ..Message::new(Kind::Notify)
         }
     }

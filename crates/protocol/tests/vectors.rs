@@ -187,6 +187,15 @@ fn vectors() -> Vec<(&'static str, Message)> {
         ("subscribed_query", Message::subscribed(11, 3, 43, false, Data::Query(orders_result()))),
         ("notify_changes", Message::notify_changes(1, 44, all_changes)),
         ("notify_query", Message::notify_query(3, 45, orders_result())),
+        (
+            "notify_matches",
+            Message::notify_matches(
+                4,
+                46,
+                vec![vec![serde_json::json!("r1"), serde_json::json!(["1", "s2"])]],
+                vec![vec![serde_json::json!("r2"), serde_json::json!(["1", "s2"])], vec![serde_json::json!("r3"), serde_json::json!(["2", "s1"])]],
+            ),
+        ),
         ("reload", Message::reload(1, 1050, "lagged", Data::Node(machine_node()))),
         ("unsubscribed", Message::unsubscribed(12, 1)),
         ("status_reply", Message::status(Some(13), 45, 3, 7, 12)),

@@ -338,6 +338,8 @@ pub enum Resolved {
     Node(NodePath),
     /// A query: its plan and the part of the tree it can see.
     Query { plan: Box<Plan>, scope: Filter },
+    /// A pattern query, registered for incremental results.
+    Registered(espalier_instruction::Registration),
 }
 
 /// Resolves a node path (following references now) to the node's stored path.
@@ -364,12 +366,27 @@ pub fn resolve_query(
     source: &Source,
     params: &HashMap<String, ParamValue>,
 ) -> Result<Resolved, RequestError> {
-    let is_query = match source {
-        Source::Structured(i) => matches!(i, Instruction::Query(_)),
-        Source::Text(_) => true, // known after parsing
+    let parsed;
+    let (instr, text) = match source {
+        Source::Structured(i) => (i, None),
+        Source::Text(t) => {
+            parsed = parse_instruction(t, ParseOptions::CLIENT)
+                .map_err(|e| instruction_error(&InstructionError::Parse(e)))?;
+            (&parsed, Some(t.as_str()))
+        }
     };
-    if !is_query {
-        return Err(RequestError::bad_request("only collection queries can be subscribed to"));
+    match instr {
+        Instruction::Query(_) => {}
+        // Kept incrementally: each commit's difference comes with its change set.
+        Instruction::Match(_) => {
+            return engine.register(instr, text, params).map(Resolved::Registered).map_err(|e| instruction_error(&e));
+        }
+        _ => {
+            return Err(RequestError::bad_request(
+                "only collection queries (`collection … select …`) and pattern queries (`collection match …`) \
+                 can be subscribed to; subscribe to a node with `path`",
+            ))
+        }
     }
     let checked = check(engine, source)?;
     let Plan::Query(query) = &checked.plan else {

@@ -39,6 +39,8 @@ pub struct Context {
 enum Watch {
     Node(espalier_data::NodePath),
     Query(Plan),
+    /// A pattern query registered with the engine (by its id): notified by differences.
+    Registered(u64),
 }
 
 /// Unregisters from the hub and the session when the task ends, however it ends.
@@ -47,12 +49,17 @@ struct Registration {
     subs: Subscriptions,
     subscription: u64,
     key: Option<u64>,
+    /// The engine's registered query, for a pattern query subscription.
+    query: Option<u64>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(key) = self.key {
             self.shared.hub.unregister(key);
+        }
+        if let Some(id) = self.query {
+            self.shared.engine.unregister(id);
         }
         // A no-op after an unsubscribe (the session removed it first). The session holds this
         // lock only for a map operation, never across an await or an abort.
@@ -83,13 +90,23 @@ async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), Request
             let (version, rows) = exec::run_query(&engine, plan, &params)?;
             Ok((version, Data::Query(rows)))
         }
+        // The rows the engine keeps, at the commit they are of.
+        Watch::Registered(id) => match engine.registry().result(*id) {
+            Some((version, rows)) => Ok((version, Data::Query(rows))),
+            None => Err(RequestError::new(ErrorCode::Internal, "the registered query stopped")),
+        },
     })
     .await
 }
 
 pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit) {
-    let mut reg =
-        Registration { shared: ctx.shared.clone(), subs: ctx.subs.clone(), subscription: ctx.subscription, key: None };
+    let mut reg = Registration {
+        shared: ctx.shared.clone(),
+        subs: ctx.subs.clone(),
+        subscription: ctx.subscription,
+        key: None,
+        query: None,
+    };
     // Resolve the target against the current data.
     let resolved = {
         let engine = ctx.shared.engine.clone();
@@ -101,9 +118,16 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
         })
         .await
     };
+    let mut registered = None;
     let (watch, filter) = match resolved {
         Ok(Resolved::Node(path)) => (Watch::Node(path.clone()), Filter::Subtree(path)),
         Ok(Resolved::Query { plan, scope }) => (Watch::Query(*plan), scope),
+        Ok(Resolved::Registered(r)) => {
+            reg.query = Some(r.id);
+            let id = r.id;
+            registered = Some(r);
+            (Watch::Registered(id), Filter::Registered(id))
+        }
         Err(e) => {
             drop(inflight);
             slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
@@ -118,10 +142,14 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemap
     reg.key = Some(key);
     let limit = ctx.shared.limits.max_result_bytes;
 
-    // `subscribed`: resumed, or with the data afresh.
+    // `subscribed`: resumed, or with the data afresh. A pattern query is registered anew, so
+    // it has no history to resume from: it starts with its rows at registration.
     let mut last_rows: Option<QueryResult> = None;
-    let (mut seen, first) = match (start, ctx.since) {
-        (Start::Resumed, Some(since)) => {
+    let (mut seen, first) = match (start, ctx.since, registered) {
+        (_, _, Some(r)) => {
+            (r.version, Message::subscribed(ctx.request, ctx.subscription, r.version, false, Data::Query(r.result)))
+        }
+        (Start::Resumed, Some(since), None) => {
             (since, Message::subscribed(ctx.request, ctx.subscription, since, true, Data::None))
         }
         _ => match fetch(&ctx, &watch).await {
@@ -233,6 +261,33 @@ async fn notify(
                     }
                     // One commit changed more than a message may hold: the data afresh may be
                     // smaller (if not, the subscription ends with the error).
+                    Err(EncodeError::TooLarge { .. }) => reload(ctx, watch, seen, last_rows, "too_large").await?,
+                    Err(EncodeError::Serialize(e)) => {
+                        return Err(RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")))
+                    }
+                };
+                if !delivered {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        Watch::Registered(id) => {
+            for set in sets {
+                if set.version <= *seen {
+                    continue; // covered by the rows sent already
+                }
+                let Some(diff) = set.diffs.iter().find(|d| d.query == *id) else { continue };
+                if let Some(e) = &diff.error {
+                    return Err(RequestError::new(ErrorCode::Limit, e.clone()));
+                }
+                let msg =
+                    Message::notify_matches(ctx.subscription, set.version, diff.removed.clone(), diff.added.clone());
+                let delivered = match ctx.codec.encode_limited(&msg, ctx.shared.limits.max_result_bytes) {
+                    Ok(frame) => {
+                        *seen = set.version;
+                        ctx.tx.send(Outgoing::Frame(frame)).await.is_ok()
+                    }
                     Err(EncodeError::TooLarge { .. }) => reload(ctx, watch, seen, last_rows, "too_large").await?,
                     Err(EncodeError::Serialize(e)) => {
                         return Err(RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")))

@@ -43,6 +43,7 @@ from .messages import (
     QueryResult,
     Reload,
     Reply,
+    Row,
     Status,
     TransactionResult,
     Welcome,
@@ -192,6 +193,8 @@ class Subscription:
             self.query = event.query
         elif event.query is not None:
             self.query = event.query
+        elif self.query is not None and (event.removed is not None or event.added is not None):
+            self.query = _apply_rows(self.query, event.removed or [], event.added or [])
 
     @property
     def ended(self) -> bool:
@@ -860,11 +863,26 @@ def _event(msg: JsonObject) -> Event:
         node = msg.get("node") if isinstance(msg.get("node"), dict) else None
         return Reload(version=version, reason=str(msg.get("reason", "")), node=node, query=query)
     changes = msg.get("changes")
+    removed, added = msg.get("removed"), msg.get("added")
     return Notification(
         version=version,
         changes=[parse_change(c) for c in changes] if isinstance(changes, list) else None,
         query=query,
+        removed=[list(r) for r in removed] if isinstance(removed, list) else None,
+        added=[list(r) for r in added] if isinstance(added, list) else None,
     )
+
+
+def _apply_rows(query: QueryResult, removed: list[list[Any]], added: list[list[Any]]) -> QueryResult:
+    """A pattern query's rows after one commit's differences (rows are a multiset)."""
+    rows = list(query.rows)
+    for values in removed:
+        at = next((i for i, r in enumerate(rows) if r.values == values), None)
+        if at is None:
+            raise ClientError("bad_reply", f"a notification removes a row the subscription does not hold: {values}")
+        rows.pop(at)
+    rows.extend(Row(key=[], values=list(v)) for v in added)
+    return QueryResult(total=len(rows), columns=query.columns, rows=rows)
 
 
 def _refusal(status: int, body: bytes | bytearray | None, url: str) -> EspalierError:

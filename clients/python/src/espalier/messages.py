@@ -179,11 +179,15 @@ class Change:
 
 @dataclass(frozen=True)
 class Notification:
-    """One commit that touched a subscription: node ``changes`` or the query's new rows."""
+    """One commit that touched a subscription: node ``changes``, a collection query's new
+    rows (``query``), or the rows a pattern query's commit ``removed`` and ``added`` (each
+    row its values in column order; the subscription's ``query`` is kept up to date)."""
 
     version: int
     changes: list[Change] | None = None
     query: QueryResult | None = None
+    removed: list[list[Any]] | None = None
+    added: list[list[Any]] | None = None
 
 
 @dataclass(frozen=True)
