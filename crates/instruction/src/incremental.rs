@@ -209,30 +209,29 @@ impl Registered {
     /// Finds every match afresh (at registration, and when a commit touched what paths do
     /// not describe); the changes from the matches before.
     pub fn load(&mut self, graph: Graph<'_>, version: u64) -> Result<RowChanges> {
-        let mut found: Vec<Found> = Vec::new();
-        {
+        let found = {
             let mut b = Bindings { params: &self.params, bench: None, cancel: None };
             let m = Matcher::new(graph, &self.plan, &mut b)?;
-            m.matches(&self.plan.block, None, &mut |f| {
-                if found.len() >= MAX_PATTERN_ROWS {
-                    return Err(too_many());
-                }
-                found.push(f);
-                Ok(())
-            })?;
-        }
+            collect(&m, &self.plan.block, None)?
+        };
         let mut changes = RowChanges::default();
-        let fresh: HashSet<MatchKey> = found.iter().map(|(k, _)| k.clone()).collect();
-        let gone: Vec<MatchKey> = self.matches.keys().filter(|k| !fresh.contains(*k)).cloned().collect();
-        for k in gone {
-            self.remove(&k, &mut changes);
-        }
-        for (k, row) in found {
-            self.put(k, row, &mut changes);
-        }
+        let old: Vec<MatchKey> = self.matches.keys().cloned().collect();
+        self.settle(old, found, &mut changes);
         self.version = version;
         changes.sort();
         Ok(changes)
+    }
+
+    /// Replaces the matches `old` with `found` (those of `old` found again stay).
+    fn settle(&mut self, old: Vec<MatchKey>, found: Vec<Found>, changes: &mut RowChanges) {
+        let fresh: HashSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
+        let gone: Vec<MatchKey> = old.into_iter().filter(|k| !fresh.contains(k)).collect();
+        for k in gone {
+            self.remove(&k, changes);
+        }
+        for (k, row) in found {
+            self.put(k, row, changes);
+        }
     }
 
     /// Brings the matches up to the commit `version`, which touched `touched`; `graph` reads
@@ -300,33 +299,17 @@ impl Registered {
         let mut updates: Vec<(usize, u64, Vec<Found>)> = Vec::with_capacity(seeds.len());
         for (top, id) in seeds {
             let var = plan.top[top];
-            let ty = plan.vars[var].ty;
-            let mut found = Vec::new();
             let alive = graph.exists(id)? && graph.header(id)?.ty == self.var_records[top];
-            if alive {
-                m.matches(&plan.seeded[top].1, Some((var, NodeRef { id, ty })), &mut |f| {
-                    if found.len() >= MAX_PATTERN_ROWS {
-                        return Err(too_many());
-                    }
-                    found.push(f);
-                    Ok(())
-                })?;
-            }
+            let found = match alive {
+                true => collect(&m, &plan.seeded[top].1, Some((var, NodeRef { id, ty: plan.vars[var].ty })))?,
+                false => Vec::new(),
+            };
             updates.push((top, id, found));
         }
         drop(m);
         for (top, id, found) in updates {
-            let fresh: HashSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
-            let gone: Vec<MatchKey> = self.by_var[top]
-                .get(&id)
-                .map(|ks| ks.iter().filter(|k| !fresh.contains(k)).cloned().collect())
-                .unwrap_or_default();
-            for k in gone {
-                self.remove(&k, &mut changes);
-            }
-            for (k, row) in found {
-                self.put(k, row, &mut changes);
-            }
+            let old = self.by_var[top].get(&id).map(|ks| ks.iter().cloned().collect()).unwrap_or_default();
+            self.settle(old, found, &mut changes);
         }
         self.version = version;
         changes.sort();
@@ -387,8 +370,19 @@ impl Registered {
     }
 }
 
-fn too_many() -> InstructionError {
-    InstructionError::Limit(format!("a registered query may hold at most {MAX_PATTERN_ROWS} matches"))
+/// Every match of `block` (with `seed` bound), at most [`MAX_PATTERN_ROWS`].
+fn collect(m: &Matcher<'_, '_>, block: &Block, seed: Option<(usize, NodeRef)>) -> Result<Vec<Found>> {
+    let mut found = Vec::new();
+    m.matches(block, seed, &mut |f| {
+        if found.len() >= MAX_PATTERN_ROWS {
+            return Err(InstructionError::Limit(format!(
+                "a registered query may hold at most {MAX_PATTERN_ROWS} matches"
+            )));
+        }
+        found.push(f);
+        Ok(())
+    })?;
+    Ok(found)
 }
 
 /// Collects what a plan reads: routes back from each node on a path, and the types it reads

@@ -292,6 +292,25 @@ fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
     })
 }
 
+/// The query registered for incremental results while its repair rounds run.
+struct Registered<'e> {
+    engine: &'e Engine,
+    id: u64,
+}
+
+impl<'e> Registered<'e> {
+    fn new(engine: &'e Engine, q: Query) -> Result<Registered<'e>, BenchError> {
+        let r = engine.register_text(q.pattern(), &Default::default()).map_err(|e| err("registering", e))?;
+        Ok(Registered { engine, id: r.id })
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.engine.unregister(self.id);
+    }
+}
+
 #[allow(clippy::too_many_arguments)] // one query's repair phase needs both systems and its state
 fn repair(
     c: &Config,
@@ -309,25 +328,7 @@ fn repair(
     }
     // The repairs of the queries before this one may have changed its matches.
     matches = time_espalier(engine, plan)?.1;
-    let registered = engine.register_text(q.pattern(), &Default::default()).map_err(|e| err("registering", e))?;
-    let result = repair_rounds(c, size, q, engine, plan, conn, index, matches, batch, registered.id);
-    engine.unregister(registered.id);
-    result
-}
-
-#[allow(clippy::too_many_arguments)] // one query's repair phase needs both systems and its state
-fn repair_rounds(
-    c: &Config,
-    size: u32,
-    q: Query,
-    engine: &Engine,
-    plan: &Plan,
-    conn: &Connection,
-    index: &mut Index,
-    mut matches: Matches,
-    batch: &Summary,
-    registered: u64,
-) -> Result<Option<RepairReport>, BenchError> {
+    let registered = Registered::new(engine, q)?;
     let (mut incremental, mut seeds, mut whole) = (Vec::new(), 0, 0);
     let pb = bar(c, c.repair_rounds as u64, format!("size {size} {} repair", q.name()));
     let (mut fix_ours, mut fix_theirs, mut ours, mut theirs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -368,12 +369,12 @@ fn repair_rounds(
         let start = Instant::now();
         let (_, now) = engine
             .registry()
-            .result(registered)
+            .result(registered.id)
             .ok_or_else(|| BenchError(format!("{}: the registered query stopped", q.name())))?;
         let read = start.elapsed();
         let (refresh, stats) = engine
             .registry()
-            .with(registered, |r| r.last_refresh())
+            .with(registered.id, |r| r.last_refresh())
             .flatten()
             .ok_or_else(|| BenchError(format!("{}: the repair's commit did not refresh the query", q.name())))?;
         let kept = matches_of(espalier_instruction::Reply::Query(now)).map_err(|e| err("Espalier", e))?;
