@@ -154,21 +154,24 @@ impl Touched {
         Touched { all: true, ..Touched::default() }
     }
 
-    /// Both: what a commit of several requests touched.
-    pub fn merge(&mut self, other: &Touched) {
-        if self.all || other.all {
-            *self = Touched::all();
-            return;
+    /// All of them: what a commit of several requests touched.
+    pub fn union<'a>(sets: impl IntoIterator<Item = &'a Touched>) -> Touched {
+        let mut out = Touched::default();
+        for t in sets {
+            if t.all {
+                return Touched::all();
+            }
+            out.records.extend_from_slice(&t.records);
+            out.links.extend_from_slice(&t.links);
+            if out.records.len() > MAX_TOUCHED || out.links.len() > MAX_TOUCHED {
+                return Touched::all();
+            }
         }
-        self.records.extend_from_slice(&other.records);
-        self.records.sort_unstable();
-        self.records.dedup();
-        self.links.extend_from_slice(&other.links);
-        self.links.sort_unstable();
-        self.links.dedup();
-        if self.records.len() > MAX_TOUCHED || self.links.len() > MAX_TOUCHED {
-            *self = Touched::all();
-        }
+        out.records.sort_unstable();
+        out.records.dedup();
+        out.links.sort_unstable();
+        out.links.dedup();
+        out
     }
 }
 

@@ -39,8 +39,11 @@ pub struct WriteGraph<'a, 's> {
     unique_pending: BTreeSet<(u32, Vec<u8>)>,
     /// More than [`MAX_UNIQUE_PENDING`] were written: check every unique index whole.
     unique_overflow: bool,
-    /// What this request touched (see [`Touched`]), unsorted; `None` past [`MAX_TOUCHED`].
+    /// What this request touched (see [`Touched`]), unsorted; `None` past [`MAX_TOUCHED`]
+    /// or when not tracked.
     touched: Option<Touched>,
+    /// Whether to record what requests touch (see [`WriteGraph::track_touched`]).
+    tracking: bool,
 }
 
 /// Where to roll one instruction back to.
@@ -73,6 +76,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             unique_pending: BTreeSet::new(),
             unique_overflow: false,
             touched: Some(Touched::default()),
+            tracking: true,
         })
     }
 
@@ -107,7 +111,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Takes the changes recorded since the last call (one request's change set).
     pub fn take_changes(&mut self, version: u64) -> ChangeSet {
-        let touched = match self.touched.replace(Touched::default()) {
+        let fresh = self.tracking.then(Touched::default);
+        let touched = match std::mem::replace(&mut self.touched, fresh) {
             Some(mut t) => {
                 t.records.sort_unstable();
                 t.records.dedup();
@@ -118,6 +123,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
             None => Touched::all(),
         };
         ChangeSet { version, changes: std::mem::take(&mut self.changes), touched, diffs: Vec::new() }
+    }
+
+    /// Records what requests touch (the default), or not: then every change set says it
+    /// touched everything ([`Touched::all`]), which is always true.
+    pub fn track_touched(&mut self, on: bool) {
+        self.tracking = on;
+        self.touched = on.then(Touched::default);
     }
 
     /// Notes that record `id`'s own data changed (written, created or deleted); 0 is no

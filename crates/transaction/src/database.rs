@@ -188,13 +188,13 @@ impl Database {
     /// rolled back), and frees what the requests touched (nothing else reads it).
     fn run_hooks(&self, results: &mut [Option<Arc<ChangeSet>>]) {
         let hooks: Vec<Arc<dyn CommitHook>> = self.hooks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let mut touched = Touched::default();
+        let touched = if hooks.is_empty() {
+            Touched::default()
+        } else {
+            Touched::union(results.iter().flatten().map(|set| &set.touched))
+        };
         for set in results.iter_mut().flatten() {
-            let set = Arc::get_mut(set).expect("a change set is not shared before it is published");
-            if !hooks.is_empty() {
-                touched.merge(&set.touched);
-            }
-            set.touched = Touched::default();
+            Arc::get_mut(set).expect("a change set is not shared before it is published").touched = Touched::default();
         }
         let Some(last) = results.iter_mut().rev().flatten().next() else { return };
         if hooks.is_empty() {
@@ -259,6 +259,9 @@ impl Database {
         let single = batch.len() == 1;
         {
             let mut g = WriteGraph::new(&self.schema, &mut txn).map_err(|e| BatchError::Other(e.to_string()))?;
+            // Only commit hooks read what requests touched: without any, writes skip recording
+            // it (a hook added meanwhile is told the batch touched everything).
+            g.track_touched(!self.hooks.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
             for job in batch.iter_mut() {
                 // A lone request needs no savepoint: on failure the whole transaction is dropped.
                 let sp = if single { None } else { Some(g.savepoint()) };
