@@ -17,7 +17,7 @@
 //! such a type run the query again whole (still right, not incremental).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use espalier_data::{Graph, NodeRef, QueryDiff, Touched};
@@ -71,8 +71,8 @@ pub struct Registered {
     matches: HashMap<MatchKey, Vec<serde_json::Value>>,
     /// Per top variable: node record id → the matches binding it there.
     by_var: Vec<HashMap<u64, HashSet<MatchKey>>>,
-    /// With `distinct`: how many matches give each row (keyed by its JSON text).
-    distinct: Option<HashMap<String, usize>>,
+    /// With `distinct`: each row (keyed by its JSON text) and how many matches give it.
+    distinct: Option<HashMap<String, (Vec<serde_json::Value>, usize)>>,
     /// The commit the matches are those of.
     version: u64,
     /// How the last commit's refresh went, and how long it took.
@@ -194,9 +194,7 @@ impl Registered {
     /// The rows now (one per match, or per distinct row), in no particular order.
     pub fn result(&self) -> QueryResult {
         let rows: Vec<Vec<serde_json::Value>> = match &self.distinct {
-            Some(counts) => {
-                counts.keys().map(|k| serde_json::from_str::<Vec<serde_json::Value>>(k).unwrap_or_default()).collect()
-            }
+            Some(counts) => counts.values().map(|(row, _)| row.clone()).collect(),
             None => self.matches.values().cloned().collect(),
         };
         QueryResult {
@@ -240,62 +238,15 @@ impl Registered {
         if touched.all {
             return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
         }
-        let mut seeds: BTreeSet<(usize, u64)> = BTreeSet::new();
-        {
-            let mut b = Bindings { params: &self.params, bench: None, cancel: None };
-            let m = Matcher::new(graph, &self.plan, &mut b)?;
-            for &id in &touched.records {
-                for (top, nodes) in self.by_var.iter().enumerate() {
-                    if nodes.contains_key(&id) {
-                        seeds.insert((top, id));
-                    }
-                }
-                if !graph.exists(id)? {
-                    continue; // deleted: it can only end matches that bind it (found above)
-                }
-                let record = graph.header(id)?.ty;
-                if self.opaque.contains(&record) {
-                    drop(m);
-                    return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
-                }
-                for (top, &r) in self.var_records.iter().enumerate() {
-                    if r == record {
-                        seeds.insert((top, id));
-                    }
-                }
-                for route in self.routes.iter().filter(|r| r.record == record && r.reads == Read::Record) {
-                    m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
-                        seeds.insert((route.top, n.id));
-                    })?;
-                }
-            }
-            // Links into a record changed: only paths that go on backwards along them read that.
-            for &(id, property) in &touched.links {
-                if !graph.exists(id)? {
-                    continue;
-                }
-                let record = graph.header(id)?.ty;
-                if self.opaque.contains(&record) {
-                    drop(m);
-                    return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
-                }
-                for (top, &r) in self.var_records.iter().enumerate() {
-                    if r == record && self.var_links[top].contains(&property) {
-                        seeds.insert((top, id));
-                    }
-                }
-                for route in self.routes.iter().filter(|r| r.record == record && r.reads == Read::Links(property)) {
-                    m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
-                        seeds.insert((route.top, n.id));
-                    })?;
-                }
-            }
-        }
-        let stats = RefreshStats { seeds: seeds.len(), whole: false };
-        let mut changes = RowChanges::default();
         let mut b = Bindings { params: &self.params, bench: None, cancel: None };
         let plan = &self.plan;
         let m = Matcher::new(graph, plan, &mut b)?;
+        let Some(seeds) = self.seeds(&m, graph, touched)? else {
+            drop(m);
+            return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
+        };
+        let stats = RefreshStats { seeds: seeds.len(), whole: false };
+        let mut changes = RowChanges::default();
         let mut updates: Vec<(usize, u64, Vec<Found>)> = Vec::with_capacity(seeds.len());
         for (top, id) in seeds {
             let var = plan.top[top];
@@ -314,6 +265,51 @@ impl Registered {
         self.version = version;
         changes.sort();
         Ok((changes, stats))
+    }
+
+    /// The (top variable, node) pairs to evaluate again after a commit that touched
+    /// `touched`; `None` when it touched a type no route describes (run the query whole).
+    fn seeds(
+        &self,
+        m: &Matcher<'_, '_>,
+        graph: Graph<'_>,
+        touched: &Touched,
+    ) -> Result<Option<BTreeSet<(usize, u64)>>> {
+        let mut seeds = BTreeSet::new();
+        let records = touched.records.iter().map(|&id| (id, Read::Record));
+        // Links into a record changed: only paths that go on backwards along them read that.
+        let links = touched.links.iter().map(|&(id, p)| (id, Read::Links(p)));
+        for (id, read) in records.chain(links) {
+            if read == Read::Record {
+                for (top, nodes) in self.by_var.iter().enumerate() {
+                    if nodes.contains_key(&id) {
+                        seeds.insert((top, id));
+                    }
+                }
+            }
+            if !graph.exists(id)? {
+                continue; // deleted: it can only end matches that bind it (found above)
+            }
+            let record = graph.header(id)?.ty;
+            if self.opaque.contains(&record) {
+                return Ok(None);
+            }
+            for (top, &r) in self.var_records.iter().enumerate() {
+                let reads_it = match read {
+                    Read::Record => true,
+                    Read::Links(p) => self.var_links[top].contains(&p),
+                };
+                if r == record && reads_it {
+                    seeds.insert((top, id));
+                }
+            }
+            for route in self.routes.iter().filter(|r| r.record == record && r.reads == read) {
+                m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
+                    seeds.insert((route.top, n.id));
+                })?;
+            }
+        }
+        Ok(Some(seeds))
     }
 
     fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
@@ -347,7 +343,8 @@ impl Registered {
 
     fn row_came(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
         if let Some(counts) = self.distinct.as_mut() {
-            let n = counts.entry(serde_json::Value::Array(row.clone()).to_string()).or_insert(0);
+            let text = serde_json::Value::Array(row.clone()).to_string();
+            let (_, n) = counts.entry(text).or_insert_with(|| (row.clone(), 0));
             *n += 1;
             if *n > 1 {
                 return;
@@ -359,7 +356,7 @@ impl Registered {
     fn row_left(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
         if let Some(counts) = self.distinct.as_mut() {
             let text = serde_json::Value::Array(row.clone()).to_string();
-            let n = counts.get_mut(&text).expect("a row that leaves came before");
+            let (_, n) = counts.get_mut(&text).expect("a row that leaves came before");
             *n -= 1;
             if *n > 0 {
                 return;
@@ -533,7 +530,7 @@ fn unkeyed(s: MStep) -> MStep {
 #[derive(Debug, Default)]
 pub struct Registry {
     queries: Mutex<BTreeMap<u64, Registered>>,
-    next: Mutex<u64>,
+    next: AtomicU64,
     /// Set once anything registered (until then commits skip the registry).
     used: AtomicBool,
 }
@@ -552,11 +549,7 @@ impl Registry {
             return Err(InstructionError::Limit(format!("at most {MAX_REGISTERED} queries may be registered at once")));
         }
         query.load(graph, version)?;
-        let id = {
-            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-            *next += 1;
-            *next
-        };
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let rows = query.result();
         queries.insert(id, query);
         self.used.store(true, Ordering::Release);

@@ -32,16 +32,21 @@ impl Checked {
 
 /// Parses (text) and checks an instruction.
 pub fn check(engine: &Engine, source: &Source) -> Result<Checked, RequestError> {
-    let plan = match source {
+    let (instr, text) = parsed(source)?;
+    let plan = engine.check(&instr, text).map_err(|e| instruction_error(&e))?;
+    Ok(Checked { plan })
+}
+
+/// The instruction of a source (parsed, if text) and its text, for errors that point into it.
+fn parsed(source: &Source) -> Result<(std::borrow::Cow<'_, Instruction>, Option<&str>), RequestError> {
+    match source {
         Source::Text(text) => {
             let instr = parse_instruction(text, ParseOptions::CLIENT)
                 .map_err(|e| instruction_error(&InstructionError::Parse(e)))?;
-            engine.check(&instr, Some(text))
+            Ok((std::borrow::Cow::Owned(instr), Some(text)))
         }
-        Source::Structured(instr) => engine.check(instr, None),
+        Source::Structured(instr) => Ok((std::borrow::Cow::Borrowed(instr), None)),
     }
-    .map_err(|e| instruction_error(&e))?;
-    Ok(Checked { plan })
 }
 
 /// Runs a checked instruction (a snapshot read, or one atomic write through group commit).
@@ -366,20 +371,12 @@ pub fn resolve_query(
     source: &Source,
     params: &HashMap<String, ParamValue>,
 ) -> Result<Resolved, RequestError> {
-    let parsed;
-    let (instr, text) = match source {
-        Source::Structured(i) => (i, None),
-        Source::Text(t) => {
-            parsed = parse_instruction(t, ParseOptions::CLIENT)
-                .map_err(|e| instruction_error(&InstructionError::Parse(e)))?;
-            (&parsed, Some(t.as_str()))
-        }
-    };
-    match instr {
+    let (instr, text) = parsed(source)?;
+    match &*instr {
         Instruction::Query(_) => {}
         // Kept incrementally: each commit's difference comes with its change set.
         Instruction::Match(_) => {
-            return engine.register(instr, text, params).map(Resolved::Registered).map_err(|e| instruction_error(&e));
+            return engine.register(&instr, text, params).map(Resolved::Registered).map_err(|e| instruction_error(&e));
         }
         _ => {
             return Err(RequestError::bad_request(
@@ -388,7 +385,7 @@ pub fn resolve_query(
             ))
         }
     }
-    let checked = check(engine, source)?;
+    let checked = Checked { plan: engine.check(&instr, text).map_err(|e| instruction_error(&e))? };
     let Plan::Query(query) = &checked.plan else {
         return Err(RequestError::bad_request(
             "only collection queries (`collection … select …`) can be subscribed to; subscribe to a node with `path`",

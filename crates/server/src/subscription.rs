@@ -247,13 +247,26 @@ async fn notify(
         return Ok(true);
     };
     match &**watch {
-        Watch::Node(_) => {
+        // One message per commit: the changes within the subtree, or the query's difference.
+        Watch::Node(_) | Watch::Registered(_) => {
             for set in sets {
                 if set.version <= *seen {
-                    continue; // covered by a reload below
+                    continue; // covered by a reload below, or by the rows sent already
                 }
-                let changes: Vec<_> = set.changes.iter().filter(|c| filter.touches(c)).cloned().collect();
-                let msg = Message::notify_changes(ctx.subscription, set.version, changes);
+                let msg = match &**watch {
+                    Watch::Registered(id) => {
+                        let Some(diff) = set.diffs.iter().find(|d| d.query == *id) else { continue };
+                        if let Some(e) = &diff.error {
+                            return Err(RequestError::new(ErrorCode::Limit, e.clone()));
+                        }
+                        let (removed, added) = (diff.removed.clone(), diff.added.clone());
+                        Message::notify_matches(ctx.subscription, set.version, removed, added)
+                    }
+                    _ => {
+                        let changes = set.changes.iter().filter(|c| filter.touches(c)).cloned().collect();
+                        Message::notify_changes(ctx.subscription, set.version, changes)
+                    }
+                };
                 let delivered = match ctx.codec.encode_limited(&msg, ctx.shared.limits.max_result_bytes) {
                     Ok(frame) => {
                         *seen = set.version;
@@ -261,33 +274,6 @@ async fn notify(
                     }
                     // One commit changed more than a message may hold: the data afresh may be
                     // smaller (if not, the subscription ends with the error).
-                    Err(EncodeError::TooLarge { .. }) => reload(ctx, watch, seen, last_rows, "too_large").await?,
-                    Err(EncodeError::Serialize(e)) => {
-                        return Err(RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")))
-                    }
-                };
-                if !delivered {
-                    return Ok(false);
-                }
-            }
-            Ok(true)
-        }
-        Watch::Registered(id) => {
-            for set in sets {
-                if set.version <= *seen {
-                    continue; // covered by the rows sent already
-                }
-                let Some(diff) = set.diffs.iter().find(|d| d.query == *id) else { continue };
-                if let Some(e) = &diff.error {
-                    return Err(RequestError::new(ErrorCode::Limit, e.clone()));
-                }
-                let msg =
-                    Message::notify_matches(ctx.subscription, set.version, diff.removed.clone(), diff.added.clone());
-                let delivered = match ctx.codec.encode_limited(&msg, ctx.shared.limits.max_result_bytes) {
-                    Ok(frame) => {
-                        *seen = set.version;
-                        ctx.tx.send(Outgoing::Frame(frame)).await.is_ok()
-                    }
                     Err(EncodeError::TooLarge { .. }) => reload(ctx, watch, seen, last_rows, "too_large").await?,
                     Err(EncodeError::Serialize(e)) => {
                         return Err(RequestError::new(ErrorCode::Internal, format!("cannot encode: {e}")))

@@ -1454,18 +1454,6 @@ impl MatchPlan {
         self.lines(schema).into_iter().map(|l| l.text).collect()
     }
 
-    /// The plans of a registered query with each top variable bound first, in words.
-    pub fn describe_seeded(&self, schema: &Schema) -> Vec<(String, Vec<String>)> {
-        self.seeded
-            .iter()
-            .map(|(v, block)| {
-                let mut out = Vec::new();
-                self.describe_block(block, schema, 0, &mut out);
-                (self.vars[*v].name.clone(), out.into_iter().map(|l| l.text).collect())
-            })
-            .collect()
-    }
-
     /// [`MatchPlan::describe`] with estimates and operation ids; the last line is the output
     /// stage (grouping, distinct, order, page).
     pub fn lines(&self, schema: &Schema) -> Vec<PlanLine> {
