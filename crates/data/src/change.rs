@@ -134,18 +134,23 @@ pub struct ChangeSet {
 /// everything (a bulk load), and incremental queries run again whole.
 pub const MAX_TOUCHED: usize = 1_000_000;
 
-/// What a request changed, by record: every record written, created or deleted (the holder
-/// of a changed collection is written too: its entry count), and every target whose incoming
-/// links of a reference or matrix changed. A node whose record is in neither list reads the
-/// same before and after the request (its record, and the links into it) — the invariant
-/// incremental queries rest on.
+/// What a request changed, by record: every record written, created or deleted; every
+/// collection that gained or lost an entry (its owner, the collection, and for a matrix the
+/// entry's target); and every target whose incoming links of a reference or matrix changed.
+/// A node whose record is in none of the lists reads the same before and after the request
+/// (its record, its entries and the links into it), and a listed collection changed only by
+/// the entries listed — the invariant incremental queries rest on. An owner whose only write
+/// was its entry count is listed under `entries`, not `records`: no query reads the count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Touched {
     /// Sorted, without repeats.
     pub records: Vec<u64>,
+    /// (owner record, collection property, target record of a matrix entry or 0 for a
+    /// dictionary), sorted, without repeats.
+    pub entries: Vec<(u64, u32, u64)>,
     /// (target record, property), sorted, without repeats.
     pub links: Vec<(u64, u32)>,
-    /// More than [`MAX_TOUCHED`] of either: assume everything changed.
+    /// More than [`MAX_TOUCHED`] of any: assume everything changed.
     pub all: bool,
 }
 
@@ -162,16 +167,24 @@ impl Touched {
                 return Touched::all();
             }
             out.records.extend_from_slice(&t.records);
+            out.entries.extend_from_slice(&t.entries);
             out.links.extend_from_slice(&t.links);
-            if out.records.len() > MAX_TOUCHED || out.links.len() > MAX_TOUCHED {
+            if out.records.len() > MAX_TOUCHED || out.entries.len() > MAX_TOUCHED || out.links.len() > MAX_TOUCHED {
                 return Touched::all();
             }
         }
-        out.records.sort_unstable();
-        out.records.dedup();
-        out.links.sort_unstable();
-        out.links.dedup();
+        out.normalize();
         out
+    }
+
+    /// Sorts each list and drops repeats.
+    pub fn normalize(&mut self) {
+        self.records.sort_unstable();
+        self.records.dedup();
+        self.entries.sort_unstable();
+        self.entries.dedup();
+        self.links.sort_unstable();
+        self.links.dedup();
     }
 }
 

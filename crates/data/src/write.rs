@@ -51,8 +51,8 @@ pub struct WriteGraph<'a, 's> {
 pub struct GraphSavepoint {
     storage: Savepoint,
     changes: usize,
-    /// Lengths of the touched records and links.
-    touched: (usize, usize),
+    /// Lengths of the touched records, entries and links.
+    touched: (usize, usize, usize),
 }
 
 fn read_counter(txn: &dyn Reader, name: &[u8], default: u64) -> Result<u64> {
@@ -91,7 +91,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     pub fn savepoint(&mut self) -> GraphSavepoint {
         self.txn.enable_savepoints();
-        let touched = self.touched.as_ref().map_or((0, 0), |t| (t.records.len(), t.links.len()));
+        let touched = self.touched.as_ref().map_or((0, 0, 0), |t| (t.records.len(), t.entries.len(), t.links.len()));
         GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len(), touched }
     }
 
@@ -101,7 +101,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.changes.truncate(sp.changes);
         if let Some(t) = self.touched.as_mut() {
             t.records.truncate(sp.touched.0);
-            t.links.truncate(sp.touched.1);
+            t.entries.truncate(sp.touched.1);
+            t.links.truncate(sp.touched.2);
         }
         // Only the request rolled back has unchecked values (each request checks its own).
         self.unique_pending.clear();
@@ -114,10 +115,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let fresh = self.tracking.then(Touched::default);
         let touched = match std::mem::replace(&mut self.touched, fresh) {
             Some(mut t) => {
-                t.records.sort_unstable();
-                t.records.dedup();
-                t.links.sort_unstable();
-                t.links.dedup();
+                t.normalize();
                 t
             }
             None => Touched::all(),
@@ -143,6 +141,18 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 self.touched = None;
             } else {
                 t.records.push(id);
+            }
+        }
+    }
+
+    /// Notes that collection `property` of record `owner` gained or lost an entry (for a
+    /// matrix, the one with `target`; 0 for a dictionary).
+    fn touch_entry(&mut self, owner: NodeId, property: PropertyId, target: NodeId) {
+        if let Some(t) = self.touched.as_mut() {
+            if t.entries.len() >= MAX_TOUCHED {
+                self.touched = None;
+            } else {
+                t.entries.push((owner, property, target));
             }
         }
     }
@@ -267,6 +277,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
         self.touch(id);
+        self.put_record(id, rec)
+    }
+
+    /// Writes a record without noting it as touched (see [`WriteGraph::bump_count`]).
+    fn put_record(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
         if self.is_entry_type(record::header(rec)?.ty) {
             let entries_key = self.entries_key(rec)?;
             self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, rec))?;
@@ -366,7 +381,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
             .checked_add_signed(delta)
             .ok_or_else(|| DataError::Corrupt(format!("entry count {count} {delta:+}")))?;
         record::write_u64(&mut rec, at, next)?;
-        self.store(owner.id, &rec)
+        // Touched as a collection by the caller (`touch_entry`): no query reads the count.
+        self.put_record(owner.id, &rec)
     }
 
     /// Adds an entry with a default node; fails if the key exists.
@@ -386,11 +402,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
             return Err(DataError::KeyExists { collection: g.collection_path(owner, property), key: shown });
         }
         let id = self.create_node(ty, owner.id, property, &raw)?;
+        let mut target_id = 0;
         if let EntryKey::Target(target) = key {
             self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
             self.touch_link(target, property);
+            target_id = target;
         }
         self.bump_count(owner, property, 1)?;
+        self.touch_entry(owner.id, property, target_id);
         if self.schema.aggregates_over(Over::Collection(property)).next().is_some() {
             let rec = self.load(id)?;
             self.member(owner.id, Over::Collection(property), &rec, true)?;
@@ -422,6 +441,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let rec = if aggregated { Some(self.load(entry.id)?) } else { None };
         self.delete_subtree(entry, entry.id)?;
         self.bump_count(owner, property, -1)?;
+        self.touch_entry(owner.id, property, if let EntryKey::Target(t) = key { t } else { 0 });
         if let Some(rec) = rec {
             self.member(owner.id, Over::Collection(property), &rec, false)?;
         }

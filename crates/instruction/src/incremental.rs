@@ -12,6 +12,13 @@
 //! can only end matches that bind it (its neighbours on a path were touched too: the holder
 //! lost an entry, the referrer lost its target), and those are found by node.
 //!
+//! A collection that gained or lost an entry is touched as a collection, not as its owner's
+//! record (only the entry count changed there). A path reads it where a step goes into the
+//! owner's entries, and a seed comes from walking back from the owner as above. Where one
+//! matrix step joins two top variables (`b in a > 'M'`, `a > 'M' == b`, or backwards), the
+//! entry added or removed changes only the matches that bind `a` to its owner and `b` to its
+//! target: that pair is the seed, evaluated with both bound (a plan made for the pair).
+//!
 //! Reads that a path does not describe — inside `exists ( … )`, inside or after a `repeat`,
 //! along a shortest path, or a root path with links — make a commit that touches a record of
 //! such a type run the query again whole (still right, not incremental).
@@ -48,12 +55,33 @@ struct Route {
 }
 
 /// What the path reads of a node on it: the step after it reads its record, or the links
-/// into it along one reference or matrix (a step backwards), or — at the end of a term —
-/// its property.
+/// into it along one reference or matrix (a step backwards), or its entries of one
+/// collection (a step into them), or — at the end of a term — its property.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Read {
     Record,
     Links(PropertyId),
+    Entries(PropertyId),
+}
+
+/// Two top variables joined by one step along matrix `property`: `owner` binds the node
+/// holding the matrix, `target` the entry's target; `block` is their plan in
+/// `MatchPlan::paired`.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    property: PropertyId,
+    owner: usize,
+    target: usize,
+    block: usize,
+}
+
+/// What to evaluate again after a commit: the matches binding one top variable (by its
+/// position in `MatchPlan::top`) to a node, or two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Seed {
+    One(usize, u64),
+    /// (top, node), (top, node), and the pair's block.
+    Two((usize, u64), (usize, u64), usize),
 }
 
 /// A registered query with its current matches.
@@ -66,6 +94,10 @@ pub struct Registered {
     var_records: Vec<NodeTypeId>,
     /// Per top variable: the references and matrices a path from it follows backwards first.
     var_links: Vec<BTreeSet<PropertyId>>,
+    /// Per top variable: the collections a path from it goes into first (pairs aside).
+    var_entries: Vec<BTreeSet<PropertyId>>,
+    /// Top variables joined by one matrix step, with a plan for both bound.
+    pairs: Vec<Pair>,
     /// Record types whose touch makes the query run again whole.
     opaque: HashSet<NodeTypeId>,
     matches: HashMap<MatchKey, Vec<serde_json::Value>>,
@@ -131,8 +163,11 @@ impl Registered {
         let mut reads = Reads {
             schema,
             vars: &plan.vars,
+            paired: &plan.paired,
             routes: Vec::new(),
             var_links: vec![BTreeSet::new(); plan.top.len()],
+            var_entries: vec![BTreeSet::new(); plan.top.len()],
+            pairs: Vec::new(),
             opaque: BTreeSet::new(),
             all: false,
         };
@@ -153,6 +188,8 @@ impl Registered {
         let opaque = reads.opaque.iter().filter_map(|&t| schema.record_of(t)).collect();
         let routes = reads.routes;
         let var_links = reads.var_links;
+        let var_entries = reads.var_entries;
+        let pairs = reads.pairs;
         Ok(Registered {
             by_var: vec![HashMap::new(); plan.top.len()],
             distinct: plan.distinct.then(HashMap::new),
@@ -161,6 +198,8 @@ impl Registered {
             routes,
             var_records,
             var_links,
+            var_entries,
+            pairs,
             opaque,
             matches: HashMap::new(),
             version: 0,
@@ -210,7 +249,7 @@ impl Registered {
         let found = {
             let mut b = Bindings { params: &self.params, bench: None, cancel: None };
             let m = Matcher::new(graph, &self.plan, &mut b)?;
-            collect(&m, &self.plan.block, None)?
+            collect(&m, &self.plan.block, &[])?
         };
         let mut changes = RowChanges::default();
         let old: Vec<MatchKey> = self.matches.keys().cloned().collect();
@@ -245,21 +284,42 @@ impl Registered {
             drop(m);
             return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
         };
+        // A pair is evaluated with one of its nodes anyway when that node is a seed alone.
+        let seeds: Vec<Seed> = seeds
+            .iter()
+            .filter(|s| match **s {
+                Seed::One(..) => true,
+                Seed::Two((a, x), (b, y), _) => !seeds.contains(&Seed::One(a, x)) && !seeds.contains(&Seed::One(b, y)),
+            })
+            .copied()
+            .collect();
         let stats = RefreshStats { seeds: seeds.len(), whole: false };
         let mut changes = RowChanges::default();
-        let mut updates: Vec<(usize, u64, Vec<Found>)> = Vec::with_capacity(seeds.len());
-        for (top, id) in seeds {
-            let var = plan.top[top];
-            let alive = graph.exists(id)? && graph.header(id)?.ty == self.var_records[top];
-            let found = match alive {
-                true => collect(&m, &plan.seeded[top].1, Some((var, NodeRef { id, ty: plan.vars[var].ty })))?,
-                false => Vec::new(),
+        let mut updates: Vec<(Seed, Vec<Found>)> = Vec::with_capacity(seeds.len());
+        for seed in seeds {
+            let (ends, block) = match seed {
+                Seed::One(top, id) => (vec![(top, id)], &plan.seeded[top].1),
+                Seed::Two(a, b, block) => (vec![a, b], &plan.paired[block].1),
             };
-            updates.push((top, id, found));
+            let mut bound = Vec::with_capacity(ends.len());
+            for (top, id) in ends {
+                if !graph.exists(id)? || graph.header(id)?.ty != self.var_records[top] {
+                    break;
+                }
+                let var = plan.top[top];
+                bound.push((var, NodeRef { id, ty: plan.vars[var].ty }));
+            }
+            let alive = bound.len()
+                == match seed {
+                    Seed::One(..) => 1,
+                    Seed::Two(..) => 2,
+                };
+            let found = if alive { collect(&m, block, &bound)? } else { Vec::new() };
+            updates.push((seed, found));
         }
         drop(m);
-        for (top, id, found) in updates {
-            let old = self.by_var[top].get(&id).map(|ks| ks.iter().cloned().collect()).unwrap_or_default();
+        for (seed, found) in updates {
+            let old = self.bound_by(seed);
             self.settle(old, found, &mut changes);
         }
         self.version = version;
@@ -267,14 +327,21 @@ impl Registered {
         Ok((changes, stats))
     }
 
-    /// The (top variable, node) pairs to evaluate again after a commit that touched
-    /// `touched`; `None` when it touched a type no route describes (run the query whole).
-    fn seeds(
-        &self,
-        m: &Matcher<'_, '_>,
-        graph: Graph<'_>,
-        touched: &Touched,
-    ) -> Result<Option<BTreeSet<(usize, u64)>>> {
+    /// The matches a seed binds now.
+    fn bound_by(&self, seed: Seed) -> Vec<MatchKey> {
+        let bound = |top: usize, id: u64| self.by_var[top].get(&id);
+        match seed {
+            Seed::One(top, id) => bound(top, id).map(|ks| ks.iter().cloned().collect()).unwrap_or_default(),
+            Seed::Two((a, x), (b, y), _) => match bound(a, x) {
+                Some(ks) => ks.iter().filter(|k| k[b].id == y).cloned().collect(),
+                None => Vec::new(),
+            },
+        }
+    }
+
+    /// The seeds to evaluate again after a commit that touched `touched`; `None` when it
+    /// touched a type no route describes (run the query whole).
+    fn seeds(&self, m: &Matcher<'_, '_>, graph: Graph<'_>, touched: &Touched) -> Result<Option<BTreeSet<Seed>>> {
         let mut seeds = BTreeSet::new();
         let records = touched.records.iter().map(|&id| (id, Read::Record));
         // Links into a record changed: only paths that go on backwards along them read that.
@@ -283,7 +350,7 @@ impl Registered {
             if read == Read::Record {
                 for (top, nodes) in self.by_var.iter().enumerate() {
                     if nodes.contains_key(&id) {
-                        seeds.insert((top, id));
+                        seeds.insert(Seed::One(top, id));
                     }
                 }
             }
@@ -298,18 +365,51 @@ impl Registered {
                 let reads_it = match read {
                     Read::Record => true,
                     Read::Links(p) => self.var_links[top].contains(&p),
+                    Read::Entries(_) => unreachable!("collections are seeded below"),
                 };
                 if r == record && reads_it {
-                    seeds.insert((top, id));
+                    seeds.insert(Seed::One(top, id));
                 }
             }
-            for route in self.routes.iter().filter(|r| r.record == record && r.reads == read) {
-                m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
-                    seeds.insert((route.top, n.id));
-                })?;
+            self.walk_back(m, id, record, read, &mut seeds)?;
+        }
+        for &(owner, p, target) in &touched.entries {
+            if !graph.exists(owner)? {
+                continue; // deleted: its record is touched, and so are the matches binding it
             }
+            let record = graph.header(owner)?.ty;
+            if self.opaque.contains(&record) {
+                return Ok(None);
+            }
+            for (top, &r) in self.var_records.iter().enumerate() {
+                if r == record && self.var_entries[top].contains(&p) {
+                    seeds.insert(Seed::One(top, owner));
+                }
+            }
+            for pair in self.pairs.iter().filter(|pair| pair.property == p && self.var_records[pair.owner] == record) {
+                assert_ne!(target, 0, "a matrix entry has a target");
+                seeds.insert(Seed::Two((pair.owner, owner), (pair.target, target), pair.block));
+            }
+            self.walk_back(m, owner, record, Read::Entries(p), &mut seeds)?;
         }
         Ok(Some(seeds))
+    }
+
+    /// Seeds from the routes by which a path reads `read` of record `id` (of type `record`).
+    fn walk_back(
+        &self,
+        m: &Matcher<'_, '_>,
+        id: u64,
+        record: NodeTypeId,
+        read: Read,
+        seeds: &mut BTreeSet<Seed>,
+    ) -> Result<()> {
+        for route in self.routes.iter().filter(|r| r.record == record && r.reads == read) {
+            m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
+                seeds.insert(Seed::One(route.top, n.id));
+            })?;
+        }
+        Ok(())
     }
 
     fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
@@ -367,10 +467,10 @@ impl Registered {
     }
 }
 
-/// Every match of `block` (with `seed` bound), at most [`MAX_PATTERN_ROWS`].
-fn collect(m: &Matcher<'_, '_>, block: &Block, seed: Option<(usize, NodeRef)>) -> Result<Vec<Found>> {
+/// Every match of `block` (with `seeds` bound), at most [`MAX_PATTERN_ROWS`].
+fn collect(m: &Matcher<'_, '_>, block: &Block, seeds: &[(usize, NodeRef)]) -> Result<Vec<Found>> {
     let mut found = Vec::new();
-    m.matches(block, seed, &mut |f| {
+    m.matches(block, seeds, &mut |f| {
         if found.len() >= MAX_PATTERN_ROWS {
             return Err(InstructionError::Limit(format!(
                 "a registered query may hold at most {MAX_PATTERN_ROWS} matches"
@@ -387,9 +487,14 @@ fn collect(m: &Matcher<'_, '_>, block: &Block, seed: Option<(usize, NodeRef)>) -
 struct Reads<'s> {
     schema: &'s Schema,
     vars: &'s [PVar],
+    /// The plans for pairs of variables bound first (`MatchPlan::paired`).
+    paired: &'s [((usize, usize), Block)],
     routes: Vec<Route>,
     /// Per top variable: the links a path from it follows backwards first.
     var_links: Vec<BTreeSet<PropertyId>>,
+    /// Per top variable: the collections a path from it goes into first.
+    var_entries: Vec<BTreeSet<PropertyId>>,
+    pairs: Vec<Pair>,
     opaque: BTreeSet<NodeTypeId>,
     /// Inside `exists`: every type read is opaque.
     all: bool,
@@ -399,7 +504,7 @@ impl Reads<'_> {
     fn block(&mut self, block: &Block, top: &dyn Fn(usize) -> Option<usize>) {
         for op in &block.ops {
             match &op.kind {
-                MOp::Scan { from, steps, .. } => self.path(*from, steps, false, top),
+                MOp::Scan { from, steps, var, .. } => self.path(*from, steps, false, Some(*var), top),
                 MOp::Index { var, .. } => {
                     // Bound from the root by down steps only: its own node is all that counts.
                     if self.all {
@@ -419,8 +524,11 @@ impl Reads<'_> {
                 let mut inner = Reads {
                     schema: self.schema,
                     vars: self.vars,
+                    paired: self.paired,
                     routes: Vec::new(),
                     var_links: Vec::new(),
+                    var_entries: Vec::new(),
+                    pairs: Vec::new(),
                     opaque: BTreeSet::new(),
                     all: true,
                 };
@@ -431,7 +539,13 @@ impl Reads<'_> {
             // it: parents only, fixed for the node's life.
             MCond::Reach { from: Anchor::Var(_), steps, to: Some(Anchor::Root) }
                 if !self.all && steps.iter().all(|s| matches!(s.kind, MStepKind::Up(_) | MStepKind::UpIfKey(..))) => {}
-            MCond::Reach { from, steps, .. } => self.path(*from, steps, false, top),
+            MCond::Reach { from, steps, to } => {
+                let end = match to {
+                    Some(Anchor::Var(v)) => Some(*v),
+                    _ => None,
+                };
+                self.path(*from, steps, false, end, top)
+            }
             MCond::Compare { left, right, .. } => {
                 self.term(left, top);
                 self.term(right, top);
@@ -442,13 +556,33 @@ impl Reads<'_> {
 
     fn term(&mut self, t: &MTerm, top: &dyn Fn(usize) -> Option<usize>) {
         match t {
-            MTerm::Leaf { var, steps, .. } => self.path(Anchor::Var(*var), steps, true, top),
+            MTerm::Leaf { var, steps, .. } => self.path(Anchor::Var(*var), steps, true, None, top),
             // A variable's key is fixed for its life; it counts only inside `exists`.
             MTerm::Key(var) if self.all => {
                 self.opaque.insert(self.vars[*var].ty);
             }
             MTerm::Key(_) | MTerm::Lit(_) => {}
         }
+    }
+
+    /// Notes a pair when `steps` are one matrix step from top variable `var` to top variable
+    /// `end` and the pair has a plan; whether it did.
+    fn pair(&mut self, var: usize, steps: &[MStep], end: Option<usize>, top: &dyn Fn(usize) -> Option<usize>) -> bool {
+        let Some(end) = end.filter(|&e| e != var) else { return false };
+        let [step] = steps else { return false };
+        let (property, owner, target) = match step.kind {
+            MStepKind::Targets(p) => (p, var, end),
+            MStepKind::Owners(p) => (p, end, var),
+            _ => return false,
+        };
+        let key = (var.min(end), var.max(end));
+        let (Some(block), Some(owner), Some(target)) =
+            (self.paired.iter().position(|(k, _)| *k == key), top(owner), top(target))
+        else {
+            return false;
+        };
+        self.pairs.push(Pair { property, owner, target, block });
+        true
     }
 
     /// Every node type the steps pass (repeat bodies included) is opaque.
@@ -463,8 +597,15 @@ impl Reads<'_> {
     }
 
     /// The routes of the nodes a path passes, back to its variable; `term`: the path ends
-    /// in a property read from its last node.
-    fn path(&mut self, from: Anchor, steps: &[MStep], term: bool, top: &dyn Fn(usize) -> Option<usize>) {
+    /// in a property read from its last node; `end`: the variable the path binds or reaches.
+    fn path(
+        &mut self,
+        from: Anchor,
+        steps: &[MStep],
+        term: bool,
+        end: Option<usize>,
+        top: &dyn Fn(usize) -> Option<usize>,
+    ) {
         let var = match from {
             Anchor::Var(v) => v,
             // Down steps only: the node at the end is there exactly while it exists, and its
@@ -476,8 +617,14 @@ impl Reads<'_> {
             self.opaque.insert(self.vars[var].ty);
             return self.opaque_steps(steps);
         };
+        if self.pair(var, steps, end, top) {
+            return; // one matrix step between two top variables: nothing else on the path
+        }
         if let Some(p) = steps.first().and_then(backwards) {
             self.var_links[position].insert(p);
+        }
+        if let Some(p) = steps.first().and_then(into_entries) {
+            self.var_entries[position].insert(p);
         }
         for k in 1..=steps.len() {
             if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MStepKind::Repeat { .. })) {
@@ -490,16 +637,25 @@ impl Reads<'_> {
             let reads = match steps.get(k) {
                 None if term => Read::Record,
                 None => continue,
-                Some(next) => match (backwards(next), &next.kind) {
-                    (Some(p), _) => Read::Links(p),
+                Some(next) => match (backwards(next), into_entries(next), &next.kind) {
+                    (Some(p), _, _) => Read::Links(p),
+                    (None, Some(p), _) => Read::Entries(p),
                     // The parent of a node is fixed for its life.
-                    (None, MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..)) => continue,
-                    (None, _) => Read::Record,
+                    (None, None, MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..)) => continue,
+                    (None, None, _) => Read::Record,
                 },
             };
             let back = reverse(&steps[..k]).into_iter().map(unkeyed).collect();
             self.routes.push(Route { record, ty, top: position, steps: back, reads });
         }
+    }
+}
+
+/// The collection whose entries of its node a step reads.
+fn into_entries(s: &MStep) -> Option<PropertyId> {
+    match s.kind {
+        MStepKind::Entries(p) | MStepKind::EntryKey(p, _) | MStepKind::EntryOf(p, _) | MStepKind::Targets(p) => Some(p),
+        _ => None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Incremental results against recomputation: random mutation sequences on a small railway,
 //! with the six Train Benchmark queries and queries that exercise what the incremental
 //! update treats specially (`exists`, `distinct`, values in columns, reverse and up steps,
-//! repeats) registered. After every request, each registered query's rows must equal the
+//! collections read mid-path, pairs joined by one matrix step, repeats) registered. After every request, each registered query's rows must equal the
 //! query run afresh, and the differences the commits carried, applied to the rows at
 //! registration, must give the same rows.
 
@@ -29,6 +29,10 @@ const EXTRA: &[&str] = &[
     // links into a node read backwards: by the variable itself, and one step along a path
     "collection match s in . 'Regions' . 'Sensors' where not s < 'Monitored By' select 's' -> s",
     "collection match p in . 'Routes' . 'Follows' where p > 'Target' < 'Connects To' select 'p' -> p",
+    // a collection read in the middle of a path: a switch gaining or losing a sensor
+    // reaches the follows (and routes) whose target it is only by walking back
+    "collection match p in . 'Routes' . 'Follows' where p > 'Target' > 'Monitored By' select 'p' -> p",
+    "collection match r in . 'Routes' s in r . 'Follows' > 'Target' > 'Monitored By' select 'r' -> r 's' -> s",
     // a repeat: opaque
     "collection match a in . 'Regions' . 'Track Elements' b in a repeat 1 to 3 ( > 'Connects To' ) \
      select 'a' -> a 'b' -> b",

@@ -47,6 +47,10 @@ pub struct MatchPlan {
     /// For a registered (incremental) query only: per top variable, the plan with that
     /// variable bound before it starts (see `crate::incremental`).
     pub seeded: Vec<(usize, Block)>,
+    /// For a registered query only: per pair of top variables joined by one matrix step
+    /// (`b in a > 'M'`, `a > 'M' == b`, or backwards), the plan with both bound before it
+    /// starts; keyed by the two variables, smaller first.
+    pub paired: Vec<((usize, usize), Block)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -312,9 +316,16 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let top = level.locals.clone();
         let again = self.seeded.then(|| level.clone());
         let block = self.plan_level(level, &BTreeSet::new());
-        let seeded = match again {
-            Some(level) => top.iter().map(|&v| (v, self.plan_level(level.clone(), &BTreeSet::from([v])))).collect(),
-            None => Vec::new(),
+        let (seeded, paired) = match again {
+            Some(level) => {
+                let seeded = top.iter().map(|&v| (v, self.plan_level(level.clone(), &BTreeSet::from([v])))).collect();
+                let paired = matrix_pairs(&level)
+                    .into_iter()
+                    .map(|(a, b)| ((a, b), self.plan_level(level.clone(), &BTreeSet::from([a, b]))))
+                    .collect();
+                (seeded, paired)
+            }
+            None => (Vec::new(), Vec::new()),
         };
         let mut columns = Vec::with_capacity(p.columns.len());
         let mut aliases: Vec<String> = Vec::with_capacity(p.columns.len());
@@ -325,7 +336,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
             aliases.push(col.item.alias.clone());
             columns.push(self.column(&col.item.expr, &scope, col.span)?);
         }
-        if self.next_op.get() > MAX_OPS * (seeded.len() + 1) {
+        if self.next_op.get() > MAX_OPS * (seeded.len() + paired.len() + 1) {
             return err(span, format!("the pattern plans into more than {MAX_OPS} operations"));
         }
         let grouped = columns.iter().any(PColumn::is_aggregate);
@@ -355,6 +366,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
             explain: p.explain,
             top,
             seeded,
+            paired,
         })
     }
 
@@ -1686,4 +1698,36 @@ impl MatchPlan {
         }
         s
     }
+}
+
+/// The pairs of a level's variables that one matrix step joins, by an edge or a condition
+/// (not inside `exists`), each once, smaller variable first.
+fn matrix_pairs(level: &Level) -> BTreeSet<(usize, usize)> {
+    fn one_matrix_step(steps: &[MStep]) -> bool {
+        matches!(steps, [s] if matches!(s.kind, MStepKind::Targets(_) | MStepKind::Owners(_)))
+    }
+    fn from_cond(c: &MCond, out: &mut BTreeSet<(usize, usize)>) {
+        match c {
+            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| from_cond(c, out)),
+            MCond::Not(c) => from_cond(c, out),
+            MCond::Reach { from: Anchor::Var(a), steps, to: Some(Anchor::Var(b)) }
+                if a != b && one_matrix_step(steps) =>
+            {
+                out.insert((*a.min(b), *a.max(b)));
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    for e in &level.edges {
+        if let Anchor::Var(a) = e.from {
+            if a != e.to && one_matrix_step(&e.steps) {
+                out.insert((a.min(e.to), a.max(e.to)));
+            }
+        }
+    }
+    for p in &level.pending {
+        from_cond(&p.cond, &mut out);
+    }
+    out
 }

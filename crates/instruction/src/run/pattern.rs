@@ -218,17 +218,17 @@ impl<'g, 'p> Matcher<'g, 'p> {
         Ok(Matcher { exec: Exec::new(graph, plan, b)? })
     }
 
-    /// Every match of `block` with `seed` bound before it starts (the main block with none),
-    /// leaving out those a column has no value for, as a query does.
+    /// Every match of `block` with the `seeds` bound before it starts (the main block with
+    /// none), leaving out those a column has no value for, as a query does.
     pub(crate) fn matches(
         &self,
         block: &crate::plan::Block,
-        seed: Option<(usize, NodeRef)>,
+        seeds: &[(usize, NodeRef)],
         found: &mut dyn FnMut(Found) -> Result<()>,
     ) -> Result<()> {
         let plan = self.exec.plan;
         let env: Vec<Cell<Option<Slot<'g>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
-        if let Some((var, node)) = seed {
+        for &(var, node) in seeds {
             assert_eq!(node.ty, plan.vars[var].ty, "a seed has its variable's type");
             env[var].set(Some(Slot { node, view: None, linked: false }));
         }
