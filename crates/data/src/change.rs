@@ -134,17 +134,20 @@ pub struct ChangeSet {
 /// everything (a bulk load), and incremental queries run again whole.
 pub const MAX_TOUCHED: usize = 1_000_000;
 
-/// What a request changed, by record: every record written, created or deleted; every
-/// collection that gained or lost an entry (its owner, the collection, and for a matrix the
-/// entry's target); and every target whose incoming links of a reference or matrix changed.
-/// A node whose record is in none of the lists reads the same before and after the request
-/// (its record, its entries and the links into it), and a listed collection changed only by
-/// the entries listed — the invariant incremental queries rest on. An owner whose only write
-/// was its entry count is listed under `entries`, not `records`: no query reads the count.
+/// What a request changed, by record: every record created or deleted; every property
+/// written (the record and the property: its slot); every collection that gained or lost an
+/// entry (its owner, the collection, and for a matrix the entry's target); and every target
+/// whose incoming links of a reference or matrix changed. A record in none of the lists reads
+/// the same before and after the request (its slots, its entries and the links into it); a
+/// record listed only by some of its slots reads the same in every other slot; a listed
+/// collection changed only by the entries listed — the invariant incremental queries rest on.
+/// An entry count is written without being listed as a slot: no query reads it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Touched {
-    /// Sorted, without repeats.
+    /// Created or deleted; sorted, without repeats.
     pub records: Vec<u64>,
+    /// (record, property) whose slot was written; sorted, without repeats.
+    pub slots: Vec<(u64, u32)>,
     /// (owner record, collection property, target record of a matrix entry or 0 for a
     /// dictionary), sorted, without repeats.
     pub entries: Vec<(u64, u32, u64)>,
@@ -167,9 +170,10 @@ impl Touched {
                 return Touched::all();
             }
             out.records.extend_from_slice(&t.records);
+            out.slots.extend_from_slice(&t.slots);
             out.entries.extend_from_slice(&t.entries);
             out.links.extend_from_slice(&t.links);
-            if out.records.len() > MAX_TOUCHED || out.entries.len() > MAX_TOUCHED || out.links.len() > MAX_TOUCHED {
+            if out.longest() > MAX_TOUCHED {
                 return Touched::all();
             }
         }
@@ -177,10 +181,17 @@ impl Touched {
         out
     }
 
+    /// The longest of the lists (bounded by [`MAX_TOUCHED`]).
+    fn longest(&self) -> usize {
+        self.records.len().max(self.slots.len()).max(self.entries.len()).max(self.links.len())
+    }
+
     /// Sorts each list and drops repeats.
     pub fn normalize(&mut self) {
         self.records.sort_unstable();
         self.records.dedup();
+        self.slots.sort_unstable();
+        self.slots.dedup();
         self.entries.sort_unstable();
         self.entries.dedup();
         self.links.sort_unstable();

@@ -51,8 +51,8 @@ pub struct WriteGraph<'a, 's> {
 pub struct GraphSavepoint {
     storage: Savepoint,
     changes: usize,
-    /// Lengths of the touched records, entries and links.
-    touched: (usize, usize, usize),
+    /// Lengths of the touched records, slots, entries and links.
+    touched: [usize; 4],
 }
 
 fn read_counter(txn: &dyn Reader, name: &[u8], default: u64) -> Result<u64> {
@@ -91,7 +91,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     pub fn savepoint(&mut self) -> GraphSavepoint {
         self.txn.enable_savepoints();
-        let touched = self.touched.as_ref().map_or((0, 0, 0), |t| (t.records.len(), t.entries.len(), t.links.len()));
+        let touched =
+            self.touched.as_ref().map_or([0; 4], |t| [t.records.len(), t.slots.len(), t.entries.len(), t.links.len()]);
         GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len(), touched }
     }
 
@@ -100,9 +101,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.rollback_to(sp.storage)?;
         self.changes.truncate(sp.changes);
         if let Some(t) = self.touched.as_mut() {
-            t.records.truncate(sp.touched.0);
-            t.entries.truncate(sp.touched.1);
-            t.links.truncate(sp.touched.2);
+            let [records, slots, entries, links] = sp.touched;
+            t.records.truncate(records);
+            t.slots.truncate(slots);
+            t.entries.truncate(entries);
+            t.links.truncate(links);
         }
         // Only the request rolled back has unchecked values (each request checks its own).
         self.unique_pending.clear();
@@ -130,8 +133,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.touched = on.then(Touched::default);
     }
 
-    /// Notes that record `id`'s own data changed (written, created or deleted); 0 is no
-    /// record (an empty state).
+    /// Notes that record `id` was created or deleted; 0 is no record (an empty state).
     fn touch(&mut self, id: NodeId) {
         if id == 0 {
             return;
@@ -141,6 +143,17 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 self.touched = None;
             } else {
                 t.records.push(id);
+            }
+        }
+    }
+
+    /// Notes that the slot of `property` in record `id` was written.
+    fn touch_slot(&mut self, id: NodeId, property: PropertyId) {
+        if let Some(t) = self.touched.as_mut() {
+            if t.slots.len() >= MAX_TOUCHED {
+                self.touched = None;
+            } else {
+                t.slots.push((id, property));
             }
         }
     }
@@ -275,8 +288,9 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(self.record_by_id(id)?.to_vec())
     }
 
-    fn store(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
-        self.touch(id);
+    /// Writes record `id` whose slot of `property` changed.
+    fn store(&mut self, id: NodeId, property: PropertyId, rec: &[u8]) -> Result<()> {
+        self.touch_slot(id, property);
         self.put_record(id, rec)
     }
 
@@ -306,7 +320,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let at = record::slot(self.schema, property);
         let old = record::read_u64(&rec, at)? as i64;
         record::write_u64(&mut rec, at, value as u64)?;
-        self.store(node.id, &rec)?;
+        self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::Number(old), IndexValue::Number(value))?;
         let change = Change::Number {
             node: self.path(node)?,
@@ -329,7 +343,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let new_id = strings::acquire(self.txn, value, &mut self.next_string)?;
         strings::release(self.txn, old_id)?;
         record::write_u64(&mut rec, at, new_id)?;
-        self.store(node.id, &rec)?;
+        self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::Text(&old), IndexValue::Text(value))?;
         let change = Change::Text {
             node: self.path(node)?,
@@ -358,7 +372,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
         self.touch_link(target, property);
         record::write_u64(&mut rec, at, target)?;
-        self.store(node.id, &rec)?;
+        self.store(node.id, property, &rec)?;
         if old != 0 {
             self.member(old, Over::Referrers(property), &rec, false)?;
         }
@@ -479,7 +493,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let at = record::slot(self.schema, property);
         record::write_u64(&mut rec, at, u64::from(state))?;
         record::write_u64(&mut rec, at + 8, child)?;
-        self.store(node.id, &rec)?;
+        self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::State(current), IndexValue::State(state))?;
         self.changes.push(Change::StateSwitched {
             node: self.path(node)?,

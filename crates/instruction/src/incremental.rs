@@ -1,20 +1,22 @@
 //! Incremental results: a registered pattern query keeps its matches, and after each commit
-//! updates them from the records the commit touched instead of running again.
+//! updates them from what the commit touched instead of running again.
 //!
-//! Why it is right. The executor learns everything from records, and a record the commit did
-//! not touch reads the same after it (the invariant of [`Touched`]). So a match that a commit
-//! ends or begins reads, on one of the paths its evaluation follows from a variable, a touched
-//! record; take the first such record on that path. The steps before it leave untouched
-//! records, so they are the same after the commit, and walking the path backwards from that
-//! record gets back to the variable's node. Each such (variable, node) is a *seed*: the
-//! query runs again with that variable bound first (a plan made for it at registration),
-//! and what it gives replaces the seed's old matches. A touched record that no longer exists
-//! can only end matches that bind it (its neighbours on a path were touched too: the holder
-//! lost an entry, the referrer lost its target), and those are found by node.
+//! Why it is right. The executor learns everything from records, and what the commit did not
+//! touch reads the same after it (the invariant of [`Touched`], kept per property: a record
+//! whose `'Price'` was written reads the same in every other slot). So a match that a commit
+//! ends or begins reads, on one of the paths its evaluation follows from a variable, something
+//! touched: a property of a record, its entries of a collection, or the links into it; take
+//! the first such read on that path. The steps before it read nothing touched, so they are
+//! the same after the commit, and walking the path backwards from that record gets back to
+//! the variable's node. Each such (variable, node) is a *seed*: the query runs again with
+//! that variable bound first (a plan made at registration), and what it gives replaces the
+//! seed's old matches. A record created is new in every property; a record deleted can only
+//! end matches that bind it (its neighbours on a path were touched too: the holder lost an
+//! entry, the referrer lost its target), and those are found by node.
 //!
-//! A collection that gained or lost an entry is touched as a collection, not as its owner's
-//! record (only the entry count changed there). A path reads it where a step goes into the
-//! owner's entries, and a seed comes from walking back from the owner as above. Where one
+//! A collection that gained or lost an entry is touched as a collection (its owner's entry
+//! count is no property a query reads). A path reads it where a step goes into the owner's
+//! entries, and a seed comes from walking back from the owner as above. Where one
 //! matrix step joins two top variables (`b in a > 'M'`, `a > 'M' == b`, or backwards), the
 //! entry added or removed changes only the matches that bind `a` to its owner and `b` to its
 //! target: that pair is the seed, evaluated with both bound (a plan made for the pair).
@@ -54,12 +56,13 @@ struct Route {
     reads: Read,
 }
 
-/// What the path reads of a node on it: the step after it reads its record, or the links
-/// into it along one reference or matrix (a step backwards), or its entries of one
-/// collection (a step into them), or — at the end of a term — its property.
+/// What the path reads of a node on it: the step after it reads one property of its record
+/// (a state, a reference; at the end of a term the term's property), or the links into it
+/// along one reference or matrix (a step backwards), or its entries of one collection (a
+/// step into them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Read {
-    Record,
+    Slot(PropertyId),
     Links(PropertyId),
     Entries(PropertyId),
 }
@@ -96,6 +99,8 @@ pub struct Registered {
     var_links: Vec<BTreeSet<PropertyId>>,
     /// Per top variable: the collections a path from it goes into first (pairs aside).
     var_entries: Vec<BTreeSet<PropertyId>>,
+    /// Per top variable: the properties of its own record that it is read by.
+    var_slots: Vec<BTreeSet<PropertyId>>,
     /// Top variables joined by one matrix step, with a plan for both bound.
     pairs: Vec<Pair>,
     /// Record types whose touch makes the query run again whole.
@@ -167,6 +172,7 @@ impl Registered {
             routes: Vec::new(),
             var_links: vec![BTreeSet::new(); plan.top.len()],
             var_entries: vec![BTreeSet::new(); plan.top.len()],
+            var_slots: vec![BTreeSet::new(); plan.top.len()],
             pairs: Vec::new(),
             opaque: BTreeSet::new(),
             all: false,
@@ -189,6 +195,7 @@ impl Registered {
         let routes = reads.routes;
         let var_links = reads.var_links;
         let var_entries = reads.var_entries;
+        let var_slots = reads.var_slots;
         let pairs = reads.pairs;
         Ok(Registered {
             by_var: vec![HashMap::new(); plan.top.len()],
@@ -199,6 +206,7 @@ impl Registered {
             var_records,
             var_links,
             var_entries,
+            var_slots,
             pairs,
             opaque,
             matches: HashMap::new(),
@@ -343,19 +351,23 @@ impl Registered {
     /// touched a type no route describes (run the query whole).
     fn seeds(&self, m: &Matcher<'_, '_>, graph: Graph<'_>, touched: &Touched) -> Result<Option<BTreeSet<Seed>>> {
         let mut seeds = BTreeSet::new();
-        let records = touched.records.iter().map(|&id| (id, Read::Record));
+        let records = touched.records.iter().map(|&id| (id, None));
+        let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p))));
         // Links into a record changed: only paths that go on backwards along them read that.
-        let links = touched.links.iter().map(|&(id, p)| (id, Read::Links(p)));
-        for (id, read) in records.chain(links) {
-            if read == Read::Record {
-                for (top, nodes) in self.by_var.iter().enumerate() {
-                    if nodes.contains_key(&id) {
-                        seeds.insert(Seed::One(top, id));
+        let links = touched.links.iter().map(|&(id, p)| (id, Some(Read::Links(p))));
+        let entries = touched.entries.iter().map(|&(id, p, _)| (id, Some(Read::Entries(p))));
+        // `None`: created or deleted.
+        for (id, read) in records.chain(slots).chain(links).chain(entries) {
+            if !graph.exists(id)? {
+                if read.is_none() {
+                    // Deleted: it can only end the matches that bind it.
+                    for (top, nodes) in self.by_var.iter().enumerate() {
+                        if nodes.contains_key(&id) {
+                            seeds.insert(Seed::One(top, id));
+                        }
                     }
                 }
-            }
-            if !graph.exists(id)? {
-                continue; // deleted: it can only end matches that bind it (found above)
+                continue; // written, then deleted: listed as deleted too
             }
             let record = graph.header(id)?.ty;
             if self.opaque.contains(&record) {
@@ -363,53 +375,40 @@ impl Registered {
             }
             for (top, &r) in self.var_records.iter().enumerate() {
                 let reads_it = match read {
-                    Read::Record => true,
-                    Read::Links(p) => self.var_links[top].contains(&p),
-                    Read::Entries(_) => unreachable!("collections are seeded below"),
+                    None => true, // created: a new node for the variable
+                    Some(Read::Slot(p)) => self.var_slots[top].contains(&p),
+                    Some(Read::Links(p)) => self.var_links[top].contains(&p),
+                    Some(Read::Entries(p)) => self.var_entries[top].contains(&p),
                 };
                 if r == record && reads_it {
                     seeds.insert(Seed::One(top, id));
                 }
             }
-            self.walk_back(m, id, record, read, &mut seeds)?;
+            // Created: every slot is new (its entries and the links into it come listed).
+            let routes = self.routes.iter().filter(|r| {
+                r.record == record
+                    && match read {
+                        None => matches!(r.reads, Read::Slot(_)),
+                        Some(read) => r.reads == read,
+                    }
+            });
+            for route in routes {
+                m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
+                    seeds.insert(Seed::One(route.top, n.id));
+                })?;
+            }
         }
         for &(owner, p, target) in &touched.entries {
             if !graph.exists(owner)? {
-                continue; // deleted: its record is touched, and so are the matches binding it
+                continue;
             }
             let record = graph.header(owner)?.ty;
-            if self.opaque.contains(&record) {
-                return Ok(None);
-            }
-            for (top, &r) in self.var_records.iter().enumerate() {
-                if r == record && self.var_entries[top].contains(&p) {
-                    seeds.insert(Seed::One(top, owner));
-                }
-            }
             for pair in self.pairs.iter().filter(|pair| pair.property == p && self.var_records[pair.owner] == record) {
                 assert_ne!(target, 0, "a matrix entry has a target");
                 seeds.insert(Seed::Two((pair.owner, owner), (pair.target, target), pair.block));
             }
-            self.walk_back(m, owner, record, Read::Entries(p), &mut seeds)?;
         }
         Ok(Some(seeds))
-    }
-
-    /// Seeds from the routes by which a path reads `read` of record `id` (of type `record`).
-    fn walk_back(
-        &self,
-        m: &Matcher<'_, '_>,
-        id: u64,
-        record: NodeTypeId,
-        read: Read,
-        seeds: &mut BTreeSet<Seed>,
-    ) -> Result<()> {
-        for route in self.routes.iter().filter(|r| r.record == record && r.reads == read) {
-            m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
-                seeds.insert(Seed::One(route.top, n.id));
-            })?;
-        }
-        Ok(())
     }
 
     fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
@@ -494,6 +493,8 @@ struct Reads<'s> {
     var_links: Vec<BTreeSet<PropertyId>>,
     /// Per top variable: the collections a path from it goes into first.
     var_entries: Vec<BTreeSet<PropertyId>>,
+    /// Per top variable: the properties of its own record a path from it reads first.
+    var_slots: Vec<BTreeSet<PropertyId>>,
     pairs: Vec<Pair>,
     opaque: BTreeSet<NodeTypeId>,
     /// Inside `exists`: every type read is opaque.
@@ -504,7 +505,7 @@ impl Reads<'_> {
     fn block(&mut self, block: &Block, top: &dyn Fn(usize) -> Option<usize>) {
         for op in &block.ops {
             match &op.kind {
-                MOp::Scan { from, steps, var, .. } => self.path(*from, steps, false, Some(*var), top),
+                MOp::Scan { from, steps, var, .. } => self.path(*from, steps, None, Some(*var), top),
                 MOp::Index { var, .. } => {
                     // Bound from the root by down steps only: its own node is all that counts.
                     if self.all {
@@ -528,6 +529,7 @@ impl Reads<'_> {
                     routes: Vec::new(),
                     var_links: Vec::new(),
                     var_entries: Vec::new(),
+                    var_slots: Vec::new(),
                     pairs: Vec::new(),
                     opaque: BTreeSet::new(),
                     all: true,
@@ -544,7 +546,7 @@ impl Reads<'_> {
                     Some(Anchor::Var(v)) => Some(*v),
                     _ => None,
                 };
-                self.path(*from, steps, false, end, top)
+                self.path(*from, steps, None, end, top)
             }
             MCond::Compare { left, right, .. } => {
                 self.term(left, top);
@@ -556,7 +558,7 @@ impl Reads<'_> {
 
     fn term(&mut self, t: &MTerm, top: &dyn Fn(usize) -> Option<usize>) {
         match t {
-            MTerm::Leaf { var, steps, .. } => self.path(Anchor::Var(*var), steps, true, None, top),
+            MTerm::Leaf { var, steps, property, .. } => self.path(Anchor::Var(*var), steps, Some(*property), None, top),
             // A variable's key is fixed for its life; it counts only inside `exists`.
             MTerm::Key(var) if self.all => {
                 self.opaque.insert(self.vars[*var].ty);
@@ -596,13 +598,13 @@ impl Reads<'_> {
         }
     }
 
-    /// The routes of the nodes a path passes, back to its variable; `term`: the path ends
-    /// in a property read from its last node; `end`: the variable the path binds or reaches.
+    /// The routes of the nodes a path passes, back to its variable; `term`: the property the
+    /// path ends in, read from its last node; `end`: the variable the path binds or reaches.
     fn path(
         &mut self,
         from: Anchor,
         steps: &[MStep],
-        term: bool,
+        term: Option<PropertyId>,
         end: Option<usize>,
         top: &dyn Fn(usize) -> Option<usize>,
     ) {
@@ -626,6 +628,14 @@ impl Reads<'_> {
         if let Some(p) = steps.first().and_then(into_entries) {
             self.var_entries[position].insert(p);
         }
+        match steps.first() {
+            Some(first) => {
+                if let Some(p) = slot_read(first) {
+                    self.var_slots[position].insert(p);
+                }
+            }
+            None => self.var_slots[position].extend(term),
+        }
         for k in 1..=steps.len() {
             if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MStepKind::Repeat { .. })) {
                 return self.opaque_steps(&steps[r..]);
@@ -635,19 +645,30 @@ impl Reads<'_> {
             // A step reads the record it leaves (or the links into it), never the one it
             // arrives at: that one counts only if a step or the term goes on from it.
             let reads = match steps.get(k) {
-                None if term => Read::Record,
-                None => continue,
-                Some(next) => match (backwards(next), into_entries(next), &next.kind) {
+                None => match term {
+                    Some(p) => Read::Slot(p),
+                    None => continue,
+                },
+                Some(next) => match (backwards(next), into_entries(next), slot_read(next)) {
                     (Some(p), _, _) => Read::Links(p),
                     (None, Some(p), _) => Read::Entries(p),
-                    // The parent of a node is fixed for its life.
-                    (None, None, MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..)) => continue,
-                    (None, None, _) => Read::Record,
+                    (None, None, Some(p)) => Read::Slot(p),
+                    // A group step reads nothing (the step after it reads the same record);
+                    // the parent of a node is fixed for its life.
+                    (None, None, None) => continue,
                 },
             };
             let back = reverse(&steps[..k]).into_iter().map(unkeyed).collect();
             self.routes.push(Route { record, ty, top: position, steps: back, reads });
         }
+    }
+}
+
+/// The property of its node's record a step reads.
+fn slot_read(s: &MStep) -> Option<PropertyId> {
+    match s.kind {
+        MStepKind::State(p, _) | MStepKind::Reference(p) => Some(p),
+        _ => None,
     }
 }
 

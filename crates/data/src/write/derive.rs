@@ -112,7 +112,7 @@ impl WriteGraph<'_, '_> {
         }
         let mut rec = self.load(holder)?;
         record::write_u64(&mut rec, record::slot(self.schema, d), new as u64)?;
-        self.store(holder, &rec)?;
+        self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::Number(old), IndexValue::Number(new))?;
         let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
         let change =
@@ -132,7 +132,7 @@ impl WriteGraph<'_, '_> {
         let at = record::slot(self.schema, d);
         debug_assert_eq!(record::read_u64(&rec, at)?, u64::from(old), "condition state out of step");
         record::write_u64(&mut rec, at, u64::from(new))?;
-        self.store(holder, &rec)?;
+        self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::State(old), IndexValue::State(new))?;
         let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
         self.changes.push(Change::StateSwitched {
