@@ -120,6 +120,12 @@ impl<'a> Graph<'a> {
         })
     }
 
+    /// The header of record `id`, or `None` if there is no such record (one lookup where
+    /// `exists` then `header` take two).
+    pub fn find_header(&self, id: NodeId) -> Result<Option<Header>> {
+        self.find_record(id)?.map(record::header).transpose()
+    }
+
     pub fn exists(&self, id: NodeId) -> Result<bool> {
         Ok(self.find_record(id)?.is_some())
     }

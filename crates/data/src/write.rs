@@ -138,47 +138,35 @@ impl<'a, 's> WriteGraph<'a, 's> {
         if id == 0 {
             return;
         }
-        if let Some(t) = self.touched.as_mut() {
-            if t.records.len() >= MAX_TOUCHED {
-                self.touched = None;
-            } else {
-                t.records.push(id);
-            }
-        }
+        self.note(|t| &mut t.records, id);
     }
 
     /// Notes that the slot of `property` in record `id` was written.
     fn touch_slot(&mut self, id: NodeId, property: PropertyId) {
-        if let Some(t) = self.touched.as_mut() {
-            if t.slots.len() >= MAX_TOUCHED {
-                self.touched = None;
-            } else {
-                t.slots.push((id, property));
-            }
-        }
+        self.note(|t| &mut t.slots, (id, property));
     }
 
     /// Notes that collection `property` of record `owner` gained or lost an entry (for a
     /// matrix, the one with `target`; 0 for a dictionary).
     fn touch_entry(&mut self, owner: NodeId, property: PropertyId, target: NodeId) {
-        if let Some(t) = self.touched.as_mut() {
-            if t.entries.len() >= MAX_TOUCHED {
-                self.touched = None;
-            } else {
-                t.entries.push((owner, property, target));
-            }
-        }
+        self.note(|t| &mut t.entries, (owner, property, target));
     }
 
     /// Notes that the links of `property` into record `target` changed.
     fn touch_link(&mut self, target: NodeId, property: PropertyId) {
-        if let Some(t) = self.touched.as_mut() {
-            if t.links.len() >= MAX_TOUCHED {
-                self.touched = None;
-            } else {
-                t.links.push((target, property));
-            }
+        self.note(|t| &mut t.links, (target, property));
+    }
+
+    /// Adds `item` to one list of what the request touched; past [`MAX_TOUCHED`] in a list
+    /// the request counts as touching everything (and stops listing).
+    fn note<T>(&mut self, list: impl FnOnce(&mut Touched) -> &mut Vec<T>, item: T) {
+        let Some(t) = self.touched.as_mut() else { return };
+        let list = list(t);
+        if list.len() < MAX_TOUCHED {
+            list.push(item);
+            return;
         }
+        self.touched = None;
     }
 
     pub fn pending_changes(&self) -> &[Change] {

@@ -288,7 +288,8 @@ impl Registered {
         let mut b = Bindings { params: &self.params, bench: None, cancel: None };
         let plan = &self.plan;
         let m = Matcher::new(graph, plan, &mut b)?;
-        let Some(seeds) = self.seeds(&m, graph, touched)? else {
+        let mut types = RecordTypes::default();
+        let Some(seeds) = self.seeds(&m, graph, touched, &mut types)? else {
             drop(m);
             return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
         };
@@ -311,7 +312,7 @@ impl Registered {
             };
             let mut bound = Vec::with_capacity(ends.len());
             for (top, id) in ends {
-                if !graph.exists(id)? || graph.header(id)?.ty != self.var_records[top] {
+                if types.of(graph, id)? != Some(self.var_records[top]) {
                     break;
                 }
                 let var = plan.top[top];
@@ -349,7 +350,13 @@ impl Registered {
 
     /// The seeds to evaluate again after a commit that touched `touched`; `None` when it
     /// touched a type no route describes (run the query whole).
-    fn seeds(&self, m: &Matcher<'_, '_>, graph: Graph<'_>, touched: &Touched) -> Result<Option<BTreeSet<Seed>>> {
+    fn seeds(
+        &self,
+        m: &Matcher<'_, '_>,
+        graph: Graph<'_>,
+        touched: &Touched,
+        types: &mut RecordTypes,
+    ) -> Result<Option<BTreeSet<Seed>>> {
         let mut seeds = BTreeSet::new();
         let records = touched.records.iter().map(|&id| (id, None));
         let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p))));
@@ -358,7 +365,7 @@ impl Registered {
         let entries = touched.entries.iter().map(|&(id, p, _)| (id, Some(Read::Entries(p))));
         // `None`: created or deleted.
         for (id, read) in records.chain(slots).chain(links).chain(entries) {
-            if !graph.exists(id)? {
+            let Some(record) = types.of(graph, id)? else {
                 if read.is_none() {
                     // Deleted: it can only end the matches that bind it.
                     for (top, nodes) in self.by_var.iter().enumerate() {
@@ -368,8 +375,7 @@ impl Registered {
                     }
                 }
                 continue; // written, then deleted: listed as deleted too
-            }
-            let record = graph.header(id)?.ty;
+            };
             if self.opaque.contains(&record) {
                 return Ok(None);
             }
@@ -399,10 +405,7 @@ impl Registered {
             }
         }
         for &(owner, p, target) in &touched.entries {
-            if !graph.exists(owner)? {
-                continue;
-            }
-            let record = graph.header(owner)?.ty;
+            let Some(record) = types.of(graph, owner)? else { continue };
             for pair in self.pairs.iter().filter(|pair| pair.property == p && self.var_records[pair.owner] == record) {
                 assert_ne!(target, 0, "a matrix entry has a target");
                 seeds.insert(Seed::Two((pair.owner, owner), (pair.target, target), pair.block));
@@ -463,6 +466,24 @@ impl Registered {
             counts.remove(&text);
         }
         changes.removed.push(row);
+    }
+}
+
+/// The record types of the records one refresh looks at, each read once (the same route or
+/// sensor turns up as a touched record, a link target, a collection's owner and a seed).
+#[derive(Default)]
+struct RecordTypes(HashMap<u64, Option<NodeTypeId>>);
+
+impl RecordTypes {
+    /// The type of record `id`, `None` if it does not exist (deleted).
+    fn of(&mut self, graph: Graph<'_>, id: u64) -> Result<Option<NodeTypeId>> {
+        if let Some(&t) = self.0.get(&id) {
+            return Ok(t);
+        }
+        let t = graph.find_header(id)?.map(|h| h.ty);
+        // Bounded by the touched lists and the seeds of one commit.
+        self.0.insert(id, t);
+        Ok(t)
     }
 }
 

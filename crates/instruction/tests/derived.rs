@@ -198,6 +198,17 @@ fn text(op: &Op) -> String {
     }
 }
 
+/// The start of every random sequence: products p0–p2 and order o0.
+fn three_products_one_order() -> (tempfile::TempDir, espalier_instruction::Engine) {
+    let (d, e) = engine(SCHEMA);
+    exec(
+        &e,
+        "update ( 'Products' -> dictionary \"p0\" ( ) 'Products' -> dictionary \"p1\" ( ) \
+              'Products' -> dictionary \"p2\" ( ) 'Orders' -> dictionary \"o0\" ( ) )",
+    );
+    (d, e)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
@@ -206,9 +217,7 @@ proptest! {
     /// exact, checked after each operation.
     #[test]
     fn derived_values_equal_their_recomputation(ops in proptest::collection::vec(op(), 1..50)) {
-        let (_d, e) = engine(SCHEMA);
-        exec(&e, "update ( 'Products' -> dictionary \"p0\" ( ) 'Products' -> dictionary \"p1\" ( ) \
-                  'Products' -> dictionary \"p2\" ( ) 'Orders' -> dictionary \"o0\" ( ) )");
+        let (_d, e) = three_products_one_order();
         for op in &ops {
             let t = text(op);
             let _ = run(&e, &t);
@@ -242,9 +251,7 @@ proptest! {
 
     #[test]
     fn registered_queries_over_derived_values_equal_their_recomputation(ops in proptest::collection::vec(op(), 1..50)) {
-        let (_d, e) = engine(SCHEMA);
-        exec(&e, "update ( 'Products' -> dictionary \"p0\" ( ) 'Products' -> dictionary \"p1\" ( ) \
-                  'Products' -> dictionary \"p2\" ( ) 'Orders' -> dictionary \"o0\" ( ) )");
+        let (_d, e) = three_products_one_order();
         let ids: Vec<u64> = REGISTERED
             .iter()
             .map(|q| e.register_text(q, &std::collections::HashMap::new()).expect("registers").id)
