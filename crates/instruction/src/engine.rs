@@ -190,9 +190,7 @@ impl Engine {
         let checker = Checker { schema: self.db.schema(), params: &no_params };
         let plan = checker.check_registered(pattern, Span::default()).map_err(|e| located(source, e))?;
         let query = Registered::new(plan, params.clone(), self.db.schema())?;
-        let snapshot = self.db.snapshot()?;
-        let version = snapshot.version()?;
-        let (id, result) = self.registry().add(query, snapshot.graph(), version)?;
+        let (id, version, result) = self.registry().add(query, &self.db)?;
         Ok(Registration { id, version, result })
     }
 

@@ -25,12 +25,13 @@
 //! along a shortest path, or a root path with links — make a commit that touches a record of
 //! such a type run the query again whole (still right, not incremental).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use espalier_data::{Graph, NodeRef, QueryDiff, Touched};
 use espalier_schema::{NodeTypeId, PropertyId, Schema};
+use espalier_transaction::Database;
 
 use crate::plan::{reverse, Anchor, Block, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PVar, UpFrom};
 use crate::run::pattern::{Found, Matcher};
@@ -487,6 +488,21 @@ impl RecordTypes {
     }
 }
 
+/// What the commits after `loaded` up to `latest` touched, if `recent` holds every one of
+/// them (each starts where the one before ended).
+fn caught_up(recent: &VecDeque<(u64, u64, Touched)>, loaded: u64, latest: u64) -> Option<Touched> {
+    let mut at = loaded;
+    let mut sets = Vec::new();
+    for (before, version, touched) in recent.iter().filter(|(_, v, _)| *v > loaded) {
+        if *before > at {
+            return None; // a commit in between was not kept
+        }
+        at = *version;
+        sets.push(touched);
+    }
+    (at == latest).then(|| Touched::union(sets))
+}
+
 /// Every match of `block` (with `seeds` bound), at most [`MAX_PATTERN_ROWS`].
 fn collect(m: &Matcher<'_, '_>, block: &Block, seeds: &[(usize, NodeRef)]) -> Result<Vec<Found>> {
     let mut found = Vec::new();
@@ -724,57 +740,142 @@ fn unkeyed(s: MStep) -> MStep {
     MStep { kind, ..s }
 }
 
+/// Most commits whose touched sets a registration in progress keeps to catch up with; past
+/// it the new query is loaded again whole, under the lock.
+const MAX_RECENT: usize = 4096;
+
 /// The registered queries of one database, kept up to date by its commits.
 #[derive(Debug, Default)]
 pub struct Registry {
-    queries: Mutex<BTreeMap<u64, Registered>>,
+    state: Mutex<State>,
     next: AtomicU64,
     /// Set once anything registered (until then commits skip the registry).
     used: AtomicBool,
+    /// Registrations loading their query outside the lock (their commits are kept).
+    loading: AtomicUsize,
+    /// The last commit whose hook skipped the registry (nothing registered or loading).
+    skipped: AtomicU64,
+    /// Registrations that caught up with commits made while they loaded, from the commits'
+    /// touched sets or (when those were not all kept) by loading again.
+    caught_up: AtomicU64,
+    reloaded: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    queries: BTreeMap<u64, Registered>,
+    /// The last commit the registry has seen.
+    latest: u64,
+    /// While a registration loads: the commits since, each as (version before, its version,
+    /// what it touched), in order, at most [`MAX_RECENT`] (the oldest are dropped).
+    recent: VecDeque<(u64, u64, Touched)>,
+}
+
+/// A registration loading; dropping it forgets the kept commits when none is left.
+struct Loading<'r>(&'r Registry);
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        if self.0.loading.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let mut state = self.0.lock();
+            if self.0.loading.load(Ordering::SeqCst) == 0 {
+                state.recent.clear();
+            }
+        }
+    }
 }
 
 impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Registered>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock leaves the maps as they were between two updates
         // at worst; the next commit's refresh or a reload repairs a match set.
-        self.queries.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Loads `query` on `graph` (at `version`) and registers it: its id and its rows.
-    pub fn add(&self, mut query: Registered, graph: Graph<'_>, version: u64) -> Result<(u64, QueryResult)> {
-        let mut queries = self.lock();
-        if queries.len() >= MAX_REGISTERED {
-            return Err(InstructionError::Limit(format!("at most {MAX_REGISTERED} queries may be registered at once")));
+    /// Loads `query` from a snapshot of `db` and registers it: its id, the commit its rows
+    /// are of, and its rows. The load runs outside the lock, so commits go on meanwhile; the
+    /// commits it missed are then applied from their touched sets like any commit's.
+    pub fn add(&self, mut query: Registered, db: &Database) -> Result<(u64, u64, QueryResult)> {
+        let full = || InstructionError::Limit(format!("at most {MAX_REGISTERED} queries may be registered at once"));
+        if self.lock().queries.len() >= MAX_REGISTERED {
+            return Err(full());
         }
-        query.load(graph, version)?;
+        // Counted before the snapshot: every commit after it is kept (or seen skipped).
+        self.loading.fetch_add(1, Ordering::SeqCst);
+        let loading = Loading(self);
+        let snapshot = db.snapshot()?;
+        let loaded = snapshot.version()?;
+        query.load(snapshot.graph(), loaded)?;
+        drop(snapshot);
+
+        let mut state = self.lock();
+        if state.queries.len() >= MAX_REGISTERED {
+            return Err(full());
+        }
+        let skipped = self.skipped.load(Ordering::SeqCst);
+        let version = state.latest.max(loaded).max(skipped);
+        if version > loaded {
+            // Commits came since the load. A commit whose hook has not run yet (it waits for
+            // this lock) will refresh the query itself; the snapshot may already hold it.
+            let now = db.snapshot()?;
+            match caught_up(&state.recent, loaded, state.latest).filter(|_| skipped <= loaded) {
+                Some(touched) => {
+                    query.refresh(now.graph(), version, &touched)?;
+                    self.caught_up.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    query.load(now.graph(), version)?;
+                    self.reloaded.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let rows = query.result();
-        queries.insert(id, query);
+        state.queries.insert(id, query);
         self.used.store(true, Ordering::Release);
-        Ok((id, rows))
+        drop(state);
+        drop(loading);
+        Ok((id, version, rows))
+    }
+
+    /// How many registrations caught up with commits made while they loaded: from the
+    /// commits' touched sets, and by loading again.
+    pub fn catch_ups(&self) -> (u64, u64) {
+        (self.caught_up.load(Ordering::Relaxed), self.reloaded.load(Ordering::Relaxed))
     }
 
     pub fn remove(&self, id: u64) -> bool {
-        self.lock().remove(&id).is_some()
+        self.lock().queries.remove(&id).is_some()
     }
 
     /// A registered query's rows now, with the commit they are of.
     pub fn result(&self, id: u64) -> Option<(u64, QueryResult)> {
-        self.lock().get(&id).map(|q| (q.version(), q.result()))
+        self.lock().queries.get(&id).map(|q| (q.version(), q.result()))
     }
 
     /// Runs `f` on a registered query (tests and the benchmark look inside).
     pub fn with<T>(&self, id: u64, f: impl FnOnce(&Registered) -> T) -> Option<T> {
-        self.lock().get(&id).map(f)
+        self.lock().queries.get(&id).map(f)
     }
 
     /// Brings every registered query up to the commit `version` (None: its data could not
     /// be read). A query that fails is dropped, with the error in its difference.
     pub fn committed(&self, graph: Option<Graph<'_>>, version: u64, touched: &Touched) -> Vec<QueryDiff> {
-        if !self.used.load(Ordering::Acquire) {
+        let keep = self.loading.load(Ordering::SeqCst) > 0;
+        if !keep && !self.used.load(Ordering::Acquire) {
+            self.skipped.fetch_max(version, Ordering::SeqCst);
             return Vec::new();
         }
-        let mut queries = self.lock();
+        let mut state = self.lock();
+        if keep {
+            let before = state.latest;
+            state.recent.push_back((before, version, touched.clone()));
+            if state.recent.len() > MAX_RECENT {
+                state.recent.pop_front();
+            }
+        }
+        state.latest = state.latest.max(version);
+        let queries = &mut state.queries;
         let mut diffs = Vec::new();
         let mut failed = Vec::new();
         for (&id, q) in queries.iter_mut() {
@@ -807,5 +908,33 @@ impl Registry {
             queries.remove(&id);
         }
         diffs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touched(id: u64) -> Touched {
+        Touched { records: vec![id], ..Touched::default() }
+    }
+
+    #[test]
+    fn catching_up_needs_every_commit_since_the_load() {
+        let recent: VecDeque<(u64, u64, Touched)> =
+            [(3, 5, touched(1)), (5, 6, touched(2)), (6, 9, touched(3))].into_iter().collect();
+        // From 5: commits 6 and 9; from 3: all three; from 9: none.
+        assert_eq!(caught_up(&recent, 5, 9).map(|t| t.records), Some(vec![2, 3]));
+        assert_eq!(caught_up(&recent, 3, 9).map(|t| t.records), Some(vec![1, 2, 3]));
+        assert_eq!(caught_up(&recent, 9, 9).map(|t| t.records), Some(vec![]));
+        // The registry saw a commit after 9 that was not kept, or one before 3 is missing.
+        assert_eq!(caught_up(&recent, 5, 10), None);
+        assert_eq!(caught_up(&recent, 2, 9), None);
+        // A gap in the middle.
+        let gap: VecDeque<(u64, u64, Touched)> = [(3, 5, touched(1)), (6, 9, touched(3))].into_iter().collect();
+        assert_eq!(caught_up(&gap, 3, 9), None);
+        // Everything touched by any of them: everything.
+        let all: VecDeque<(u64, u64, Touched)> = [(3, 5, Touched::all())].into_iter().collect();
+        assert!(caught_up(&all, 3, 5).is_some_and(|t| t.all));
     }
 }

@@ -304,6 +304,52 @@ proptest! {
     }
 }
 
+/// Registering while another thread commits: a registration loads its query outside the
+/// registry's lock, then applies the commits made meanwhile from their touched sets, so every
+/// registered query ends equal to its recomputation, and writes are not held up by loads.
+#[test]
+fn registrations_during_commits_miss_none() {
+    let (_dir, engine) = populated();
+    // A fixed random sequence (many ops fail: nothing is applied then), run once.
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let ops: Vec<Op> = (0..600)
+        .map(|_| proptest::strategy::ValueTree::current(&one_op().new_tree(&mut runner).expect("an op")))
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut registered: Vec<(u64, String)> = Vec::new();
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut commits = 0u64;
+            for op in &ops {
+                if engine.execute_text(&text(op), &HashMap::new()).is_ok() {
+                    commits += 1;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            commits
+        });
+        'registering: while registered.len() < 1000 {
+            for q in queries() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break 'registering;
+                }
+                let reg = engine.register_text(&q, &HashMap::new()).expect("registers");
+                assert!(reg.version <= engine.database().version(), "rows of a commit not made yet");
+                registered.push((reg.id, q));
+            }
+        }
+        let commits = writer.join().expect("the writer");
+        assert!(commits > 0, "the writer committed nothing");
+    });
+    for (id, q) in &registered {
+        let (_, now) = engine.registry().result(*id).expect("still registered");
+        assert_eq!(bag(now.rows.into_iter().map(|r| r.values)), fresh(&engine, q), "query {q}");
+    }
+    let (caught_up, reloaded) = engine.registry().catch_ups();
+    assert!(caught_up + reloaded > 0, "no registration overlapped a commit: the test shows nothing");
+    eprintln!("{} registrations, {caught_up} caught up from touched sets, {reloaded} loaded again", registered.len());
+}
+
 #[test]
 fn aggregates_order_and_paging_are_refused_with_a_reason() {
     let (_dir, engine) = engine();
