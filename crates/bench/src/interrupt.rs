@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 
@@ -22,6 +22,10 @@ struct Cleanup {
 static REGISTERED: Mutex<Vec<Cleanup>> = Mutex::new(Vec::new());
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 const MAX_REGISTERED: usize = 1024;
+/// Set when the handler starts cleaning up.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Longest a failing run waits for the handler to finish (it retries each directory for 5 s).
+const SETTLE: Duration = Duration::from_secs(60);
 
 fn registered() -> MutexGuard<'static, Vec<Cleanup>> {
     REGISTERED.lock().unwrap_or_else(|e| e.into_inner())
@@ -57,7 +61,22 @@ fn install() {
     });
 }
 
+/// Call before reporting a failure: if an interrupt is being handled, the failure is most
+/// likely its doing (a directory removed under a running tool, a server stopped), so this
+/// waits for the handler to exit with status 130 instead of reporting it. Returns at once
+/// otherwise, or after [`SETTLE`].
+pub fn settle_if_interrupted() {
+    if !INTERRUPTED.load(Ordering::SeqCst) {
+        return;
+    }
+    let step = Duration::from_millis(100);
+    for _ in 0..SETTLE.as_millis() / step.as_millis() {
+        std::thread::sleep(step);
+    }
+}
+
 fn clean_up_and_exit() {
+    INTERRUPTED.store(true, Ordering::SeqCst);
     let all = std::mem::take(&mut *registered());
     let mut servers = 0;
     // Servers first: their directories are only removable once they are down.

@@ -425,6 +425,10 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };
+    if result.is_err() {
+        // A failure caused by Ctrl-C's cleanup is reported by the handler (status 130).
+        espalier_bench::interrupt::settle_if_interrupted();
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Instruction(e, source)) => {

@@ -109,7 +109,8 @@ fn interrupt_after(delay: std::time::Duration) {
         .expect("start espalier");
     let mut guard = KillOnDrop(Some(child));
     let child = guard.0.as_mut().expect("child");
-    // The server's postmaster.pid appears once it runs.
+    // The server's postmaster.pid appears once it runs (initdb's bootstrap backend writes one
+    // too, with its pid negated: that is not the server yet).
     let pid_file = || -> Option<std::path::PathBuf> {
         std::fs::read_dir(d).ok()?.flatten().map(|e| e.path().join("data/postmaster.pid")).find(|p| p.is_file())
     };
@@ -117,7 +118,8 @@ fn interrupt_after(delay: std::time::Duration) {
     let pid: i32 = loop {
         if let Some(pid) = pid_file()
             .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()))
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<i32>().ok()))
+            .filter(|&pid| pid > 0)
         {
             break pid;
         }
@@ -135,8 +137,20 @@ fn interrupt_after(delay: std::time::Duration) {
     let out = guard.0.take().expect("child").wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("stopped 1 PostgreSQL server"), "{}", text(&out.stderr));
-    // SAFETY: as above; signal 0 only asks whether the process exists.
-    assert_ne!(unsafe { libc::kill(pid, 0) }, 0, "the postmaster {pid} is gone");
+    assert!(!running(pid), "the postmaster {pid} is gone");
     let left: Vec<_> = std::fs::read_dir(d).expect("dir").flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "the server's files and the temporary databases are removed: {left:?}");
+}
+
+/// Whether process `pid` exists and has not exited: an exited daemon whose parent (here
+/// possibly a container's init that reaps nothing) has not collected it stays a zombie.
+fn running(pid: i32) -> bool {
+    // SAFETY: kill has no memory-safety preconditions; signal 0 only asks whether it exists.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    // /proc/PID/stat: "pid (comm) state …"; comm may hold spaces and parentheses.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    state.is_some_and(|s| s != "Z" && s != "X")
 }
