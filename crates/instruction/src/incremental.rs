@@ -740,9 +740,13 @@ fn unkeyed(s: MStep) -> MStep {
     MStep { kind, ..s }
 }
 
-/// Most commits whose touched sets a registration in progress keeps to catch up with; past
-/// it the new query is loaded again whole, under the lock.
+/// Most touched sets kept for registrations in progress; past it the oldest two are joined
+/// into one (past a million records a set says it touched everything, and a
+/// registration that needs it loads again).
 const MAX_RECENT: usize = 4096;
+
+/// How often a registration loads its query outside the lock before it loads it inside.
+const MAX_LOAD_ATTEMPTS: u32 = 3;
 
 /// The registered queries of one database, kept up to date by its commits.
 #[derive(Debug, Default)]
@@ -756,7 +760,8 @@ pub struct Registry {
     /// The last commit whose hook skipped the registry (nothing registered or loading).
     skipped: AtomicU64,
     /// Registrations that caught up with commits made while they loaded, from the commits'
-    /// touched sets or (when those were not all kept) by loading again.
+    /// touched sets or (when those would not do after [`MAX_LOAD_ATTEMPTS`]) by loading again
+    /// inside the lock.
     caught_up: AtomicU64,
     reloaded: AtomicU64,
 }
@@ -767,21 +772,19 @@ struct State {
     /// The last commit the registry has seen.
     latest: u64,
     /// While a registration loads: the commits since, each as (version before, its version,
-    /// what it touched), in order, at most [`MAX_RECENT`] (the oldest are dropped).
+    /// what it touched), in order, at most [`MAX_RECENT`] (the oldest are joined).
     recent: VecDeque<(u64, u64, Touched)>,
+    /// The snapshot versions of the loads in progress (the commits after the oldest are
+    /// kept, the others dropped).
+    active: Vec<u64>,
 }
 
-/// A registration loading; dropping it forgets the kept commits when none is left.
+/// A registration loading (counted from before its first snapshot to its end).
 struct Loading<'r>(&'r Registry);
 
 impl Drop for Loading<'_> {
     fn drop(&mut self) {
-        if self.0.loading.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let mut state = self.0.lock();
-            if self.0.loading.load(Ordering::SeqCst) == 0 {
-                state.recent.clear();
-            }
-        }
+        self.0.loading.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -803,32 +806,49 @@ impl Registry {
         // Counted before the snapshot: every commit after it is kept (or seen skipped).
         self.loading.fetch_add(1, Ordering::SeqCst);
         let loading = Loading(self);
-        let snapshot = db.snapshot()?;
-        let loaded = snapshot.version()?;
-        query.load(snapshot.graph(), loaded)?;
-        drop(snapshot);
+        let mut attempt = 0;
+        let (mut state, version) = loop {
+            attempt += 1;
+            let (snapshot, loaded) = {
+                let mut state = self.lock();
+                let snapshot = db.snapshot()?;
+                let loaded = snapshot.version()?;
+                state.active.push(loaded);
+                (snapshot, loaded)
+            };
+            let outcome = query.load(snapshot.graph(), loaded);
+            drop(snapshot);
 
-        let mut state = self.lock();
-        if state.queries.len() >= MAX_REGISTERED {
-            return Err(full());
-        }
-        let skipped = self.skipped.load(Ordering::SeqCst);
-        let version = state.latest.max(loaded).max(skipped);
-        if version > loaded {
+            let mut state = self.lock();
+            let at = state.active.iter().position(|&v| v == loaded).expect("this load is listed");
+            state.active.swap_remove(at);
+            outcome?;
+            if state.queries.len() >= MAX_REGISTERED {
+                return Err(full());
+            }
+            let skipped = self.skipped.load(Ordering::SeqCst);
+            let version = state.latest.max(loaded).max(skipped);
+            if version == loaded {
+                break (state, version);
+            }
             // Commits came since the load. A commit whose hook has not run yet (it waits for
             // this lock) will refresh the query itself; the snapshot may already hold it.
-            let now = db.snapshot()?;
-            match caught_up(&state.recent, loaded, state.latest).filter(|_| skipped <= loaded) {
-                Some(touched) => {
-                    query.refresh(now.graph(), version, &touched)?;
-                    self.caught_up.fetch_add(1, Ordering::Relaxed);
-                }
-                None => {
-                    query.load(now.graph(), version)?;
-                    self.reloaded.fetch_add(1, Ordering::Relaxed);
-                }
+            let touched = caught_up(&state.recent, loaded, state.latest).filter(|t| skipped <= loaded && !t.all);
+            if let Some(touched) = touched {
+                query.refresh(db.snapshot()?.graph(), version, &touched)?;
+                self.caught_up.fetch_add(1, Ordering::Relaxed);
+                break (state, version);
             }
-        }
+            // A commit that was not kept, or that touched everything (one begun before the
+            // registry hooked in): load again outside the lock, twice at most, then inside.
+            if attempt < MAX_LOAD_ATTEMPTS {
+                drop(state);
+                continue;
+            }
+            query.load(db.snapshot()?.graph(), version)?;
+            self.reloaded.fetch_add(1, Ordering::Relaxed);
+            break (state, version);
+        };
         let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let rows = query.result();
         state.queries.insert(id, query);
@@ -867,12 +887,23 @@ impl Registry {
             return Vec::new();
         }
         let mut state = self.lock();
-        if keep {
-            let before = state.latest;
-            state.recent.push_back((before, version, touched.clone()));
-            if state.recent.len() > MAX_RECENT {
-                state.recent.pop_front();
+        match state.active.iter().min().copied() {
+            Some(oldest) if keep => {
+                let before = state.latest;
+                state.recent.push_back((before, version, touched.clone()));
+                // A load needs the commits after its snapshot only.
+                while state.recent.front().is_some_and(|&(_, v, _)| v <= oldest) {
+                    state.recent.pop_front();
+                }
+                if state.recent.len() > MAX_RECENT {
+                    // The two oldest become one: a registration that needs either gets both
+                    // (touched by a commit before its load is only more work, never wrong).
+                    let (from, _, first) = state.recent.pop_front().expect("more than one kept");
+                    let (_, to, second) = state.recent.pop_front().expect("more than one kept");
+                    state.recent.push_front((from, to, Touched::union([&first, &second])));
+                }
             }
+            _ => state.recent.clear(),
         }
         state.latest = state.latest.max(version);
         let queries = &mut state.queries;
