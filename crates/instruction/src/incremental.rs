@@ -61,7 +61,7 @@ struct Route {
 /// (a state, a reference; at the end of a term the term's property), or the links into it
 /// along one reference or matrix (a step backwards), or its entries of one collection (a
 /// step into them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Read {
     Slot(PropertyId),
     Links(PropertyId),
@@ -79,6 +79,18 @@ struct Pair {
     block: usize,
 }
 
+/// What the paths of a plan read, found once at registration.
+#[derive(Debug, Default)]
+struct ReadMap {
+    /// From nodes on a path back to its top variable.
+    routes: Vec<Route>,
+    /// Per top variable: what the first step of a path from it (or a term on it) reads of
+    /// its own node (pairs aside).
+    first: Vec<BTreeSet<Read>>,
+    /// Top variables joined by one matrix step, with a plan for both bound.
+    pairs: Vec<Pair>,
+}
+
 /// What to evaluate again after a commit: the matches binding one top variable (by its
 /// position in `MatchPlan::top`) to a node, or two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,17 +105,9 @@ enum Seed {
 pub struct Registered {
     plan: MatchPlan,
     params: HashMap<String, ParamValue>,
-    routes: Vec<Route>,
+    reads: ReadMap,
     /// Per top variable: the record type its nodes live in.
     var_records: Vec<NodeTypeId>,
-    /// Per top variable: the references and matrices a path from it follows backwards first.
-    var_links: Vec<BTreeSet<PropertyId>>,
-    /// Per top variable: the collections a path from it goes into first (pairs aside).
-    var_entries: Vec<BTreeSet<PropertyId>>,
-    /// Per top variable: the properties of its own record that it is read by.
-    var_slots: Vec<BTreeSet<PropertyId>>,
-    /// Top variables joined by one matrix step, with a plan for both bound.
-    pairs: Vec<Pair>,
     /// Record types whose touch makes the query run again whole.
     opaque: HashSet<NodeTypeId>,
     matches: HashMap<MatchKey, Vec<serde_json::Value>>,
@@ -170,11 +174,7 @@ impl Registered {
             schema,
             vars: &plan.vars,
             paired: &plan.paired,
-            routes: Vec::new(),
-            var_links: vec![BTreeSet::new(); plan.top.len()],
-            var_entries: vec![BTreeSet::new(); plan.top.len()],
-            var_slots: vec![BTreeSet::new(); plan.top.len()],
-            pairs: Vec::new(),
+            map: ReadMap { first: vec![BTreeSet::new(); plan.top.len()], ..ReadMap::default() },
             opaque: BTreeSet::new(),
             all: false,
         };
@@ -193,22 +193,14 @@ impl Registered {
             .map(|&v| schema.record_of(plan.vars[v].ty).expect("checked: variables bind nodes that store something"))
             .collect();
         let opaque = reads.opaque.iter().filter_map(|&t| schema.record_of(t)).collect();
-        let routes = reads.routes;
-        let var_links = reads.var_links;
-        let var_entries = reads.var_entries;
-        let var_slots = reads.var_slots;
-        let pairs = reads.pairs;
+        let reads = reads.map;
         Ok(Registered {
             by_var: vec![HashMap::new(); plan.top.len()],
             distinct: plan.distinct.then(HashMap::new),
             plan,
             params,
-            routes,
+            reads,
             var_records,
-            var_links,
-            var_entries,
-            var_slots,
-            pairs,
             opaque,
             matches: HashMap::new(),
             version: 0,
@@ -359,13 +351,13 @@ impl Registered {
         types: &mut RecordTypes,
     ) -> Result<Option<BTreeSet<Seed>>> {
         let mut seeds = BTreeSet::new();
-        let records = touched.records.iter().map(|&id| (id, None));
-        let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p))));
+        // `None`: created or deleted. The last: a matrix entry's target.
+        let records = touched.records.iter().map(|&id| (id, None, 0));
+        let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p)), 0));
         // Links into a record changed: only paths that go on backwards along them read that.
-        let links = touched.links.iter().map(|&(id, p)| (id, Some(Read::Links(p))));
-        let entries = touched.entries.iter().map(|&(id, p, _)| (id, Some(Read::Entries(p))));
-        // `None`: created or deleted.
-        for (id, read) in records.chain(slots).chain(links).chain(entries) {
+        let links = touched.links.iter().map(|&(id, p)| (id, Some(Read::Links(p)), 0));
+        let entries = touched.entries.iter().map(|&(id, p, target)| (id, Some(Read::Entries(p)), target));
+        for (id, read, target) in records.chain(slots).chain(links).chain(entries) {
             let Some(record) = types.of(graph, id)? else {
                 if read.is_none() {
                     // Deleted: it can only end the matches that bind it.
@@ -381,18 +373,20 @@ impl Registered {
                 return Ok(None);
             }
             for (top, &r) in self.var_records.iter().enumerate() {
-                let reads_it = match read {
-                    None => true, // created: a new node for the variable
-                    Some(Read::Slot(p)) => self.var_slots[top].contains(&p),
-                    Some(Read::Links(p)) => self.var_links[top].contains(&p),
-                    Some(Read::Entries(p)) => self.var_entries[top].contains(&p),
-                };
-                if r == record && reads_it {
+                // Created: a new node for the variable.
+                if r == record && read.is_none_or(|read| self.reads.first[top].contains(&read)) {
                     seeds.insert(Seed::One(top, id));
                 }
             }
+            if let Some(Read::Entries(p)) = read {
+                let pairs = self.reads.pairs.iter().filter(|pair| pair.property == p);
+                for pair in pairs.filter(|pair| self.var_records[pair.owner] == record) {
+                    assert_ne!(target, 0, "a matrix entry has a target");
+                    seeds.insert(Seed::Two((pair.owner, id), (pair.target, target), pair.block));
+                }
+            }
             // Created: every slot is new (its entries and the links into it come listed).
-            let routes = self.routes.iter().filter(|r| {
+            let routes = self.reads.routes.iter().filter(|r| {
                 r.record == record
                     && match read {
                         None => matches!(r.reads, Read::Slot(_)),
@@ -403,13 +397,6 @@ impl Registered {
                 m.walk(NodeRef { id, ty: route.ty }, &route.steps, &mut |n| {
                     seeds.insert(Seed::One(route.top, n.id));
                 })?;
-            }
-        }
-        for &(owner, p, target) in &touched.entries {
-            let Some(record) = types.of(graph, owner)? else { continue };
-            for pair in self.pairs.iter().filter(|pair| pair.property == p && self.var_records[pair.owner] == record) {
-                assert_ne!(target, 0, "a matrix entry has a target");
-                seeds.insert(Seed::Two((pair.owner, owner), (pair.target, target), pair.block));
             }
         }
         Ok(Some(seeds))
@@ -525,14 +512,7 @@ struct Reads<'s> {
     vars: &'s [PVar],
     /// The plans for pairs of variables bound first (`MatchPlan::paired`).
     paired: &'s [((usize, usize), Block)],
-    routes: Vec<Route>,
-    /// Per top variable: the links a path from it follows backwards first.
-    var_links: Vec<BTreeSet<PropertyId>>,
-    /// Per top variable: the collections a path from it goes into first.
-    var_entries: Vec<BTreeSet<PropertyId>>,
-    /// Per top variable: the properties of its own record a path from it reads first.
-    var_slots: Vec<BTreeSet<PropertyId>>,
-    pairs: Vec<Pair>,
+    map: ReadMap,
     opaque: BTreeSet<NodeTypeId>,
     /// Inside `exists`: every type read is opaque.
     all: bool,
@@ -563,11 +543,7 @@ impl Reads<'_> {
                     schema: self.schema,
                     vars: self.vars,
                     paired: self.paired,
-                    routes: Vec::new(),
-                    var_links: Vec::new(),
-                    var_entries: Vec::new(),
-                    var_slots: Vec::new(),
-                    pairs: Vec::new(),
+                    map: ReadMap::default(),
                     opaque: BTreeSet::new(),
                     all: true,
                 };
@@ -620,7 +596,7 @@ impl Reads<'_> {
         else {
             return false;
         };
-        self.pairs.push(Pair { property, owner, target, block });
+        self.map.pairs.push(Pair { property, owner, target, block });
         true
     }
 
@@ -659,20 +635,11 @@ impl Reads<'_> {
         if self.pair(var, steps, end, top) {
             return; // one matrix step between two top variables: nothing else on the path
         }
-        if let Some(p) = steps.first().and_then(backwards) {
-            self.var_links[position].insert(p);
-        }
-        if let Some(p) = steps.first().and_then(into_entries) {
-            self.var_entries[position].insert(p);
-        }
-        match steps.first() {
-            Some(first) => {
-                if let Some(p) = slot_read(first) {
-                    self.var_slots[position].insert(p);
-                }
-            }
-            None => self.var_slots[position].extend(term),
-        }
+        let first = match steps.first() {
+            Some(step) => step_read(step),
+            None => term.map(Read::Slot),
+        };
+        self.map.first[position].extend(first);
         for k in 1..=steps.len() {
             if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MStepKind::Repeat { .. })) {
                 return self.opaque_steps(&steps[r..]);
@@ -686,41 +653,29 @@ impl Reads<'_> {
                     Some(p) => Read::Slot(p),
                     None => continue,
                 },
-                Some(next) => match (backwards(next), into_entries(next), slot_read(next)) {
-                    (Some(p), _, _) => Read::Links(p),
-                    (None, Some(p), _) => Read::Entries(p),
-                    (None, None, Some(p)) => Read::Slot(p),
+                Some(next) => match step_read(next) {
+                    Some(read) => read,
                     // A group step reads nothing (the step after it reads the same record);
                     // the parent of a node is fixed for its life.
-                    (None, None, None) => continue,
+                    None => continue,
                 },
             };
             let back = reverse(&steps[..k]).into_iter().map(unkeyed).collect();
-            self.routes.push(Route { record, ty, top: position, steps: back, reads });
+            self.map.routes.push(Route { record, ty, top: position, steps: back, reads });
         }
     }
 }
 
-/// The property of its node's record a step reads.
-fn slot_read(s: &MStep) -> Option<PropertyId> {
+/// What a step reads of the node it leaves: a property of its record (a state, a
+/// reference), its entries of a collection, or the links into it along a reference or
+/// matrix (a step backwards). `None`: nothing that can change (a group, a parent).
+fn step_read(s: &MStep) -> Option<Read> {
     match s.kind {
-        MStepKind::State(p, _) | MStepKind::Reference(p) => Some(p),
-        _ => None,
-    }
-}
-
-/// The collection whose entries of its node a step reads.
-fn into_entries(s: &MStep) -> Option<PropertyId> {
-    match s.kind {
-        MStepKind::Entries(p) | MStepKind::EntryKey(p, _) | MStepKind::EntryOf(p, _) | MStepKind::Targets(p) => Some(p),
-        _ => None,
-    }
-}
-
-/// The reference or matrix a step follows backwards (reading the links into its node).
-fn backwards(s: &MStep) -> Option<PropertyId> {
-    match s.kind {
-        MStepKind::Referrers(p) | MStepKind::Owners(p) => Some(p),
+        MStepKind::State(p, _) | MStepKind::Reference(p) => Some(Read::Slot(p)),
+        MStepKind::Entries(p) | MStepKind::EntryKey(p, _) | MStepKind::EntryOf(p, _) | MStepKind::Targets(p) => {
+            Some(Read::Entries(p))
+        }
+        MStepKind::Referrers(p) | MStepKind::Owners(p) => Some(Read::Links(p)),
         _ => None,
     }
 }
