@@ -181,7 +181,7 @@ impl Touched {
         out
     }
 
-    /// The longest of the lists (bounded by [`MAX_TOUCHED`]).
+    /// The length of the longest list.
     fn longest(&self) -> usize {
         self.records.len().max(self.slots.len()).max(self.entries.len()).max(self.links.len())
     }
