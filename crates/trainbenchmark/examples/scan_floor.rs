@@ -20,7 +20,7 @@
 
 use std::time::{Duration, Instant};
 
-use espalier_data::NodeRef;
+use espalier_data::{NodeRef, NodeView};
 use espalier_trainbenchmark::load::{state, Railway};
 use espalier_trainbenchmark::{create, generate, Query, Scenario};
 use espalier_transaction::{DatabaseOptions, Durability};
@@ -75,40 +75,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let regions: Vec<NodeRef> =
         g.entries(NodeRef::ROOT, r.regions)?.map(|e| e.map(|(_, n)| n)).collect::<Result<_, _>>()?;
 
-    let (scan, rows) = time(|| {
-        let mut rows = 0u64;
+    // How many track elements `counts` says yes to, visiting them with one prefix scan per region.
+    let count = |counts: &mut dyn FnMut(NodeView<'_>) -> Result<bool, Box<dyn std::error::Error>>| {
+        let mut n = 0u64;
         for &region in &regions {
             for e in g.entry_views(region, r.elements)? {
-                e?;
-                rows += 1;
-            }
-        }
-        Ok(rows)
-    })?;
-    let (kind, segments) = time(|| {
-        let mut segments = 0u64;
-        for &region in &regions {
-            for e in g.entry_views(region, r.elements)? {
-                let (_, view) = e?;
-                if view.state(r.kind)?.0 == segment_state {
-                    segments += 1;
+                if counts(e?.1)? {
+                    n += 1;
                 }
             }
         }
-        Ok(segments)
-    })?;
+        Ok::<u64, Box<dyn std::error::Error>>(n)
+    };
+    let (scan, rows) = time(|| count(&mut |_| Ok(true)))?;
+    let (kind, segments) = time(|| count(&mut |view| Ok(view.state(r.kind)?.0 == segment_state)))?;
     let (length, by_hand) = time(|| {
-        let mut found = 0u64;
-        for &region in &regions {
-            for e in g.entry_views(region, r.elements)? {
-                let (_, view) = e?;
-                let (index, node) = view.state(r.kind)?;
-                if index == segment_state && g.number(node, r.length)? <= 0 {
-                    found += 1;
-                }
-            }
-        }
-        Ok(found)
+        count(&mut |view| {
+            let (index, node) = view.state(r.kind)?;
+            Ok(index == segment_state && g.number(node, r.length)? <= 0)
+        })
     })?;
     let mut pos_length = conn.prepare("SELECT id FROM Segment WHERE length <= 0")?;
     let (sqlite, sqlite_found) = time(|| {
@@ -117,14 +102,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
     assert_eq!(by_hand, sqlite_found, "PosLength by hand and SQLite disagree");
     let mut switches = Vec::new();
-    for &region in &regions {
-        for e in g.entry_views(region, r.elements)? {
-            let (_, view) = e?;
-            if view.state(r.kind)?.0 != segment_state {
-                switches.push(view.node);
-            }
+    count(&mut |view| {
+        if view.state(r.kind)?.0 != segment_state {
+            switches.push(view.node);
         }
-    }
+        Ok(false)
+    })?;
     let (by_id, read) = time(|| {
         let mut read = 0u64;
         for &switch in &switches {
