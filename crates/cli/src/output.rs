@@ -15,7 +15,6 @@ pub enum Format {
     Json,
 }
 
-/// The text printed for a reply (ends with a line break).
 /// Prints a benchmark report on standard output: pretty JSON with `--json`, else Markdown.
 pub fn print_report<J: serde::Serialize>(
     json: bool,
@@ -31,6 +30,7 @@ pub fn print_report<J: serde::Serialize>(
     Ok(())
 }
 
+/// The text printed for a reply (ends with a line break).
 pub fn render_reply(reply: &Reply, format: Format) -> String {
     match format {
         Format::Json => {
