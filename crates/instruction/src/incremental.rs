@@ -304,18 +304,15 @@ impl Registered {
                 Seed::Two(a, b, block) => (vec![a, b], &plan.paired[block].1),
             };
             let mut bound = Vec::with_capacity(ends.len());
-            for (top, id) in ends {
+            for &(top, id) in &ends {
                 if types.of(graph, id)? != Some(self.var_records[top]) {
                     break;
                 }
                 let var = plan.top[top];
                 bound.push((var, NodeRef { id, ty: plan.vars[var].ty }));
             }
-            let alive = bound.len()
-                == match seed {
-                    Seed::One(..) => 1,
-                    Seed::Two(..) => 2,
-                };
+            // Every node of the seed still exists as its variable's type.
+            let alive = bound.len() == ends.len();
             let found = if alive { collect(&m, block, &bound)? } else { Vec::new() };
             updates.push((seed, found));
         }
@@ -625,7 +622,7 @@ impl Reads<'_> {
             Anchor::Var(v) => v,
             // Down steps only: the node at the end is there exactly while it exists, and its
             // own variable covers that. With links, a route would lead back to the root.
-            Anchor::Root if !self.all && steps.iter().all(is_down) => return,
+            Anchor::Root if !self.all && steps.iter().all(MStep::goes_down) => return,
             Anchor::Root => return self.opaque_steps(steps),
         };
         let Some(position) = top(var).filter(|_| !self.all) else {
@@ -678,10 +675,6 @@ fn step_read(s: &MStep) -> Option<Read> {
         MStepKind::Referrers(p) | MStepKind::Owners(p) => Some(Read::Links(p)),
         _ => None,
     }
-}
-
-fn is_down(s: &MStep) -> bool {
-    matches!(s.kind, MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..))
 }
 
 /// A step that needs no variable bound: an entry keyed by a variable becomes any entry (a

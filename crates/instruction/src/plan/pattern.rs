@@ -138,6 +138,18 @@ pub struct MStep {
     pub to: NodeTypeId,
 }
 
+impl MStep {
+    /// Whether the step goes down the tree (entries, a keyed entry, a group, a state): a
+    /// path of such steps reaches a node exactly when walking it backwards, one parent per
+    /// step, gets back, and the node sits there for its whole life.
+    pub fn goes_down(&self) -> bool {
+        matches!(
+            self.kind,
+            MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..)
+        )
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum MStepKind {
     Group(PropertyId),
@@ -1103,7 +1115,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         continue; // a node of this type can only sit at the end of this path
                     }
                     *rows *= 0.5;
-                    let check = if e.from == Anchor::Root && all_down(&e.steps) {
+                    let check = if e.from == Anchor::Root && e.steps.iter().all(MStep::goes_down) {
                         // Up from the node: one parent read per step, not a scan from the root.
                         self.reach(Anchor::Var(e.to), reverse(&e.steps), Some(Anchor::Root))
                     } else {
@@ -1379,14 +1391,6 @@ pub fn reverse(steps: &[MStep]) -> Vec<MStep> {
 /// final type is at the end of such a path, so checking it is needless.
 fn implied_by_type(steps: &[MStep]) -> bool {
     steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_)))
-}
-
-/// True when every step goes down the tree (entries, keyed entries, groups, states): the path
-/// reaches a node exactly when walking it backwards, one parent per step, gets back.
-fn all_down(steps: &[MStep]) -> bool {
-    steps.iter().all(|s| {
-        matches!(s.kind, MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..))
-    })
 }
 
 fn fanout(s: &MStep, schema: &Schema) -> f64 {
