@@ -412,7 +412,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         }
         self.bump_count(owner, property, 1)?;
         self.touch_entry(owner.id, property, target_id);
-        if self.schema.aggregates_over(Over::Collection(property)).next().is_some() {
+        if self.schema.is_aggregated(Over::Collection(property)) {
             let rec = self.load(id)?;
             self.member(owner.id, Over::Collection(property), &rec, true)?;
         }
@@ -439,7 +439,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         };
         let entry_key = self.graph().entry_key(entry)?;
         let owner_path = self.path(owner)?;
-        let aggregated = self.schema.aggregates_over(Over::Collection(property)).next().is_some();
+        let aggregated = self.schema.is_aggregated(Over::Collection(property));
         let rec = if aggregated { Some(self.load(entry.id)?) } else { None };
         self.delete_subtree(entry, entry.id)?;
         self.bump_count(owner, property, -1)?;
@@ -561,7 +561,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                         self.txn.delete(Table::Links, &keys::link(target, id, p))?;
                         self.touch_link(target, p);
                         // A target inside the subtree being deleted may be gone already.
-                        let aggregated = self.schema.aggregates_over(Over::Referrers(p)).next().is_some();
+                        let aggregated = self.schema.is_aggregated(Over::Referrers(p));
                         if aggregated && self.graph().exists(target)? {
                             self.member(target, Over::Referrers(p), rec, false)?;
                         }

@@ -240,8 +240,7 @@ const REGISTERED: [&str; 5] = [
     "collection match o in . 'Orders' where o ? 'Status' * 'Closed' number : 'Weight' > 0 select 'o' -> o",
 ];
 
-fn sorted(rows: Vec<String>) -> Vec<String> {
-    let mut rows = rows;
+fn sorted(mut rows: Vec<String>) -> Vec<String> {
     rows.sort();
     rows
 }

@@ -345,6 +345,12 @@ impl Schema {
         })
     }
 
+    /// Whether any derived aggregate goes over `over` (its members' joins and leaves must
+    /// move it).
+    pub fn is_aggregated(&self, over: Over) -> bool {
+        self.aggregates_over(over).next().is_some()
+    }
+
     /// The indexes (number in `indexes`, declaration) whose value is `property`.
     pub fn indexes_of_property(&self, property: PropertyId) -> impl Iterator<Item = (u32, &IndexDecl)> {
         self.indexes.iter().enumerate().filter(move |(_, i)| i.property == property).map(|(n, i)| (n as u32, i))

@@ -179,15 +179,20 @@ impl Database {
         Ok(Snapshot { txn: self.store.read()?, schema: &self.schema })
     }
 
+    fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn CommitHook>>> {
+        // Only pushes happen under the lock: a panic cannot leave the list half-changed.
+        self.hooks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Adds a hook every later commit calls (see [`CommitHook`]).
     pub fn add_commit_hook(&self, hook: Arc<dyn CommitHook>) {
-        self.hooks.lock().unwrap_or_else(|p| p.into_inner()).push(hook);
+        self.hooks().push(hook);
     }
 
     /// Runs the commit hooks on a commit's change sets (one per request, `None` for a request
     /// rolled back), and frees what the requests touched (nothing else reads it).
     fn run_hooks(&self, results: &mut [Option<Arc<ChangeSet>>]) {
-        let hooks: Vec<Arc<dyn CommitHook>> = self.hooks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let hooks: Vec<Arc<dyn CommitHook>> = self.hooks().clone();
         let touched = if hooks.is_empty() {
             Touched::default()
         } else {
@@ -261,7 +266,7 @@ impl Database {
             let mut g = WriteGraph::new(&self.schema, &mut txn).map_err(|e| BatchError::Other(e.to_string()))?;
             // Only commit hooks read what requests touched: without any, writes skip recording
             // it (a hook added meanwhile is told the batch touched everything).
-            g.track_touched(!self.hooks.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
+            g.track_touched(!self.hooks().is_empty());
             for job in batch.iter_mut() {
                 // A lone request needs no savepoint: on failure the whole transaction is dropped.
                 let sp = if single { None } else { Some(g.savepoint()) };

@@ -193,7 +193,7 @@ pub(crate) fn run_match(
 ) -> std::result::Result<QueryResult, InstructionError> {
     let exec = Exec::new(graph, plan, b)?;
     let mut acc = Accumulator::new(plan);
-    let env: Vec<Cell<Option<Slot<'_>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
+    let env = unbound(plan);
     exec.block(&plan.block.ops, &env, &mut |ex, env| {
         acc.add(ex, env)?;
         Ok(Flow::Go)
@@ -203,6 +203,11 @@ pub(crate) fn run_match(
         return Ok(explain(&exec, graph, &result));
     }
     Ok(result)
+}
+
+/// Bindings with no variable bound yet.
+fn unbound<'g>(plan: &MatchPlan) -> Vec<Cell<Option<Slot<'g>>>> {
+    (0..plan.vars.len()).map(|_| Cell::new(None)).collect()
 }
 
 /// A match of a registered query: its top variables' nodes (in `plan.top` order) and its row.
@@ -227,7 +232,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
         found: &mut dyn FnMut(Found) -> Result<()>,
     ) -> Result<()> {
         let plan = self.exec.plan;
-        let env: Vec<Cell<Option<Slot<'g>>>> = (0..plan.vars.len()).map(|_| Cell::new(None)).collect();
+        let env = unbound(plan);
         for &(var, node) in seeds {
             assert_eq!(node.ty, plan.vars[var].ty, "a seed has its variable's type");
             env[var].set(Some(Slot { node, view: None, linked: false }));
@@ -244,7 +249,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
 
     /// Every node the steps reach from `start` (each once).
     pub(crate) fn walk(&self, start: NodeRef, steps: &[MStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
-        let env: Vec<Cell<Option<Slot<'g>>>> = (0..self.exec.plan.vars.len()).map(|_| Cell::new(None)).collect();
+        let env = unbound(self.exec.plan);
         let mut seen = HashSet::new();
         self.exec.walk(Cur::bare(start, false), steps, &env, &mut |c| {
             if seen.insert(c.node) {
