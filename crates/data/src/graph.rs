@@ -41,6 +41,11 @@ pub struct NodeView<'a> {
 }
 
 impl<'a> NodeView<'a> {
+    /// A view of `record`, which must be `node`'s (or its host's, for a group).
+    pub(crate) fn new(schema: &'a Schema, node: NodeRef, record: &'a [u8]) -> NodeView<'a> {
+        NodeView { schema, node, record }
+    }
+
     fn slot(&self, property: PropertyId, extra: usize) -> Result<u64> {
         debug_assert_eq!(self.schema.property(property).owner, self.node.ty, "property of another node type");
         record::read_u64(self.record, record::slot(self.schema, property) + extra)
@@ -288,12 +293,20 @@ impl<'a> Graph<'a> {
             return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
         }
         let owner_ty = self.schema.property(property).owner;
-        // An entry's locator names its owner: one descent instead of two (locator, then record).
-        if let Some((owner, _)) = self.entry_locator(node.id)? {
-            return Ok(Some(NodeRef { id: owner, ty: owner_ty }));
-        }
-        let h = self.header(node.id)?;
-        Ok(Some(NodeRef { id: h.parent, ty: owner_ty }))
+        // One descent in `nodes`: an entry's locator names its owner, any other record's
+        // header its parent.
+        let Some(value) = self.txn.get(Table::Nodes, &keys::node(node.id))? else {
+            return Err(DataError::Corrupt(format!("record {} is referenced but missing", node.id)));
+        };
+        let parent = match record::as_locator(value) {
+            Some(entries_key) => {
+                u64_be(entries_key).ok_or_else(|| DataError::Corrupt(format!("short locator of record {}", node.id)))?
+            }
+            None => record::header(value)?.parent,
+        };
+        #[cfg(debug_assertions)]
+        assert_eq!(self.header(node.id)?.parent, parent, "locator and record of {} disagree on the parent", node.id);
+        Ok(Some(NodeRef { id: parent, ty: owner_ty }))
     }
 
     /// [`Graph::entry_locator`] for a node known to be an entry: its owner and key bytes.

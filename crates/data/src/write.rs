@@ -6,11 +6,11 @@ mod derive;
 
 use std::collections::BTreeSet;
 
-use espalier_schema::{NodeTypeId, Over, PropertyId, PropertyKind, Schema, StateIndex, Storage};
+use espalier_schema::{NodeTypeId, Over, ParentLink, PropertyId, PropertyKind, Schema, StateIndex, Storage};
 use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
 
-use crate::change::{Change, ChangeSet, Touched, MAX_TOUCHED};
-use crate::graph::{EntryKey, Graph};
+use crate::change::{Change, ChangeSet, PathStep, Touched, MAX_TOUCHED};
+use crate::graph::{EntryKey, Graph, NodeView};
 use crate::index::{self, IndexValue, OwnedValue};
 use crate::keys::{self, meta, MAX_KEY_BYTES};
 use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
@@ -23,6 +23,10 @@ const MAX_DEPTH: usize = 1024;
 /// check goes over every unique index whole (bounds memory on a bulk load).
 const MAX_UNIQUE_PENDING: usize = 4096;
 
+/// Paths a batch keeps for its change sets (see `WriteGraph::paths`): an update names the same
+/// few nodes (an entry, the states below it) in several changes.
+const PATHS_KEPT: usize = 8;
+
 pub struct WriteGraph<'a, 's> {
     pub schema: &'a Schema,
     txn: &'a mut WriteTxn<'s>,
@@ -33,6 +37,9 @@ pub struct WriteGraph<'a, 's> {
     /// its entry by key, then reads, writes and names it, and this spares each of those the
     /// Nodes locator. Checked against the row's id on use, so a stale hint is only a miss.
     located: Option<(NodeId, Vec<u8>)>,
+    /// The last paths named in changes, oldest first. A record's path never changes while
+    /// it exists and ids are never reused, so an entry is never stale.
+    paths: Vec<(NodeRef, crate::NodePath)>,
     /// Unique-index values (index, encoded value) written by the current request. They are
     /// checked when it ends ([`WriteGraph::check_unique`]), not when written: a new entry holds
     /// its default until the instruction sets its value, so two can share it for a moment.
@@ -73,6 +80,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             next_string,
             changes: Vec::new(),
             located: None,
+            paths: Vec::with_capacity(PATHS_KEPT),
             unique_pending: BTreeSet::new(),
             unique_overflow: false,
             touched: Some(Touched::default()),
@@ -220,10 +228,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Entry records are stored in their Entries row (see [`record::LOCATOR_TAG`]).
     fn is_entry_type(&self, ty: NodeTypeId) -> bool {
-        matches!(
-            self.schema.node_type(ty).parent,
-            espalier_schema::ParentLink::DictionaryEntry { .. } | espalier_schema::ParentLink::MatrixEntry { .. }
-        )
+        matches!(self.schema.node_type(ty).parent, ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. })
     }
 
     /// The Entries key of an entry record, from its own header and key.
@@ -276,6 +281,15 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(self.record_by_id(id)?.to_vec())
     }
 
+    /// The record of `node` as a view, through the remembered location when it is that
+    /// entry's (where `self.graph().view` would go through the Nodes locator).
+    pub fn view(&self, node: NodeRef) -> Result<NodeView<'_>> {
+        if node.id == 0 {
+            return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
+        }
+        Ok(NodeView::new(self.schema, node, self.record_by_id(node.id)?))
+    }
+
     /// Writes record `id` whose slot of `property` changed.
     fn store(&mut self, id: NodeId, property: PropertyId, rec: &[u8]) -> Result<()> {
         self.touch_slot(id, property);
@@ -294,11 +308,41 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(())
     }
 
-    fn path(&self, node: NodeRef) -> Result<crate::NodePath> {
+    /// The path of `node` for a change. A state's path is its owner's (kept, most often)
+    /// and one step, so naming the states of one update does not walk to the root each time.
+    fn path(&mut self, node: NodeRef) -> Result<crate::NodePath> {
+        self.path_at(node, 0)
+    }
+
+    fn path_at(&mut self, node: NodeRef, depth: usize) -> Result<crate::NodePath> {
         if node.id == 0 {
             return self.graph().path(node);
         }
-        self.graph().path_from(node, self.record_by_id(node.id)?)
+        if let Some((_, path)) = self.paths.iter().rev().find(|(n, _)| *n == node) {
+            return Ok(path.clone());
+        }
+        if depth >= MAX_DEPTH {
+            return Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)));
+        }
+        let path = match self.schema.node_type(node.ty).parent {
+            ParentLink::State { property, state } => {
+                let parent = record::header(self.record_by_id(node.id)?)?.parent;
+                let owner = NodeRef { id: parent, ty: self.schema.property(property).owner };
+                let mut path = self.path_at(owner, depth + 1)?;
+                path.0.push(PathStep::State {
+                    stategroup: self.schema.property(property).name.clone(),
+                    state: self.graph().state_name(property, state).to_string(),
+                });
+                path
+            }
+            _ => self.graph().path_from(node, self.record_by_id(node.id)?)?,
+        };
+        debug_assert_eq!(path, self.graph().path(node)?, "kept path of record {} differs", node.id);
+        if self.paths.len() == PATHS_KEPT {
+            self.paths.remove(0);
+        }
+        self.paths.push((node, path.clone()));
+        Ok(path)
     }
 
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
@@ -458,7 +502,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// Switches a stategroup to `state` with a default node; fails if it is in that state
     /// already or if anything refers into the node of the state it leaves.
     pub fn switch_state(&mut self, node: NodeRef, property: PropertyId, state: StateIndex) -> Result<NodeRef> {
-        let (current, current_node) = self.graph().state(node, property)?;
+        let (current, current_node) = self.view(node)?.state(property)?;
         let g = self.graph();
         let name = |i| g.state_name(property, i).to_string();
         if current == state {
@@ -483,8 +527,9 @@ impl<'a, 's> WriteGraph<'a, 's> {
         record::write_u64(&mut rec, at + 8, child)?;
         self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::State(current), IndexValue::State(state))?;
+        let path = self.path(node)?;
         self.changes.push(Change::StateSwitched {
-            node: self.path(node)?,
+            node: path,
             stategroup: self.schema.property(property).name.clone(),
             old: old_name,
             new: new_name,
@@ -526,14 +571,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
             }
         }
         let rec = self.load(node.id)?;
-        if let espalier_schema::ParentLink::DictionaryEntry { property }
-        | espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent
+        if let ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } =
+            self.schema.node_type(node.ty).parent
         {
             // Before the slots are released: a text's bytes are still in the strings table.
             self.index_remove(property, node.id, &rec)?;
         }
         self.release_slots(&rec, node.id, node.ty, boundary)?;
-        if let espalier_schema::ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
+        if let ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
             let target = self.graph().matrix_target(node)?;
             self.txn.delete(Table::Links, &keys::link(target, node.id, property))?;
             self.touch_link(target, property);
@@ -736,17 +781,21 @@ impl<'a, 's> WriteGraph<'a, 's> {
         if node.id == 0 {
             return Ok(None);
         }
-        let g = self.graph();
-        for &p in &self.schema.node_type(node.ty).properties {
+        self.unset_reference_in(self.view(node)?)
+    }
+
+    /// [`WriteGraph::unset_reference`] in a record already read (a group shares it).
+    fn unset_reference_in(&self, view: NodeView<'_>) -> Result<Option<(NodeRef, PropertyId)>> {
+        for &p in &self.schema.node_type(view.node.ty).properties {
             match &self.schema.property(p).kind {
-                PropertyKind::Reference { .. } if g.reference(node, p)? == 0 => return Ok(Some((node, p))),
+                PropertyKind::Reference { .. } if view.reference(p)? == 0 => return Ok(Some((view.node, p))),
                 PropertyKind::Group { .. } => {
-                    if let Some(found) = self.unset_reference(g.group(node, p))? {
+                    if let Some(found) = self.unset_reference_in(view.group(p))? {
                         return Ok(Some(found));
                     }
                 }
                 PropertyKind::StateGroup { .. } => {
-                    let (_, state) = g.state(node, p)?;
+                    let (_, state) = view.state(p)?;
                     if let Some(found) = self.unset_reference(state)? {
                         return Ok(Some(found));
                     }

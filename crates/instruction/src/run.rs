@@ -659,7 +659,7 @@ fn choose_state(
     init: bool,
     b: &mut Bindings<'_, '_>,
 ) -> Result<(), InstructionError> {
-    let (current, child) = g.graph().state(node, p)?;
+    let (current, child) = g.view(node)?.state(p)?;
     let child = if init && current == index { child } else { g.switch_state(node, p, index)? };
     apply(g, child, items, true, b)?;
     g.require_references(child)?;

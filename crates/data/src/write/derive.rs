@@ -135,8 +135,9 @@ impl WriteGraph<'_, '_> {
         self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::State(old), IndexValue::State(new))?;
         let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
+        let path = self.path(node)?;
         self.changes.push(Change::StateSwitched {
-            node: self.path(node)?,
+            node: path,
             stategroup: self.schema.property(d).name.clone(),
             old: states[old as usize].name.clone(),
             new: states[new as usize].name.clone(),
