@@ -94,6 +94,17 @@ pub(crate) fn entries_key(schema: &Schema, rec: &[u8]) -> Result<Vec<u8>> {
     Ok(keys::entry(h.parent, h.parent_property, record::key(schema, rec)?))
 }
 
+/// The owner and key bytes in the `nodes` row `value` of record `id`, if it is a locator.
+fn locator_parts(id: NodeId, value: &[u8]) -> Result<Option<(NodeId, &[u8])>> {
+    let Some(entries_key) = record::as_locator(value) else {
+        return Ok(None);
+    };
+    let short = || DataError::Corrupt(format!("short locator of record {id}"));
+    let owner = u64_be(entries_key).ok_or_else(short)?;
+    let raw = entries_key.get(12..).ok_or_else(short)?;
+    Ok(Some((owner, raw)))
+}
+
 /// Read access to the graph in one snapshot (or in the write transaction).
 #[derive(Clone, Copy)]
 pub struct Graph<'a> {
@@ -295,18 +306,21 @@ impl<'a> Graph<'a> {
         let owner_ty = self.schema.property(property).owner;
         // One descent in `nodes`: an entry's locator names its owner, any other record's
         // header its parent.
-        let Some(value) = self.txn.get(Table::Nodes, &keys::node(node.id))? else {
-            return Err(DataError::Corrupt(format!("record {} is referenced but missing", node.id)));
-        };
-        let parent = match record::as_locator(value) {
-            Some(entries_key) => {
-                u64_be(entries_key).ok_or_else(|| DataError::Corrupt(format!("short locator of record {}", node.id)))?
-            }
+        let value = self.nodes_row(node.id)?;
+        let parent = match locator_parts(node.id, value)? {
+            Some((owner, _)) => owner,
             None => record::header(value)?.parent,
         };
         #[cfg(debug_assertions)]
         assert_eq!(self.header(node.id)?.parent, parent, "locator and record of {} disagree on the parent", node.id);
         Ok(Some(NodeRef { id: parent, ty: owner_ty }))
+    }
+
+    /// The `nodes` row of record `id`: the record itself, or an entry's locator.
+    fn nodes_row(&self, id: NodeId) -> Result<&'a [u8]> {
+        self.txn
+            .get(Table::Nodes, &keys::node(id))?
+            .ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
     }
 
     /// [`Graph::entry_locator`] for a node known to be an entry: its owner and key bytes.
@@ -318,14 +332,9 @@ impl<'a> Graph<'a> {
     /// `nodes` (which holds the entry's `entries` key: owner, property, key) without reading
     /// the record. `None` for a record stored in `nodes` itself (the root, states).
     fn entry_locator(&self, id: NodeId) -> Result<Option<(NodeId, &'a [u8])>> {
-        let Some(value) = self.txn.get(Table::Nodes, &keys::node(id))? else {
-            return Err(DataError::Corrupt(format!("record {id} is referenced but missing")));
-        };
-        let Some(entries_key) = record::as_locator(value) else {
+        let Some((owner, raw)) = locator_parts(id, self.nodes_row(id)?)? else {
             return Ok(None);
         };
-        let owner = u64_be(entries_key).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
-        let raw = entries_key.get(12..).ok_or_else(|| DataError::Corrupt(format!("short locator of record {id}")))?;
         // Debug builds (every test) check the shortcut against the record it stands for.
         #[cfg(debug_assertions)]
         {
@@ -376,6 +385,14 @@ impl<'a> Graph<'a> {
     }
 
     /// [`Graph::path`] given the record that holds `node` (already read by the caller).
+    /// The step a path takes into state `state` of stategroup `property`.
+    pub(crate) fn state_step(&self, property: PropertyId, state: StateIndex) -> PathStep {
+        PathStep::State {
+            stategroup: self.schema.property(property).name.clone(),
+            state: self.state_name(property, state).to_string(),
+        }
+    }
+
     pub fn path_from(&self, node: NodeRef, record: &'a [u8]) -> Result<NodePath> {
         self.path_known(node, Some(record))
     }
@@ -416,10 +433,7 @@ impl<'a> Graph<'a> {
                     at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                     continue;
                 }
-                ParentLink::State { property, state } => PathStep::State {
-                    stategroup: self.schema.property(property).name.clone(),
-                    state: self.state_name(property, state).to_string(),
-                },
+                ParentLink::State { property, state } => self.state_step(property, state),
             };
             steps.push(step);
             at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use espalier_schema::{NodeTypeId, Over, ParentLink, PropertyId, PropertyKind, Schema, StateIndex, Storage};
 use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
 
-use crate::change::{Change, ChangeSet, PathStep, Touched, MAX_TOUCHED};
+use crate::change::{Change, ChangeSet, Touched, MAX_TOUCHED};
 use crate::graph::{EntryKey, Graph, NodeView};
 use crate::index::{self, IndexValue, OwnedValue};
 use crate::keys::{self, meta, MAX_KEY_BYTES};
@@ -329,10 +329,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 let parent = record::header(self.record_by_id(node.id)?)?.parent;
                 let owner = NodeRef { id: parent, ty: self.schema.property(property).owner };
                 let mut path = self.path_at(owner, depth + 1)?;
-                path.0.push(PathStep::State {
-                    stategroup: self.schema.property(property).name.clone(),
-                    state: self.graph().state_name(property, state).to_string(),
-                });
+                path.0.push(self.graph().state_step(property, state));
                 path
             }
             _ => self.graph().path_from(node, self.record_by_id(node.id)?)?,
