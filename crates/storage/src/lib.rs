@@ -8,6 +8,10 @@
 mod store;
 mod undo;
 
+/// The new storage engine's structures (`docs/storage.md`); nothing uses them yet.
+pub mod key_index;
+pub mod table;
+
 pub use store::{Durability, Prefix, ReadTxn, Reader, Savepoint, Scan, Store, StoreOptions, WriteTxn};
 
 /// The tables of a database. Each is its own LMDB B+tree.

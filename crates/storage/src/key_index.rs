@@ -1,0 +1,797 @@
+//! The ordered key index of a collection: (owner row, key bytes) → entry row, as a persistent
+//! copy-on-write B+tree (`docs/storage.md`, "Keys and indexes").
+//!
+//! - Order: by owner row, then key bytes lexicographically (a text key is its UTF-8 bytes, a
+//!   matrix key its target row big-endian, so byte order is key order).
+//! - Nodes hold about [`NODE_BYTES`] of entries, keys inline: a leaf is three arrays (owners,
+//!   key ends, rows) and one key heap, so a lookup binary-searches one contiguous node per
+//!   level. Inner nodes keep the number of entries under each child, so counts of an owner's
+//!   entries or of a prefix take one descent each ([`KeyIndex::count`]).
+//! - Writes copy the path from the root to the leaf they change if a published version still
+//!   shares it (`Arc::make_mut`), so a published [`KeyIndex`] never changes; publishing is
+//!   handing out an `Arc` of the root ([`KeyIndexWriter::publish`]).
+//! - Removal merges a node into a neighbour when both fit in one node, and lifts the root's
+//!   only child, so the tree stays shallow; there is no redistribution between siblings (an
+//!   underfull node that cannot merge stays as it is).
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+/// Bytes of entries a node holds before it splits.
+#[cfg(not(test))]
+pub const NODE_BYTES: usize = 4096;
+/// Small nodes in tests, so that a few hundred entries make trees several levels deep.
+#[cfg(test)]
+pub const NODE_BYTES: usize = 256;
+/// Longest key the index accepts.
+pub const MAX_KEY_LEN: usize = 4096;
+
+/// A key longer than [`MAX_KEY_LEN`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a key of {len} bytes is longer than the limit of {MAX_KEY_LEN} bytes")]
+pub struct KeyTooLong {
+    pub len: usize,
+}
+
+/// Bytes an entry costs in a leaf besides its key: owner, key end, row.
+const LEAF_ENTRY: usize = 12;
+/// Bytes a child costs in an inner node besides its separator: owner and key end of the
+/// separator, the child reference and its entry count.
+const INNER_ENTRY: usize = 24;
+
+#[inline]
+fn cmp_key(a_owner: u32, a: &[u8], b_owner: u32, b: &[u8]) -> Ordering {
+    a_owner.cmp(&b_owner).then_with(|| a.cmp(b))
+}
+
+/// A sorted run of (owner, key) pairs with the keys in one heap.
+#[derive(Clone, Default)]
+struct Keys {
+    owners: Vec<u32>,
+    /// `ends[i]` is where key `i` ends in `heap` (it starts where key `i - 1` ends).
+    ends: Vec<u32>,
+    heap: Vec<u8>,
+}
+
+impl Keys {
+    fn len(&self) -> usize {
+        self.owners.len()
+    }
+
+    #[inline]
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.heap[start..self.ends[i] as usize]
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> (u32, &[u8]) {
+        (self.owners[i], self.key(i))
+    }
+
+    /// The number of keys for which `before` holds (it must hold for a prefix of them).
+    #[inline]
+    fn partition(&self, mut before: impl FnMut(u32, &[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (o, k) = self.get(mid);
+            if before(o, k) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn insert(&mut self, i: usize, owner: u32, key: &[u8]) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.heap.splice(start..start, key.iter().copied());
+        for e in &mut self.ends[i..] {
+            *e += key.len() as u32;
+        }
+        self.owners.insert(i, owner);
+        self.ends.insert(i, (start + key.len()) as u32);
+    }
+
+    fn remove(&mut self, i: usize) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        let end = self.ends[i] as usize;
+        self.heap.drain(start..end);
+        self.owners.remove(i);
+        self.ends.remove(i);
+        for e in &mut self.ends[i..] {
+            *e -= (end - start) as u32;
+        }
+    }
+
+    fn push(&mut self, owner: u32, key: &[u8]) {
+        self.heap.extend_from_slice(key);
+        self.owners.push(owner);
+        self.ends.push(self.heap.len() as u32);
+    }
+
+    /// Moves keys `at..` into a new run.
+    fn split_off(&mut self, at: usize) -> Keys {
+        let start = if at == 0 { 0 } else { self.ends[at - 1] as usize };
+        let heap = self.heap.split_off(start);
+        let owners = self.owners.split_off(at);
+        let ends = self.ends.split_off(at).into_iter().map(|e| e - start as u32).collect();
+        Keys { owners, ends, heap }
+    }
+
+    fn append(&mut self, other: &Keys) {
+        for i in 0..other.len() {
+            let (o, k) = other.get(i);
+            self.push(o, k);
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Leaf {
+    keys: Keys,
+    rows: Vec<u32>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    /// `seps.get(i)` is ≤ every key under `children[i + 1]` and > every key under
+    /// `children[..=i]`.
+    seps: Keys,
+    children: Vec<Arc<Node>>,
+    /// Entries under each child.
+    counts: Vec<u64>,
+}
+
+#[derive(Clone)]
+enum Node {
+    Leaf(Leaf),
+    Inner(Inner),
+}
+
+impl Node {
+    fn bytes(&self) -> usize {
+        match self {
+            Node::Leaf(l) => l.keys.len() * LEAF_ENTRY + l.keys.heap.len(),
+            Node::Inner(n) => n.children.len() * INNER_ENTRY + n.seps.heap.len(),
+        }
+    }
+
+    fn count(&self) -> u64 {
+        match self {
+            Node::Leaf(l) => l.rows.len() as u64,
+            Node::Inner(n) => n.counts.iter().sum(),
+        }
+    }
+
+}
+
+/// The shortest separator `s` with `left < s ≤ right` (owner first, then bytes): an inner
+/// node stores it in place of `right`, so that it holds more children.
+fn separator(left: (u32, &[u8]), right: (u32, &[u8])) -> (u32, Vec<u8>) {
+    if left.0 != right.0 {
+        return (right.0, Vec::new());
+    }
+    // The shortest prefix of `right` that is greater than `left`.
+    let common = left.1.iter().zip(right.1).take_while(|(a, b)| a == b).count();
+    (right.0, right.1[..(common + 1).min(right.1.len())].to_vec())
+}
+
+/// What a node gives its parent after an insert: the separator and the new right sibling.
+type Split = Option<(u32, Vec<u8>, Arc<Node>)>;
+
+fn split_leaf(leaf: &mut Leaf) -> (u32, Vec<u8>, Arc<Node>) {
+    let at = split_point(leaf.keys.len(), |i| LEAF_ENTRY + leaf.keys.key(i).len());
+    let keys = leaf.keys.split_off(at);
+    let rows = leaf.rows.split_off(at);
+    let (owner, sep) = separator(leaf.keys.get(at - 1), keys.get(0));
+    (owner, sep, Arc::new(Node::Leaf(Leaf { keys, rows })))
+}
+
+fn split_inner(inner: &mut Inner) -> (u32, Vec<u8>, Arc<Node>) {
+    // Children `..at` stay; separator `at - 1` moves up.
+    let at = split_point(inner.children.len(), |i| INNER_ENTRY + if i == 0 { 0 } else { inner.seps.key(i - 1).len() });
+    let mut seps = inner.seps.split_off(at - 1);
+    let (owner, sep) = (seps.owners[0], seps.key(0).to_vec());
+    seps.remove(0);
+    let children = inner.children.split_off(at);
+    let counts = inner.counts.split_off(at);
+    (owner, sep, Arc::new(Node::Inner(Inner { seps, children, counts })))
+}
+
+/// Where to split `n` items of the given sizes so that both halves hold about half the bytes
+/// and each at least one item.
+fn split_point(n: usize, size: impl Fn(usize) -> usize) -> usize {
+    debug_assert!(n >= 2);
+    let total: usize = (0..n).map(&size).sum();
+    let mut acc = 0;
+    for i in 0..n {
+        acc += size(i);
+        if acc * 2 >= total {
+            return (i + 1).clamp(1, n - 1);
+        }
+    }
+    n - 1
+}
+
+/// Inserts into the subtree; returns the row the key had (if any) and the node's split.
+fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32>, Split) {
+    match Arc::make_mut(node) {
+        Node::Leaf(leaf) => {
+            let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
+            if i < leaf.keys.len() && leaf.keys.get(i) == (owner, key) {
+                return (Some(std::mem::replace(&mut leaf.rows[i], row)), None);
+            }
+            leaf.keys.insert(i, owner, key);
+            leaf.rows.insert(i, row);
+            let full = leaf.keys.len() >= 2 && leaf.keys.len() * LEAF_ENTRY + leaf.keys.heap.len() > NODE_BYTES;
+            (None, if full { Some(split_leaf(leaf)) } else { None })
+        }
+        Node::Inner(inner) => {
+            let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+            let (old, split) = insert(&mut inner.children[c], owner, key, row);
+            if old.is_none() {
+                inner.counts[c] += 1;
+            }
+            if let Some((sep_owner, sep, right)) = split {
+                let right_count = right.count();
+                inner.counts[c] -= right_count;
+                inner.seps.insert(c, sep_owner, &sep);
+                inner.children.insert(c + 1, right);
+                inner.counts.insert(c + 1, right_count);
+            }
+            // At least two children stay on each side (a node of a few very long
+            // separators may exceed NODE_BYTES).
+            let full =
+                inner.children.len() >= 4 && inner.children.len() * INNER_ENTRY + inner.seps.heap.len() > NODE_BYTES;
+            (old, if full { Some(split_inner(inner)) } else { None })
+        }
+    }
+}
+
+/// Removes `(owner, key)`, which is in the subtree; returns its row.
+fn remove_present(node: &mut Arc<Node>, owner: u32, key: &[u8]) -> u32 {
+    match Arc::make_mut(node) {
+        Node::Leaf(leaf) => {
+            let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
+            debug_assert!(leaf.keys.get(i) == (owner, key), "remove_present of a missing key");
+            leaf.keys.remove(i);
+            leaf.rows.remove(i)
+        }
+        Node::Inner(inner) => {
+            let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+            let old = remove_present(&mut inner.children[c], owner, key);
+            inner.counts[c] -= 1;
+            rebalance(inner, c);
+            old
+        }
+    }
+}
+
+/// After a removal under child `c`: drops it if empty, or merges it with a neighbour when
+/// both fit in one node.
+fn rebalance(inner: &mut Inner, c: usize) {
+    if inner.counts[c] == 0 && inner.children.len() > 1 {
+        inner.children.remove(c);
+        inner.counts.remove(c);
+        inner.seps.remove(c.saturating_sub(1));
+        return;
+    }
+    if inner.children[c].bytes() * 4 > NODE_BYTES || inner.children.len() < 2 {
+        return;
+    }
+    let (left, right) = if c + 1 < inner.children.len() { (c, c + 1) } else { (c - 1, c) };
+    let (sep_owner, sep) = {
+        let (o, k) = inner.seps.get(left);
+        (o, k.to_vec())
+    };
+    let fits = match (&*inner.children[left], &*inner.children[right]) {
+        (Node::Leaf(_), Node::Leaf(_)) => inner.children[left].bytes() + inner.children[right].bytes() <= NODE_BYTES,
+        (Node::Inner(_), Node::Inner(_)) => {
+            inner.children[left].bytes() + inner.children[right].bytes() + INNER_ENTRY + sep.len() <= NODE_BYTES
+        }
+        _ => false,
+    };
+    if !fits {
+        return;
+    }
+    let right_node = inner.children.remove(right);
+    let right_count = inner.counts.remove(right);
+    inner.seps.remove(left);
+    inner.counts[left] += right_count;
+    match (Arc::make_mut(&mut inner.children[left]), &*right_node) {
+        (Node::Leaf(l), Node::Leaf(r)) => {
+            l.keys.append(&r.keys);
+            l.rows.extend_from_slice(&r.rows);
+        }
+        (Node::Inner(l), Node::Inner(r)) => {
+            l.seps.push(sep_owner, &sep);
+            l.seps.append(&r.seps);
+            l.children.extend(r.children.iter().cloned());
+            l.counts.extend_from_slice(&r.counts);
+        }
+        _ => unreachable!("siblings are at the same depth"),
+    }
+}
+
+#[inline]
+fn get(mut node: &Node, owner: u32, key: &[u8]) -> Option<u32> {
+    loop {
+        match node {
+            Node::Leaf(leaf) => {
+                let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
+                return (i < leaf.keys.len() && leaf.keys.get(i) == (owner, key)).then(|| leaf.rows[i]);
+            }
+            Node::Inner(inner) => {
+                let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+                node = &inner.children[c];
+            }
+        }
+    }
+}
+
+/// The number of entries for which `before` holds (a prefix of the order).
+fn rank(mut node: &Node, mut before: impl FnMut(u32, &[u8]) -> bool) -> u64 {
+    let mut n = 0;
+    loop {
+        match node {
+            Node::Leaf(leaf) => return n + leaf.keys.partition(&mut before) as u64,
+            Node::Inner(inner) => {
+                let c = inner.seps.partition(&mut before);
+                n += inner.counts[..c].iter().sum::<u64>();
+                node = &inner.children[c];
+            }
+        }
+    }
+}
+
+fn disk_bytes(node: &Node) -> u64 {
+    // A node on disk: a 16-byte header and its entries (as `Node::bytes` counts them).
+    let own = 16 + node.bytes() as u64;
+    match node {
+        Node::Leaf(_) => own,
+        Node::Inner(inner) => own + inner.children.iter().map(|c| disk_bytes(c)).sum::<u64>(),
+    }
+}
+
+/// One version of a key index. Published versions are immutable and shared as `Arc`s.
+#[derive(Clone, Default)]
+pub struct KeyIndex {
+    root: Option<Arc<Node>>,
+    len: u64,
+    version: u64,
+}
+
+impl fmt::Debug for KeyIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyIndex").field("len", &self.len).field("version", &self.version).finish()
+    }
+}
+
+/// One entry of a key index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry<'a> {
+    pub owner: u32,
+    pub key: &'a [u8],
+    pub row: u32,
+}
+
+impl KeyIndex {
+    /// An empty index.
+    pub fn new() -> KeyIndex {
+        KeyIndex::default()
+    }
+
+    /// The entry row under `(owner, key)`.
+    #[inline]
+    pub fn get(&self, owner: u32, key: &[u8]) -> Option<u32> {
+        get(self.root.as_deref()?, owner, key)
+    }
+
+    /// Entries in the whole index.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the index has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The publish count this version was made at.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The number of `owner`'s entries (one descent per bound).
+    pub fn count(&self, owner: u32) -> u64 {
+        self.count_prefix(owner, &[])
+    }
+
+    /// The number of `owner`'s entries whose key starts with `prefix`.
+    pub fn count_prefix(&self, owner: u32, prefix: &[u8]) -> u64 {
+        let Some(root) = self.root.as_deref() else { return 0 };
+        let below = rank(root, |o, k| cmp_key(o, k, owner, prefix) == Ordering::Less);
+        let upto =
+            rank(root, |o, k| cmp_key(o, k, owner, prefix) == Ordering::Less || (o == owner && k.starts_with(prefix)));
+        upto - below
+    }
+
+    /// `owner`'s entries in key order.
+    pub fn entries(&self, owner: u32) -> Range<'_> {
+        self.prefix(owner, &[])
+    }
+
+    /// `owner`'s entries whose key starts with `prefix`, in key order.
+    pub fn prefix<'a>(&'a self, owner: u32, prefix: &'a [u8]) -> Range<'a> {
+        let mut range = self.seek(owner, prefix);
+        range.bound = Bound::Prefix(owner, prefix);
+        range
+    }
+
+    /// `owner`'s entries from the first key ≥ `from` on, in key order (the next page of a
+    /// collection after the key `from`, say).
+    pub fn entries_from<'a>(&'a self, owner: u32, from: &'a [u8]) -> Range<'a> {
+        let mut range = self.seek(owner, from);
+        range.bound = Bound::Owner(owner);
+        range
+    }
+
+    /// Every entry, in order.
+    pub fn iter(&self) -> Range<'_> {
+        let mut range = self.seek(0, &[]);
+        range.bound = Bound::None;
+        range
+    }
+
+    /// A cursor at the first entry ≥ (owner, key).
+    fn seek<'a>(&'a self, owner: u32, key: &[u8]) -> Range<'a> {
+        let mut stack = Vec::new();
+        let mut node = self.root.as_deref();
+        while let Some(n) = node {
+            match n {
+                Node::Leaf(leaf) => {
+                    let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
+                    stack.push((n, i));
+                    node = None;
+                }
+                Node::Inner(inner) => {
+                    let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+                    stack.push((n, c));
+                    node = Some(&inner.children[c]);
+                }
+            }
+        }
+        Range { stack, bound: Bound::None }
+    }
+
+    /// Bytes the index would take on disk: every node's entries and a small header each.
+    pub fn disk_bytes(&self) -> u64 {
+        self.root.as_deref().map_or(0, disk_bytes)
+    }
+
+    /// Nodes from the root to a leaf (0 when empty).
+    pub fn depth(&self) -> usize {
+        let mut depth = 0;
+        let mut node = self.root.as_deref();
+        while let Some(n) = node {
+            depth += 1;
+            node = match n {
+                Node::Leaf(_) => None,
+                Node::Inner(inner) => Some(&inner.children[0]),
+            };
+        }
+        depth
+    }
+}
+
+enum Bound<'a> {
+    None,
+    Owner(u32),
+    Prefix(u32, &'a [u8]),
+}
+
+/// Entries of a key index in order, from a seek ([`KeyIndex::entries`], [`KeyIndex::prefix`]).
+pub struct Range<'a> {
+    /// The path to the next entry: each node and the index in it (child or entry).
+    stack: Vec<(&'a Node, usize)>,
+    bound: Bound<'a>,
+}
+
+impl<'a> Iterator for Range<'a> {
+    type Item = Entry<'a>;
+
+    fn next(&mut self) -> Option<Entry<'a>> {
+        loop {
+            let (node, i) = self.stack.last_mut()?;
+            match node {
+                Node::Leaf(leaf) => {
+                    if *i < leaf.keys.len() {
+                        let (owner, key) = leaf.keys.get(*i);
+                        let row = leaf.rows[*i];
+                        *i += 1;
+                        let within = match self.bound {
+                            Bound::None => true,
+                            Bound::Owner(o) => owner == o,
+                            Bound::Prefix(o, p) => owner == o && key.starts_with(p),
+                        };
+                        if !within {
+                            self.stack.clear();
+                            return None;
+                        }
+                        return Some(Entry { owner, key, row });
+                    }
+                    self.stack.pop();
+                    // Step the parent to its next child.
+                    if let Some((_, c)) = self.stack.last_mut() {
+                        *c += 1;
+                    }
+                }
+                Node::Inner(inner) => {
+                    if *i < inner.children.len() {
+                        let child: &'a Node = &inner.children[*i];
+                        self.stack.push((child, 0));
+                        // Descending into a child starts at its first entry: only the seek
+                        // path starts mid-node, and it is already on the stack.
+                        continue;
+                    }
+                    self.stack.pop();
+                    if let Some((_, c)) = self.stack.last_mut() {
+                        *c += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The one writer of a key index: its private version, published as immutable `Arc`s.
+#[derive(Debug, Default)]
+pub struct KeyIndexWriter {
+    current: KeyIndex,
+}
+
+impl KeyIndexWriter {
+    /// An empty index.
+    pub fn new() -> KeyIndexWriter {
+        KeyIndexWriter::default()
+    }
+
+    /// The writer's version as it is now (what its own reads see).
+    pub fn current(&self) -> &KeyIndex {
+        &self.current
+    }
+
+    /// Puts `row` under `(owner, key)`; returns the row it replaced.
+    pub fn insert(&mut self, owner: u32, key: &[u8], row: u32) -> Result<Option<u32>, KeyTooLong> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(KeyTooLong { len: key.len() });
+        }
+        let root = self
+            .current
+            .root
+            .get_or_insert_with(|| Arc::new(Node::Leaf(Leaf { keys: Keys::default(), rows: Vec::new() })));
+        let (old, split) = insert(root, owner, key, row);
+        if let Some((sep_owner, sep, right)) = split {
+            let left = root.clone();
+            let (left_count, right_count) = (left.count(), right.count());
+            let mut seps = Keys::default();
+            seps.push(sep_owner, &sep);
+            *root = Arc::new(Node::Inner(Inner {
+                seps,
+                children: vec![left, right],
+                counts: vec![left_count, right_count],
+            }));
+        }
+        if old.is_none() {
+            self.current.len += 1;
+        }
+        Ok(old)
+    }
+
+    /// Removes `(owner, key)`; returns the row it held.
+    pub fn remove(&mut self, owner: u32, key: &[u8]) -> Option<u32> {
+        let root = self.current.root.as_mut()?;
+        // Look first: a miss must not copy the path.
+        get(root, owner, key)?;
+        let old = remove_present(root, owner, key);
+        self.current.len -= 1;
+        // Lift a root with one child; drop an empty one.
+        loop {
+            let only = match &**root {
+                Node::Inner(inner) if inner.children.len() == 1 => inner.children[0].clone(),
+                Node::Leaf(leaf) if leaf.rows.is_empty() => {
+                    self.current.root = None;
+                    break;
+                }
+                _ => break,
+            };
+            *root = only;
+        }
+        Some(old)
+    }
+
+    /// Publishes the writer's version: the returned `Arc` never changes.
+    pub fn publish(&mut self) -> Arc<KeyIndex> {
+        self.current.version += 1;
+        Arc::new(self.current.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    type Model = BTreeMap<(u32, Vec<u8>), u32>;
+
+    fn content(ix: &KeyIndex) -> Vec<(u32, Vec<u8>, u32)> {
+        ix.iter().map(|e| (e.owner, e.key.to_vec(), e.row)).collect()
+    }
+
+    fn model_content(m: &Model) -> Vec<(u32, Vec<u8>, u32)> {
+        m.iter().map(|((o, k), r)| (*o, k.clone(), *r)).collect()
+    }
+
+    /// Checks the tree's invariants: separators bound their children, counts are exact.
+    fn check(node: &Node, lo: Option<(u32, Vec<u8>)>, hi: Option<(u32, Vec<u8>)>) -> u64 {
+        let within = |o: u32, k: &[u8]| {
+            lo.as_ref().is_none_or(|(lo_o, lo_k)| cmp_key(o, k, *lo_o, lo_k) != Ordering::Less)
+                && hi.as_ref().is_none_or(|(hi_o, hi_k)| cmp_key(o, k, *hi_o, hi_k) == Ordering::Less)
+        };
+        match node {
+            Node::Leaf(l) => {
+                for i in 0..l.keys.len() {
+                    let (o, k) = l.keys.get(i);
+                    assert!(within(o, k));
+                    if i > 0 {
+                        let (po, pk) = l.keys.get(i - 1);
+                        assert_eq!(cmp_key(po, pk, o, k), Ordering::Less);
+                    }
+                }
+                l.rows.len() as u64
+            }
+            Node::Inner(n) => {
+                assert_eq!(n.seps.len() + 1, n.children.len());
+                let mut total = 0;
+                for (c, child) in n.children.iter().enumerate() {
+                    let clo =
+                        if c == 0 { lo.clone() } else { Some((n.seps.owners[c - 1], n.seps.key(c - 1).to_vec())) };
+                    let chi = if c + 1 == n.children.len() {
+                        hi.clone()
+                    } else {
+                        Some((n.seps.owners[c], n.seps.key(c).to_vec()))
+                    };
+                    let count = check(child, clo, chi);
+                    assert_eq!(count, n.counts[c]);
+                    assert!(count > 0);
+                    total += count;
+                }
+                total
+            }
+        }
+    }
+
+    #[test]
+    fn long_keys_and_many_entries() {
+        let mut w = KeyIndexWriter::new();
+        assert_eq!(w.insert(1, &vec![7; MAX_KEY_LEN + 1], 1), Err(KeyTooLong { len: MAX_KEY_LEN + 1 }));
+        for i in 0..20_000u32 {
+            let key = format!("{:08}", i.wrapping_mul(2_654_435_761) % 100_000);
+            w.insert(i % 7, key.as_bytes(), i).unwrap();
+        }
+        for len in [0, 1, 1000, MAX_KEY_LEN] {
+            w.insert(3, &vec![0xff; len], len as u32).unwrap();
+        }
+        let snap = w.publish();
+        check(snap.root.as_deref().unwrap(), None, None);
+        assert!(snap.depth() >= 2);
+        assert_eq!(snap.get(3, &vec![0xff; MAX_KEY_LEN]), Some(MAX_KEY_LEN as u32));
+        let all: Vec<_> = snap.iter().collect();
+        assert_eq!(all.len() as u64, snap.len());
+        for o in 0..7 {
+            assert_eq!(snap.count(o), snap.entries(o).count() as u64);
+        }
+        // Remove everything: the tree shrinks back to nothing.
+        for e in content(&snap) {
+            assert_eq!(w.remove(e.0, &e.1), Some(e.2));
+            if e.2 % 1000 == 0 {
+                check(w.current().root.as_deref().unwrap(), None, None);
+            }
+        }
+        assert!(w.current().root.is_none());
+        assert_eq!(content(&snap).len() as u64, snap.len());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u32, Vec<u8>, u32),
+        Remove(usize),
+        RemoveMissing(u32, Vec<u8>),
+        Publish,
+        DropSnapshot(usize),
+    }
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            4 => proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'c'), any::<u8>()], 0..6),
+            1 => proptest::collection::vec(any::<u8>(), 0..300),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u32..5, key(), any::<u32>()).prop_map(|(o, k, r)| Op::Insert(o, k, r)),
+            3 => any::<usize>().prop_map(Op::Remove),
+            1 => (0u32..5, key()).prop_map(|(o, k)| Op::RemoveMissing(o, k)),
+            1 => Just(Op::Publish),
+            1 => any::<usize>().prop_map(Op::DropSnapshot),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+        /// The index against a BTreeMap: lookups, owner scans, prefix scans and counts agree,
+        /// and every snapshot keeps exactly the content it had when published.
+        #[test]
+        fn model_equivalence(ops in proptest::collection::vec(op(), 1..600)) {
+            let mut w = KeyIndexWriter::new();
+            let mut model = Model::new();
+            let mut snaps: Vec<(Arc<KeyIndex>, Model)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Insert(o, k, r) => {
+                        let old = w.insert(o, &k, r).unwrap();
+                        prop_assert_eq!(old, model.insert((o, k), r));
+                    }
+                    Op::Remove(i) => {
+                        if model.is_empty() { continue; }
+                        let (o, k) = model.keys().nth(i % model.len()).unwrap().clone();
+                        prop_assert_eq!(w.remove(o, &k), model.remove(&(o, k)));
+                    }
+                    Op::RemoveMissing(o, k) => {
+                        prop_assert_eq!(w.remove(o, &k), model.remove(&(o, k)));
+                    }
+                    Op::Publish => {
+                        let s = w.publish();
+                        snaps.push((s, model.clone()));
+                    }
+                    Op::DropSnapshot(i) => {
+                        if !snaps.is_empty() { snaps.remove(i % snaps.len()); }
+                    }
+                }
+                prop_assert_eq!(w.current().len(), model.len() as u64);
+            }
+            if let Some(root) = w.current().root.as_deref() {
+                check(root, None, None);
+            }
+            prop_assert_eq!(content(w.current()), model_content(&model));
+            for ((o, k), r) in &model {
+                prop_assert_eq!(w.current().get(*o, k), Some(*r));
+            }
+            for o in 0..6u32 {
+                let want: Vec<_> = model.range((o, vec![])..(o + 1, vec![])).map(|((_, k), r)| (k.clone(), *r)).collect();
+                let got: Vec<_> = w.current().entries(o).map(|e| (e.key.to_vec(), e.row)).collect();
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(w.current().count(o), want.len() as u64);
+                for p in [&b"a"[..], b"ab", b"", b"\xff"] {
+                    let want: Vec<_> = want.iter().filter(|(k, _)| k.starts_with(p)).cloned().collect();
+                    let got: Vec<_> = w.current().prefix(o, p).map(|e| (e.key.to_vec(), e.row)).collect();
+                    prop_assert_eq!(&got, &want);
+                    prop_assert_eq!(w.current().count_prefix(o, p), want.len() as u64);
+                }
+                let from: Vec<_> = w.current().entries_from(o, b"b").map(|e| e.key.to_vec()).collect();
+                let want_from: Vec<_> = want.iter().filter(|(k, _)| k.as_slice() >= &b"b"[..]).map(|(k, _)| k.clone()).collect();
+                prop_assert_eq!(from, want_from);
+            }
+            for (s, m) in &snaps {
+                prop_assert_eq!(content(s), model_content(m));
+                prop_assert_eq!(s.len(), m.len() as u64);
+            }
+        }
+    }
+}

@@ -1,0 +1,789 @@
+//! A table per node type: fixed-width rows in pages, reached through a two-level
+//! copy-on-write page directory (`docs/storage.md`, "Tables").
+//!
+//! - A row id is a `u32`; row 0 is never used (it means "no row" in reference slots).
+//! - Rows live in pages of `2^k` rows, the largest `k` with `2^k × width ≤ 4096` (at least one
+//!   row), so a row's page is `row >> k` and its slot `row & (2^k − 1)`: no division.
+//! - A page holds a live bitmap (one bit per slot) and then the rows, row-major. A scan of the
+//!   table reads the pages in order and skips the slots whose bit is clear.
+//! - Pages are reached through a root array of leaves of [`LEAF_PAGES`] page references.
+//! - A [`TableVersion`] is immutable once published ([`TableWriter::publish`] hands out an
+//!   `Arc` of it). The one writer keeps its own version; its first write to a page after a
+//!   publish copies the page, its leaf and the root array if a published version still shares
+//!   them (`Arc::make_mut`), so readers never wait and never see a change.
+//! - A freed row is reused only once no snapshot can see it: rows freed while version `v` was
+//!   the last published one become reusable when the oldest live snapshot is newer than `v`
+//!   ([`TableWriter::release_before`]).
+//!
+//! A page is either a heap buffer (written since the last checkpoint) or a slice of a
+//! read-only mapping that some owner keeps alive ([`Page::mapped`]); both are a pointer and a
+//! length, so a read is the same pointer arithmetic for both.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Bytes of rows a page holds at most.
+pub const PAGE_BYTES: usize = 4096;
+/// Widest row: one row per page.
+pub const MAX_ROW_WIDTH: usize = PAGE_BYTES;
+/// Page references per directory leaf.
+pub const LEAF_PAGES: usize = 1 << LEAF_SHIFT;
+const LEAF_SHIFT: u32 = 9;
+/// Highest row id a table hands out: rows are `1..=MAX_ROW` (`u32::MAX` stays unused, so a
+/// row count always fits a `u32`).
+pub const MAX_ROW: u32 = u32::MAX - 1;
+
+/// The geometry of a table's pages, from its row width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    width: u32,
+    /// Rows per page = `1 << shift`.
+    shift: u32,
+}
+
+impl Layout {
+    /// The layout of rows of `width` bytes.
+    ///
+    /// # Panics
+    /// If `width` is 0 or wider than [`MAX_ROW_WIDTH`]: the schema compiler refuses such
+    /// layouts, so reaching this is a bug above.
+    pub fn new(width: usize) -> Layout {
+        assert!((1..=MAX_ROW_WIDTH).contains(&width), "row width {width} outside 1..={MAX_ROW_WIDTH}");
+        let mut shift = 0;
+        while (width << (shift + 1)) <= PAGE_BYTES {
+            shift += 1;
+        }
+        Layout { width: width as u32, shift }
+    }
+
+    /// Bytes per row.
+    pub fn width(self) -> usize {
+        self.width as usize
+    }
+
+    /// Rows per page.
+    pub fn rows_per_page(self) -> usize {
+        1 << self.shift
+    }
+
+    /// Bytes of a page's live bitmap (rounded up to 8, so the rows start 8-aligned).
+    pub fn bitmap_bytes(self) -> usize {
+        self.rows_per_page().div_ceil(64) * 8
+    }
+
+    /// Bytes of a whole page: bitmap, then rows.
+    pub fn page_bytes(self) -> usize {
+        self.bitmap_bytes() + self.rows_per_page() * self.width()
+    }
+
+    fn mask(self) -> u32 {
+        (1u32 << self.shift) - 1
+    }
+}
+
+/// Memory that a mapped page points into, kept alive by the page.
+///
+/// # Safety
+/// `bytes` must return the same slice (same address, same length, same contents) every time
+/// it is called, for as long as the value lives: pages keep a raw pointer into it. A read-only
+/// `memmap2::Mmap`, a `Box<[u8]>` or a `Vec<u8>` never changed after being shared qualify.
+pub unsafe trait StableBytes: Send + Sync + 'static {
+    fn bytes(&self) -> &[u8];
+}
+
+// SAFETY: a Vec behind a shared reference cannot be changed or moved.
+unsafe impl StableBytes for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+// SAFETY: as for Vec.
+unsafe impl StableBytes for Box<[u8]> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+enum Backing {
+    /// `data` is a `Box<[u8]>` of `len` bytes this page owns (allocated by `Page::zeroed` or
+    /// `Page::to_heap`, freed in `Drop`).
+    Heap,
+    /// `data` points into the owner's bytes, which it keeps alive and never changes.
+    Mapped(#[allow(dead_code)] Arc<dyn StableBytes>),
+}
+
+/// One page: a live bitmap and `rows_per_page` rows, in memory or mapped.
+pub struct Page {
+    data: NonNull<u8>,
+    len: usize,
+    backing: Backing,
+}
+
+// SAFETY: a Page's bytes are only written through `&mut Page` (heap pages; mapped ones are
+// copied first), and the backing owner is Send + Sync, so sharing and sending follow the
+// usual borrow rules.
+unsafe impl Send for Page {}
+// SAFETY: as above: `&Page` only reads.
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// A heap page of `len` zero bytes.
+    fn zeroed(len: usize) -> Page {
+        Page::from_box(vec![0u8; len].into_boxed_slice())
+    }
+
+    fn from_box(b: Box<[u8]>) -> Page {
+        let len = b.len();
+        // SAFETY: Box::into_raw never returns null.
+        let data = unsafe { NonNull::new_unchecked(Box::into_raw(b) as *mut u8) };
+        Page { data, len, backing: Backing::Heap }
+    }
+
+    /// A page that is `layout.page_bytes()` bytes of `owner` starting at `offset`: a page of a
+    /// checkpoint file mapped read-only. `None` if the range lies outside the owner's bytes.
+    pub fn mapped(owner: Arc<dyn StableBytes>, offset: usize, layout: Layout) -> Option<Page> {
+        let len = layout.page_bytes();
+        let bytes = owner.bytes();
+        let end = offset.checked_add(len)?;
+        if end > bytes.len() {
+            return None;
+        }
+        let data = NonNull::from(&bytes[offset..end]).cast::<u8>();
+        Some(Page { data, len, backing: Backing::Mapped(owner) })
+    }
+
+    /// Whether the page is a slice of a mapping (as opposed to a heap buffer).
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.backing, Backing::Mapped(_))
+    }
+
+    /// The page's bytes: bitmap, then rows.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `data` points to `len` initialised bytes kept alive by the page (its own
+        // heap buffer or the mapping's owner), and nothing writes them while `&self` lives.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
+
+    /// The page's bytes for writing; a mapped page is first copied to the heap.
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.is_mapped() {
+            *self = self.to_heap();
+        }
+        // SAFETY: a heap page owns its buffer, and `&mut self` excludes every other access.
+        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.len) }
+    }
+
+    fn to_heap(&self) -> Page {
+        Page::from_box(self.bytes().to_vec().into_boxed_slice())
+    }
+}
+
+impl Clone for Page {
+    /// A copy on the heap (copy-on-write of a page a published version still shares).
+    fn clone(&self) -> Page {
+        self.to_heap()
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        if let Backing::Heap = self.backing {
+            // SAFETY: a heap page's data came from `Box::into_raw` of a `Box<[u8]>` of `len`
+            // bytes, and is freed only here.
+            unsafe {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.data.as_ptr(), self.len)));
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Page {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Page").field("len", &self.len).field("mapped", &self.is_mapped()).finish()
+    }
+}
+
+/// A page reference in a directory leaf: the page's data pointer next to the `Arc` that
+/// keeps it alive, so that a read goes leaf → data without loading the page header.
+#[derive(Clone)]
+struct PageRef {
+    data: NonNull<u8>,
+    page: Arc<Page>,
+}
+
+// SAFETY: `data` is `page.data`, kept alive by `page`; PageRef is read-only like `&Page`.
+unsafe impl Send for PageRef {}
+// SAFETY: as above.
+unsafe impl Sync for PageRef {}
+
+impl PageRef {
+    fn new(page: Page) -> PageRef {
+        PageRef { data: page.data, page: Arc::new(page) }
+    }
+
+    /// The page for writing: copied if a published version shares it or if it is mapped.
+    fn make_mut(&mut self) -> &mut [u8] {
+        let page = Arc::make_mut(&mut self.page);
+        if page.is_mapped() {
+            *page = page.to_heap();
+        }
+        self.data = page.data;
+        page.bytes_mut()
+    }
+}
+
+/// A directory leaf: up to [`LEAF_PAGES`] consecutive pages, inline (one load from the leaf
+/// pointer to a page's data).
+#[derive(Clone)]
+struct Leaf {
+    pages: [Option<PageRef>; LEAF_PAGES],
+}
+
+impl Leaf {
+    fn new() -> Leaf {
+        Leaf { pages: std::array::from_fn(|_| None) }
+    }
+}
+
+/// One version of a table. Published versions are immutable and shared as `Arc`s; a reader
+/// holding one sees exactly the rows it had when published, however the writer goes on.
+#[derive(Clone)]
+pub struct TableVersion {
+    layout: Layout,
+    root: Arc<Vec<Arc<Leaf>>>,
+    /// One past the highest row ever handed out (rows `1..end` exist in pages).
+    end: u32,
+    /// Live rows.
+    live: u32,
+    /// The number of publishes before this version (the writer's version is the next one).
+    version: u64,
+}
+
+impl fmt::Debug for TableVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableVersion")
+            .field("width", &self.layout.width)
+            .field("end", &self.end)
+            .field("live", &self.live)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+impl TableVersion {
+    fn empty(layout: Layout) -> TableVersion {
+        TableVersion { layout, root: Arc::new(Vec::new()), end: 1, live: 0, version: 0 }
+    }
+
+    /// The table's page geometry.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Bytes per row.
+    pub fn width(&self) -> usize {
+        self.layout.width()
+    }
+
+    /// Live rows.
+    pub fn len(&self) -> u32 {
+        self.live
+    }
+
+    /// Whether the table has no live row.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// One past the highest row handed out so far: every live row is below it.
+    pub fn end(&self) -> u32 {
+        self.end
+    }
+
+    /// The publish count this version was made at (0 for the writer's first version).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Bytes the rows would take on disk, as pages: (rows handed out) × width plus one live
+    /// bit per row.
+    pub fn disk_bytes(&self) -> u64 {
+        let rows = u64::from(self.end);
+        rows * self.layout.width as u64 + rows.div_ceil(8)
+    }
+
+    #[inline]
+    fn page_data(&self, page: u32) -> Option<NonNull<u8>> {
+        let leaf = self.root.get((page >> LEAF_SHIFT) as usize)?;
+        leaf.pages[(page as usize) & (LEAF_PAGES - 1)].as_ref().map(|p| p.data)
+    }
+
+    /// Row `row`'s bytes, or `None` if it is not live (row 0, freed, or never handed out).
+    #[inline]
+    pub fn row(&self, row: u32) -> Option<&[u8]> {
+        if row >= self.end {
+            return None;
+        }
+        let data = self.page_data(row >> self.layout.shift)?;
+        let slot = (row & self.layout.mask()) as usize;
+        // SAFETY: the page has `page_bytes()` bytes: the bitmap (`bitmap_bytes()` ≥
+        // rows_per_page / 8) and `rows_per_page` rows of `width`; `slot < rows_per_page`.
+        // The page lives as long as `self` (its Arc is in a leaf of this version's root), and
+        // pages reachable from a version are never written.
+        unsafe {
+            let bits = *data.as_ptr().add(slot >> 3);
+            if bits & (1 << (slot & 7)) == 0 {
+                return None;
+            }
+            let start = self.layout.bitmap_bytes() + slot * self.layout.width();
+            Some(std::slice::from_raw_parts(data.as_ptr().add(start), self.layout.width()))
+        }
+    }
+
+    /// Whether `row` is live.
+    pub fn is_live(&self, row: u32) -> bool {
+        self.row(row).is_some()
+    }
+
+    /// The live rows in row order, with their ids: a sequential scan of the pages.
+    pub fn rows(&self) -> Rows<'_> {
+        Rows { table: self, page: 0, slot: 0, data: None }
+    }
+}
+
+/// A sequential scan of a table's live rows ([`TableVersion::rows`]).
+pub struct Rows<'a> {
+    table: &'a TableVersion,
+    page: u32,
+    slot: usize,
+    data: Option<&'a [u8]>,
+}
+
+impl<'a> Iterator for Rows<'a> {
+    type Item = (u32, &'a [u8]);
+
+    fn next(&mut self) -> Option<(u32, &'a [u8])> {
+        let layout = self.table.layout;
+        let per_page = layout.rows_per_page();
+        loop {
+            let data = match self.data {
+                Some(d) => d,
+                None => {
+                    if (self.page as u64) << layout.shift >= u64::from(self.table.end) {
+                        return None;
+                    }
+                    let Some(ptr) = self.table.page_data(self.page) else {
+                        // Row 0's page when a page holds one row: never written.
+                        self.page += 1;
+                        continue;
+                    };
+                    // SAFETY: the page has `page_bytes()` bytes and lives as long as the table
+                    // version (see `TableVersion::row`).
+                    let d = unsafe { std::slice::from_raw_parts(ptr.as_ptr() as *const u8, layout.page_bytes()) };
+                    self.data = Some(d);
+                    d
+                }
+            };
+            let bitmap = &data[..layout.bitmap_bytes()];
+            while self.slot < per_page {
+                // Skip whole empty bitmap bytes at once.
+                let byte = bitmap[self.slot >> 3] >> (self.slot & 7);
+                if byte == 0 {
+                    self.slot = (self.slot | 7) + 1;
+                    continue;
+                }
+                let slot = self.slot + byte.trailing_zeros() as usize;
+                self.slot = slot + 1;
+                let row = (self.page << layout.shift) | slot as u32;
+                if row >= self.table.end {
+                    return None;
+                }
+                let start = layout.bitmap_bytes() + slot * layout.width();
+                return Some((row, &data[start..start + layout.width()]));
+            }
+            self.page += 1;
+            self.slot = 0;
+            self.data = None;
+        }
+    }
+}
+
+/// The one writer of a table: its private version, and the rows waiting to be reused.
+pub struct TableWriter {
+    current: TableVersion,
+    /// Rows that no snapshot can see any more: handed out again by `insert`, lowest last.
+    free: Vec<u32>,
+    /// Rows freed while version `.0` was the last published one, oldest first.
+    pending: Vec<(u64, Vec<u32>)>,
+}
+
+impl fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("current", &self.current)
+            .field("free", &self.free.len())
+            .field("pending", &self.pending.iter().map(|(v, r)| (*v, r.len())).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl TableWriter {
+    /// An empty table of rows `width` bytes wide (see [`Layout::new`] for the bounds).
+    pub fn new(width: usize) -> TableWriter {
+        TableWriter { current: TableVersion::empty(Layout::new(width)), free: Vec::new(), pending: Vec::new() }
+    }
+
+    /// The writer's version as it is now (not published): what its own reads see.
+    pub fn current(&self) -> &TableVersion {
+        &self.current
+    }
+
+    /// The version the next publish makes (one more than the last published one).
+    pub fn version(&self) -> u64 {
+        self.current.version + 1
+    }
+
+    /// Row `row` as the writer sees it.
+    pub fn row(&self, row: u32) -> Option<&[u8]> {
+        self.current.row(row)
+    }
+
+    /// A new live row of zero bytes: a reusable freed row if there is one, otherwise the next
+    /// row at the end.
+    ///
+    /// # Panics
+    /// When the table already has [`MAX_ROW`] rows (the storage layer checks the bound before
+    /// a batch writes, as it does for memory).
+    pub fn insert(&mut self) -> u32 {
+        let row = match self.free.pop() {
+            Some(row) => row,
+            None => {
+                let row = self.current.end;
+                assert!(row <= MAX_ROW, "a table holds at most {MAX_ROW} rows");
+                self.current.end = row + 1;
+                row
+            }
+        };
+        let layout = self.current.layout;
+        let (bytes, slot) = self.slot_mut(row);
+        debug_assert_eq!(bytes[slot >> 3] & (1 << (slot & 7)), 0, "row {row} handed out while live");
+        bytes[slot >> 3] |= 1 << (slot & 7);
+        let start = layout.bitmap_bytes() + slot * layout.width();
+        bytes[start..start + layout.width()].fill(0);
+        self.current.live += 1;
+        row
+    }
+
+    /// A new row holding `bytes` (exactly `width` of them).
+    ///
+    /// # Panics
+    /// If `bytes` is not one row wide.
+    pub fn insert_row(&mut self, bytes: &[u8]) -> u32 {
+        assert_eq!(bytes.len(), self.current.width(), "a row is {} bytes", self.current.width());
+        let row = self.insert();
+        if let Some(r) = self.row_mut(row) {
+            r.copy_from_slice(bytes);
+        }
+        row
+    }
+
+    /// Row `row`'s bytes for writing (copying its page first if a published version shares
+    /// it), or `None` if the row is not live.
+    pub fn row_mut(&mut self, row: u32) -> Option<&mut [u8]> {
+        if !self.current.is_live(row) {
+            return None;
+        }
+        let layout = self.current.layout;
+        let (bytes, slot) = self.slot_mut(row);
+        let start = layout.bitmap_bytes() + slot * layout.width();
+        Some(&mut bytes[start..start + layout.width()])
+    }
+
+    /// Frees a live row (its bytes are zeroed); it is reused once no snapshot can see it.
+    /// Returns whether the row was live.
+    pub fn free(&mut self, row: u32) -> bool {
+        if !self.current.is_live(row) {
+            return false;
+        }
+        let layout = self.current.layout;
+        let (bytes, slot) = self.slot_mut(row);
+        bytes[slot >> 3] &= !(1 << (slot & 7));
+        let start = layout.bitmap_bytes() + slot * layout.width();
+        bytes[start..start + layout.width()].fill(0);
+        self.current.live -= 1;
+        // Live in every version up to the last published one, `current.version`; before the
+        // first publish nobody can have seen it.
+        let seen_until = self.current.version;
+        if seen_until == 0 {
+            self.free.push(row);
+            return true;
+        }
+        match self.pending.last_mut() {
+            Some((v, rows)) if *v == seen_until => rows.push(row),
+            _ => self.pending.push((seen_until, vec![row])),
+        }
+        true
+    }
+
+    /// Makes rows reusable that no snapshot can see: `oldest` is the oldest version a live
+    /// snapshot holds, or [`TableWriter::version`] if none is held. Rows freed while version
+    /// `v` was the last published one are reused once `oldest > v` (rows freed before the
+    /// first publish at once: nobody can have seen them).
+    pub fn release_before(&mut self, oldest: u64) {
+        let ready = self.pending.iter().take_while(|(v, _)| *v < oldest).count();
+        if ready == 0 {
+            return;
+        }
+        for (_, rows) in self.pending.drain(..ready) {
+            self.free.extend(rows);
+        }
+        // Lowest rows first out of `pop`, so that the table stays dense at its start.
+        self.free.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// Rows freed and not yet reusable.
+    pub fn pending_rows(&self) -> usize {
+        self.pending.iter().map(|(_, r)| r.len()).sum()
+    }
+
+    /// Publishes the writer's version: the returned `Arc` never changes. The writer goes on
+    /// with the next version, sharing every page until it writes it.
+    pub fn publish(&mut self) -> Arc<TableVersion> {
+        self.current.version += 1;
+        Arc::new(self.current.clone())
+    }
+
+    /// The page and slot of `row` for writing: the root array, the leaf and the page are each
+    /// copied first if a published version shares them; pages up to `row`'s are created.
+    fn slot_mut(&mut self, row: u32) -> (&mut [u8], usize) {
+        let layout = self.current.layout;
+        let page = (row >> layout.shift) as usize;
+        let (leaf_index, in_leaf) = (page >> LEAF_SHIFT, page & (LEAF_PAGES - 1));
+        let root = Arc::make_mut(&mut self.current.root);
+        while root.len() <= leaf_index {
+            root.push(Arc::new(Leaf::new()));
+        }
+        let leaf = Arc::make_mut(&mut root[leaf_index]);
+        let page = leaf.pages[in_leaf].get_or_insert_with(|| PageRef::new(Page::zeroed(layout.page_bytes())));
+        let bytes = page.make_mut();
+        (bytes, (row & layout.mask()) as usize)
+    }
+
+    /// Replaces page `page` of the writer's version by `mapped` (a checkpoint's copy of the
+    /// same bytes), so that its memory can go. For checkpoints; returns whether the page
+    /// existed and had the same bytes.
+    pub fn swap_in_mapped(&mut self, page: u32, mapped: Page) -> bool {
+        let (leaf_index, in_leaf) = ((page >> LEAF_SHIFT) as usize, page as usize & (LEAF_PAGES - 1));
+        let Some(current) = self.current.root.get(leaf_index).and_then(|l| l.pages[in_leaf].as_ref()) else {
+            return false;
+        };
+        if current.page.bytes() != mapped.bytes() {
+            return false;
+        }
+        let root = Arc::make_mut(&mut self.current.root);
+        let leaf = Arc::make_mut(&mut root[leaf_index]);
+        leaf.pages[in_leaf] = Some(PageRef::new(mapped));
+        true
+    }
+
+    /// Page `page` of the writer's version (for writing checkpoints).
+    pub fn page(&self, page: u32) -> Option<&Page> {
+        let leaf = self.current.root.get((page >> LEAF_SHIFT) as usize)?;
+        leaf.pages[page as usize & (LEAF_PAGES - 1)].as_ref().map(|p| &*p.page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn layouts() {
+        assert_eq!(Layout::new(1).rows_per_page(), 4096);
+        assert_eq!(Layout::new(24).rows_per_page(), 128);
+        assert_eq!(Layout::new(100).rows_per_page(), 32);
+        assert_eq!(Layout::new(2049).rows_per_page(), 1);
+        assert_eq!(Layout::new(4096).rows_per_page(), 1);
+        assert_eq!(Layout::new(1).bitmap_bytes(), 512);
+        assert_eq!(Layout::new(4096).bitmap_bytes(), 8);
+    }
+
+    #[test]
+    #[should_panic]
+    fn too_wide() {
+        Layout::new(4097);
+    }
+
+    #[test]
+    fn one_row_pages_scan_from_row_one() {
+        // Row 0's page is never written when a page holds one row; the scan must go past it.
+        let mut w = TableWriter::new(4096);
+        let r = w.insert();
+        assert_eq!(w.current().rows().map(|(row, _)| row).collect::<Vec<_>>(), vec![r]);
+    }
+
+    #[test]
+    fn row_zero_is_never_live() {
+        let mut w = TableWriter::new(8);
+        assert_eq!(w.insert(), 1);
+        assert!(w.row(0).is_none());
+        assert!(w.row_mut(0).is_none());
+        assert!(!w.free(0));
+    }
+
+    #[test]
+    fn snapshot_unchanged_and_rows_not_reused_while_seen() {
+        let mut w = TableWriter::new(16);
+        let rows: Vec<u32> = (0..1000u32)
+            .map(|i| {
+                let r = w.insert();
+                w.row_mut(r).unwrap()[..4].copy_from_slice(&i.to_le_bytes());
+                r
+            })
+            .collect();
+        let snap = w.publish();
+        let before: Vec<(u32, Vec<u8>)> = snap.rows().map(|(r, b)| (r, b.to_vec())).collect();
+        assert!(w.free(rows[10]));
+        w.row_mut(rows[11]).unwrap()[0] = 0xff;
+        let v1 = w.publish();
+        // The snapshot at version 1 sees row 10; oldest live is 1: not reusable.
+        w.release_before(snap.version());
+        assert_ne!(w.insert(), rows[10]);
+        drop(snap);
+        w.release_before(v1.version());
+        assert_eq!(w.insert(), rows[10]);
+        let after: Vec<(u32, Vec<u8>)> = v1.rows().map(|(r, b)| (r, b.to_vec())).collect();
+        assert_eq!(after.len(), before.len() - 1);
+        assert_eq!(before.iter().find(|(r, _)| *r == rows[11]).unwrap().1[0], 11);
+        assert_eq!(v1.row(rows[11]).unwrap()[0], 0xff);
+    }
+
+    #[test]
+    fn mapped_pages_read_like_heap_pages() {
+        let mut w = TableWriter::new(40);
+        for i in 0..300u32 {
+            let r = w.insert();
+            w.row_mut(r).unwrap()[..4].copy_from_slice(&i.to_le_bytes());
+        }
+        let layout = w.current().layout();
+        let pages = (w.current().end() as usize).div_ceil(layout.rows_per_page());
+        // A "checkpoint file": the pages back to back, shared read-only.
+        let mut file = Vec::new();
+        for p in 0..pages {
+            file.extend_from_slice(w.page(p as u32).unwrap().bytes());
+        }
+        let before: Vec<(u32, Vec<u8>)> = w.current().rows().map(|(r, b)| (r, b.to_vec())).collect();
+        let file: Arc<dyn StableBytes> = Arc::new(file);
+        for p in 0..pages {
+            let page = Page::mapped(file.clone(), p * layout.page_bytes(), layout).unwrap();
+            assert!(page.is_mapped());
+            assert!(w.swap_in_mapped(p as u32, page));
+        }
+        let snap = w.publish();
+        let after: Vec<(u32, Vec<u8>)> = snap.rows().map(|(r, b)| (r, b.to_vec())).collect();
+        assert_eq!(before, after);
+        // Writing a mapped page copies it to the heap; the snapshot keeps the mapped one.
+        w.row_mut(5).unwrap()[0] = 0xee;
+        assert!(!w.page(0).unwrap().is_mapped());
+        assert!(snap.row(5).unwrap()[0] != 0xee);
+        assert!(Page::mapped(file, pages * layout.page_bytes(), layout).is_none());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u8),
+        Write(usize, u8),
+        Free(usize),
+        Publish,
+        DropSnapshot(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => any::<u8>().prop_map(Op::Insert),
+            3 => (any::<usize>(), any::<u8>()).prop_map(|(i, b)| Op::Write(i, b)),
+            2 => any::<usize>().prop_map(Op::Free),
+            1 => Just(Op::Publish),
+            1 => any::<usize>().prop_map(Op::DropSnapshot),
+        ]
+    }
+
+    type Model = BTreeMap<u32, Vec<u8>>;
+
+    fn content(t: &TableVersion) -> Model {
+        t.rows().map(|(r, b)| (r, b.to_vec())).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        /// The table against a BTreeMap model: every snapshot keeps its content, rows are
+        /// never reused while a snapshot that saw them lives, and reads agree with scans.
+        #[test]
+        fn model_equivalence(width in prop_oneof![Just(1usize), Just(3), Just(24), Just(700), Just(4096)],
+                             ops in proptest::collection::vec(op(), 1..400)) {
+            let mut w = TableWriter::new(width);
+            let mut model = Model::new();
+            // Each live snapshot with the model content it had when published.
+            let mut snaps: Vec<(Arc<TableVersion>, Model)> = Vec::new();
+            // Rows each snapshot saw live (so that reuse can be checked).
+            for op in ops {
+                match op {
+                    Op::Insert(b) => {
+                        let row = w.insert();
+                        prop_assert!(!model.contains_key(&row));
+                        for (s, m) in &snaps {
+                            prop_assert!(!m.contains_key(&row), "row {} reused while snapshot {} sees it", row, s.version());
+                        }
+                        let bytes = w.row_mut(row).unwrap();
+                        prop_assert!(bytes.iter().all(|&x| x == 0));
+                        bytes[width - 1] = b;
+                        bytes[0] = b;
+                        model.insert(row, bytes.to_vec());
+                    }
+                    Op::Write(i, b) => {
+                        if model.is_empty() { continue; }
+                        let row = *model.keys().nth(i % model.len()).unwrap();
+                        let bytes = w.row_mut(row).unwrap();
+                        bytes[i % width] = b;
+                        model.get_mut(&row).unwrap()[i % width] = b;
+                    }
+                    Op::Free(i) => {
+                        if model.is_empty() { continue; }
+                        let row = *model.keys().nth(i % model.len()).unwrap();
+                        prop_assert!(w.free(row));
+                        prop_assert!(!w.free(row));
+                        model.remove(&row);
+                    }
+                    Op::Publish => {
+                        let s = w.publish();
+                        prop_assert_eq!(content(&s), model.clone());
+                        snaps.push((s, model.clone()));
+                    }
+                    Op::DropSnapshot(i) => {
+                        if !snaps.is_empty() {
+                            snaps.remove(i % snaps.len());
+                        }
+                    }
+                }
+                let oldest = snaps.iter().map(|(s, _)| s.version()).min().unwrap_or(w.version());
+                w.release_before(oldest);
+                prop_assert_eq!(w.current().len() as usize, model.len());
+            }
+            prop_assert_eq!(content(w.current()), model.clone());
+            for (row, bytes) in &model {
+                prop_assert_eq!(w.row(*row), Some(&bytes[..]));
+            }
+            for (s, m) in &snaps {
+                prop_assert_eq!(&content(s), m);
+                for (row, bytes) in m {
+                    prop_assert_eq!(s.row(*row), Some(&bytes[..]));
+                }
+                prop_assert_eq!(s.len() as usize, m.len());
+            }
+        }
+    }
+}
