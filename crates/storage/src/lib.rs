@@ -5,6 +5,7 @@
 //! ordered range scans; savepoints) so that another ordered KV store could stand behind it.
 //! Nothing above this crate names LMDB.
 
+pub mod log;
 mod store;
 mod undo;
 
