@@ -309,10 +309,13 @@ async fn ws_upgrade(
         .on_upgrade(move |socket| session::run(socket, shared, role, codec, permit))
 }
 
-/// Encodings of an HTTP exchange: the request body's, and the reply's.
+/// Encodings of an HTTP exchange: the request body's, and the reply's. A body without a
+/// Content-Type is JSON, and so is one labelled `application/x-www-form-urlencoded`: that is
+/// what `curl -d` sends unless told otherwise, and no endpoint takes a form.
 fn http_encodings(headers: &HeaderMap) -> Result<(Encoding, Encoding), RequestError> {
     let request = match headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
         None => Encoding::Json,
+        Some(ct) if is_form(ct) => Encoding::Json,
         Some(ct) => Encoding::from_content_type(ct).ok_or_else(|| {
             RequestError::new(
                 ErrorCode::WrongEncoding,
@@ -325,6 +328,11 @@ fn http_encodings(headers: &HeaderMap) -> Result<(Encoding, Encoding), RequestEr
         .and_then(|v| v.to_str().ok())
         .and_then(|a| a.split(',').find_map(Encoding::from_content_type));
     Ok((request, accept.unwrap_or(request)))
+}
+
+/// `application/x-www-form-urlencoded`, with or without parameters.
+fn is_form(content_type: &str) -> bool {
+    content_type.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/x-www-form-urlencoded")
 }
 
 fn accept_encoding(headers: &HeaderMap) -> Encoding {

@@ -76,6 +76,45 @@ async fn execute_get_status_and_health_over_http() {
     server.stop().await;
 }
 
+/// A body without a Content-Type is JSON, and so is one labelled as a form (what `curl -d`
+/// sends): the docs' curl examples work as written. MessagePack still needs its type.
+#[tokio::test]
+async fn execute_takes_json_without_a_content_type_or_as_curls_form_default() {
+    let server = start().await;
+    let http = reqwest::Client::new();
+    let body = r#"{"text": "collection select . 'Clients' 'Name' -> text : 'Name'"}"#;
+    for content_type in
+        [None, Some("application/x-www-form-urlencoded"), Some("Application/X-WWW-Form-Urlencoded; charset=utf-8")]
+    {
+        let mut req = http.post(server.http("/v1/execute")).body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        let built = req.build().unwrap();
+        assert_eq!(built.headers().get("content-type").map(|v| v.to_str().unwrap()), content_type);
+        let r = http.execute(built).await.unwrap();
+        assert_eq!(r.status(), 200, "{content_type:?}");
+        let m = message(r).await;
+        let Some(Reply::Query(q)) = m.result else { panic!("{content_type:?}: {m:?}") };
+        assert_eq!(q.total, 3);
+    }
+    // MessagePack without its Content-Type is not JSON: refused, not misread.
+    let packed = rmp_serde::to_vec_named(&json!({ "text": "get" })).unwrap();
+    let r = http.post(server.http("/v1/execute")).body(packed.clone()).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(message(r).await.code, Some(ErrorCode::BadFrame));
+    let r = http
+        .post(server.http("/v1/execute"))
+        .header("content-type", "application/msgpack")
+        .body(packed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(matches!(message(r).await.result, Some(Reply::Node(_))));
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn http_errors_have_status_codes_and_bodies() {
     let server = start().await;
