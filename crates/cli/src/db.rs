@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use espalier_instruction::parse::ParseOptions;
 use espalier_instruction::{parse_instructions, Engine, InstructionError};
+use espalier_transaction::TxError;
 
 use crate::{Failure, Global, InitArgs};
 
@@ -22,7 +23,11 @@ pub fn open(g: &Global) -> Result<Engine, Failure> {
             g.db.display()
         )));
     }
-    Engine::open(&g.db, g.options()).map_err(|e| Failure::other(format!("opening {}: {e}", g.db.display())))
+    Engine::open(&g.db, g.options()).map_err(|e| match e {
+        // Held by another process (a server, say): its message names the holder and what to do.
+        InstructionError::Transaction(TxError::Locked(lock)) => Failure::other(lock.to_string()),
+        e => Failure::other(format!("opening {}: {e}", g.db.display())),
+    })
 }
 
 /// Fails if `path` already holds anything (a database or other files).

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use espalier_server::{read_token_file, Server, ServerConfig, ServerLimits, Token, DEFAULT_LISTEN};
+use espalier_storage::Holder;
 
 use crate::{db, Failure, Global};
 
@@ -123,6 +124,7 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
         eprintln!("created {} with the demo schema and data", g.db.display());
     }
     let engine = Arc::new(db::open(g)?);
+    let opened = engine.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("espalier-serve")
@@ -132,6 +134,10 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
     runtime.block_on(async move {
         let server = Server::bind(engine, config).await.map_err(|e| Failure::other(e.to_string()))?;
         let addr = server.local_addr().map_err(|e| Failure::other(e.to_string()))?;
+        // Whoever else opens the database is refused with this address to go to instead.
+        if let Err(e) = opened.database().store().dir_lock().set_holder(Holder::Server { listen: addr }) {
+            eprintln!("espalier serve: warning: {e}");
+        }
         let handle = server.shutdown_handle();
         tokio::spawn(async move {
             stop_signal().await;

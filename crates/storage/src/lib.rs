@@ -5,6 +5,7 @@
 //! ordered range scans; savepoints) so that another ordered KV store could stand behind it.
 //! Nothing above this crate names LMDB.
 
+mod lock;
 pub mod log;
 mod store;
 mod undo;
@@ -13,6 +14,7 @@ mod undo;
 pub mod key_index;
 pub mod table;
 
+pub use lock::{DirLock, HeldBy, Holder, LockError, LOCK_FILE};
 pub use store::{Durability, Prefix, ReadTxn, Reader, Savepoint, Scan, Store, StoreOptions, WriteTxn};
 
 /// The tables of a database. Each is its own LMDB B+tree.
@@ -68,6 +70,9 @@ pub enum StorageError {
     Env(heed::Error),
     #[error("I/O error on {path}: {source}")]
     Io { path: String, source: std::io::Error },
+    /// Another open (another process, or this one) holds the database directory.
+    #[error(transparent)]
+    Locked(#[from] LockError),
 }
 
 pub type Result<T, E = StorageError> = std::result::Result<T, E>;

@@ -2,13 +2,14 @@
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use heed::types::Bytes;
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
 
+use crate::lock::{DirLock, Holder};
 use crate::undo::{UndoEntry, MAX_UNDO_ENTRIES};
 use crate::{Result, StorageError, Table};
 
@@ -55,7 +56,12 @@ pub struct Store {
     gate: RwLock<()>,
     path: PathBuf,
     options: StoreOptions,
-    syncer_stop: Arc<AtomicBool>,
+    /// The periodic syncer (`Durability::Periodic`): its stop flag, and the thread, joined on
+    /// drop so that the environment is closed before the lock is let go.
+    syncer: Option<(Arc<(Mutex<bool>, Condvar)>, JoinHandle<()>)>,
+    /// The directory's lock, held while the store is open; the last field, so dropped after
+    /// the environment has closed.
+    lock: DirLock,
 }
 
 impl std::fmt::Debug for Store {
@@ -72,7 +78,9 @@ fn lmdb(table: Table) -> impl Fn(heed::Error) -> StorageError {
 }
 
 impl Store {
-    /// Opens the database directory `path`, creating it when `create` is set.
+    /// Opens the database directory `path`, creating it when `create` is set. Takes the
+    /// directory's lock ([`DirLock`]) first: while another open holds it (another process, or
+    /// this one), this fails with [`StorageError::Locked`] and writes nothing.
     pub fn open(path: &Path, create: bool, options: StoreOptions) -> Result<Arc<Store>> {
         let display = path.display().to_string();
         if create {
@@ -80,6 +88,7 @@ impl Store {
         } else if !path.join("data.mdb").exists() {
             return Err(StorageError::NotADatabase { path: display });
         }
+        let lock = DirLock::acquire(path, Holder::Process)?;
         let mut flags = EnvFlags::NO_READ_AHEAD;
         if options.write_map {
             flags |= EnvFlags::WRITE_MAP;
@@ -93,8 +102,8 @@ impl Store {
         let file_size = std::fs::metadata(path.join("data.mdb")).map(|m| m.len() as usize).unwrap_or(0);
         let map_size = round_to_page(options.initial_map_size.max(file_size));
         let env = unsafe {
-            // SAFETY: the directory is opened once per process (the caller holds the only Store
-            // for it), and we never open it with conflicting flags in this process.
+            // SAFETY: the directory is opened once per process (we hold its lock, so this is the
+            // only Store for it), and we never open it with conflicting flags in this process.
             EnvOpenOptions::new()
                 .read_txn_without_tls()
                 .map_size(map_size)
@@ -111,23 +120,32 @@ impl Store {
             tables.push(db);
         }
         wtxn.commit().map_err(StorageError::Env)?;
-        let syncer_stop = Arc::new(AtomicBool::new(false));
+        let mut syncer = None;
         if let Durability::Periodic(every) = options.durability {
             let env = env.clone();
-            let stop = syncer_stop.clone();
-            std::thread::Builder::new()
+            let stop = Arc::new((Mutex::new(false), Condvar::new()));
+            let stop_seen = stop.clone();
+            let thread = std::thread::Builder::new()
                 .name("espalier-sync".into())
                 .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(every);
+                    let (flag, wake) = &*stop_seen;
+                    let mut stopped = flag.lock().unwrap_or_else(|e| e.into_inner());
+                    while !*stopped {
+                        stopped = wake.wait_timeout(stopped, every).unwrap_or_else(|e| e.into_inner()).0;
                         // A failed background sync is retried next interval; the next Sync
                         // commit or close reports persistent failures.
                         let _ = env.force_sync();
                     }
                 })
                 .map_err(|source| StorageError::Io { path: display.clone(), source })?;
+            syncer = Some((stop, thread));
         }
-        Ok(Arc::new(Store { env, tables, gate: RwLock::new(()), path: path.to_path_buf(), options, syncer_stop }))
+        Ok(Arc::new(Store { env, tables, gate: RwLock::new(()), path: path.to_path_buf(), options, syncer, lock }))
+    }
+
+    /// The directory's lock: a server records its address in it ([`DirLock::set_holder`]).
+    pub fn dir_lock(&self) -> &DirLock {
+        &self.lock
     }
 
     pub fn path(&self) -> &Path {
@@ -197,7 +215,13 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        self.syncer_stop.store(true, Ordering::Relaxed);
+        if let Some((stop, thread)) = self.syncer.take() {
+            let (flag, wake) = &*stop;
+            *flag.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            wake.notify_all();
+            // It syncs once more on its way out and drops its handle on the environment.
+            let _ = thread.join();
+        }
         if self.options.durability != Durability::Sync {
             let _ = self.env.force_sync();
         }
@@ -496,6 +520,25 @@ mod tests {
             drop(Store::open(dir.path(), false, opts).unwrap());
         }
         assert_eq!(size(), first, "40 reopens must not change the file size");
+    }
+
+    #[test]
+    fn an_open_store_holds_the_directory_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // A second open (here in the same process; another process likewise) is refused
+        // before it touches the environment.
+        match Store::open(dir.path(), false, StoreOptions::default()) {
+            Err(StorageError::Locked(crate::LockError::HeldHere { .. })) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(store.dir_lock().held_by().pid, Some(std::process::id()));
+        drop(store);
+        // Closed: the lock is free at once, also behind a periodic syncer (joined on drop).
+        let periodic = StoreOptions { durability: Durability::Periodic(Duration::from_secs(60)), ..Default::default() };
+        for _ in 0..3 {
+            drop(Store::open(dir.path(), false, periodic.clone()).unwrap());
+        }
     }
 
     #[test]

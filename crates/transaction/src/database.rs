@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use espalier_data::{meta, ChangeSet, DataError, Graph, QueryDiff, Touched, WriteGraph};
 use espalier_schema::Schema;
-use espalier_storage::{Durability, ReadTxn, Reader, Store, StoreOptions, Table};
+use espalier_storage::{Durability, ReadTxn, Reader, StorageError, Store, StoreOptions, Table};
 
 use crate::feed::{Feed, Subscription};
 use crate::group_commit::{BatchRunner, Completions, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
@@ -100,6 +100,14 @@ fn read_u64(txn: &dyn Reader, name: &[u8]) -> Result<u64, DataError> {
     }
 }
 
+/// A failure to open the store: a held lock stays typed (callers tell the user who holds it).
+fn open_error(e: StorageError) -> TxError {
+    match e {
+        StorageError::Locked(lock) => TxError::Locked(Arc::new(lock)),
+        e => TxError::Open(e.to_string()),
+    }
+}
+
 fn store_options(options: &DatabaseOptions) -> StoreOptions {
     StoreOptions { durability: options.durability, ..options.store.clone() }
 }
@@ -111,7 +119,7 @@ impl Database {
         if path.join("data.mdb").exists() {
             return Err(TxError::Open(format!("{} already holds a database", path.display())));
         }
-        let store = Store::open(path, true, store_options(&options)).map_err(|e| TxError::Open(e.to_string()))?;
+        let store = Store::open(path, true, store_options(&options)).map_err(open_error)?;
         let db = Database::assemble(store, Arc::new(schema), options, 0);
         let source = db.schema.source.clone();
         db.write(move |g: &mut WriteGraph<'_, '_>| -> Result<(), TxError> {
@@ -127,7 +135,7 @@ impl Database {
 
     /// Opens an existing database; its schema is the one stored in it.
     pub fn open(path: &Path, options: DatabaseOptions) -> Result<Arc<Database>, TxError> {
-        let store = Store::open(path, false, store_options(&options)).map_err(|e| TxError::Open(e.to_string()))?;
+        let store = Store::open(path, false, store_options(&options)).map_err(open_error)?;
         let (source, version) = {
             let r = store.read().map_err(|e| TxError::Open(e.to_string()))?;
             let format = read_u64(&r, meta::FORMAT).map_err(|e| TxError::Open(e.to_string()))?;

@@ -31,6 +31,10 @@ pub enum TxError {
     MapFull(String),
     #[error("{0}")]
     Open(String),
+    /// The database directory is held by another open: another process (a server, say, whose
+    /// address the error names), or this one.
+    #[error("{0}")]
+    Locked(std::sync::Arc<espalier_storage::LockError>),
 }
 
 impl From<DataError> for TxError {

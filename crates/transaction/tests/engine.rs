@@ -454,3 +454,30 @@ fn a_database_with_a_writer_thread_closes_and_reopens() {
     let p = props(db.schema());
     assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 1);
 }
+
+/// A database is open once: a second open (here in the same process, in another process
+/// likewise) is refused with the typed lock error while the first is open, and succeeds once
+/// it has closed.
+#[test]
+fn a_second_open_is_refused_while_the_first_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let p = props(db.schema());
+    db.write(|g| -> Result<(), E> { Ok(g.set_number(NodeRef::ROOT, p.counter, 7).map(|_| ())?) }).unwrap();
+    let version = db.version();
+    match Database::open(dir.path(), DatabaseOptions::default()) {
+        Err(TxError::Locked(e)) => {
+            assert!(matches!(*e, espalier_storage::LockError::HeldHere { .. }), "{e}");
+            assert!(e.to_string().contains("already open in this process"), "{e}");
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened twice"),
+    }
+    assert!(Database::create(dir.path(), compile(SCHEMA).unwrap(), DatabaseOptions::default()).is_err());
+    // The first open is untouched and goes on writing.
+    db.write(|g| -> Result<(), E> { Ok(g.set_number(NodeRef::ROOT, p.counter, 8).map(|_| ())?) }).unwrap();
+    assert_eq!(db.version(), version + 1);
+    drop(db);
+    let db = Database::open(dir.path(), DatabaseOptions::default()).unwrap();
+    assert_eq!(db.version(), version + 1);
+}
