@@ -61,6 +61,10 @@
 //! data being on disk (PostgreSQL's "fsyncgate", 2018). The database must be reopened, which
 //! recovers from what is really on disk.
 //!
+//! Tests make the next write fail, write short (a torn write seen by a surviving process) or
+//! make the next `fdatasync` fail through `Faults` (`LogWriter::faults`), compiled in this
+//! crate's tests and with the `fault-injection` feature for other crates' tests.
+//!
 //! # Recovery
 //!
 //! [`LogReader`] reads the segments in order from a version, verifies every record and stops at

@@ -19,13 +19,20 @@ pub const MAX_SEGMENT_SIZE: u64 = 1 << 30;
 /// How a segment's space is made ready before records are written into it.
 ///
 /// Pre-zeroed is the default, chosen by measurement (`--example log_floor`, ext4 on a virtio
-/// disk, 2 shared cores): one client's `pwrite` + `fdatasync` costs about the same on
-/// pre-zeroed and `fallocate`d segments (a 100–170-byte record enters a fresh 4 KiB block only
-/// every 24–40 commits) and 1.2–1.5× more when appending, with a p99 up to 6× worse; with 64
-/// clients, where every group-commit batch (~10 KB) enters fresh blocks, pre-zeroed segments
-/// gave 10–25% more commits/s than `fallocate`d ones and 20–30% more than appending, at about
-/// half their p99 latency. The price is writing each segment twice (zeros, then records), off
-/// the commit path, on a background thread.
+/// disk, 2 shared cores, three invocations of three runs each):
+/// - one client: `pwrite` + `fdatasync` costs the same on pre-zeroed and `fallocate`d
+///   segments within the noise (a 100–170-byte record enters a fresh 4 KiB block only every
+///   24–40 commits), and 1.2–1.4× more when appending (the size changes every time), with a
+///   p99 up to 6× worse;
+/// - 64 clients, where every group-commit batch (~10 KB) enters fresh blocks: pre-zeroed
+///   segments gave 2–18% more commits/s than `fallocate`d ones and 12–25% more than appending,
+///   with an equal or lower p99.
+///
+/// Beyond the figures: an `fdatasync` of overwritten, already written blocks has no metadata
+/// to journal, so it never waits for an ext4 journal commit that carries other files' changes
+/// (checkpoints being written, say); a first write into an unwritten extent does. The price is
+/// writing each segment twice (zeros, then records), off the commit path, on a background
+/// thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preparation {
     /// The whole segment is written with zeros and synced ahead of time, by a background
