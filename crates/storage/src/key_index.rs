@@ -3,9 +3,10 @@
 //!
 //! - Order: by owner row, then key bytes lexicographically (a text key is its UTF-8 bytes, a
 //!   matrix key its target row big-endian, so byte order is key order).
-//! - Nodes hold about [`NODE_BYTES`] of entries, keys inline: a leaf is three arrays (owners,
-//!   key ends, rows) and one key heap, so a lookup binary-searches one contiguous node per
-//!   level. Inner nodes keep the number of entries under each child, so counts of an owner's
+//! - Nodes hold about [`NODE_BYTES`] of entries, keys inline: a leaf is three arrays (search
+//!   words, key ends, rows) and one key heap. A search word is the owner and the key's first
+//!   four bytes as one `u64`, so a lookup binary-searches integers and compares key bytes only
+//!   on a tie (matrix keys, four bytes, never). Inner nodes keep the number of entries under each child, so counts of an owner's
 //!   entries or of a prefix take one descent each ([`KeyIndex::count`]).
 //! - Writes copy the path from the root to the leaf they change if a published version still
 //!   shares it (`Arc::make_mut`), so a published [`KeyIndex`] never changes; publishing is
@@ -42,13 +43,51 @@ const INNER_ENTRY: usize = 24;
 
 #[inline]
 fn cmp_key(a_owner: u32, a: &[u8], b_owner: u32, b: &[u8]) -> Ordering {
-    a_owner.cmp(&b_owner).then_with(|| a.cmp(b))
+    a_owner.cmp(&b_owner).then_with(|| cmp_bytes(a, b))
+}
+
+/// Byte order; keys of up to 8 bytes (matrix keys, most text keys) compare as big-endian
+/// integers instead of through a `memcmp` call, which cost more than the comparison.
+#[inline]
+fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
+    if a.len() <= 8 && b.len() <= 8 {
+        let word = |k: &[u8]| k.iter().enumerate().fold(0u64, |w, (i, &x)| w | u64::from(x) << (56 - 8 * i));
+        word(a).cmp(&word(b)).then(a.len().cmp(&b.len()))
+    } else {
+        a.cmp(b)
+    }
+}
+
+/// `owner << 32 |` the first four bytes of `key`, big-endian, zero-padded: equal keys have
+/// equal words, and a smaller word means a smaller key.
+#[inline]
+fn search_word(owner: u32, key: &[u8]) -> u64 {
+    let mut b = [0u8; 4];
+    let n = key.len().min(4);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from(owner) << 32 | u64::from(u32::from_be_bytes(b))
+}
+
+/// The number of `words` below `word` (`words` sorted), without data-dependent branches.
+#[inline]
+fn words_below(words: &[u64], word: u64) -> usize {
+    if words.is_empty() {
+        return 0;
+    }
+    let (mut base, mut n) = (0usize, words.len());
+    while n > 1 {
+        let half = n / 2;
+        base = if words[base + half - 1] < word { base + half } else { base };
+        n -= half;
+    }
+    base + usize::from(words[base] < word)
 }
 
 /// A sorted run of (owner, key) pairs with the keys in one heap.
 #[derive(Clone, Default)]
 struct Keys {
-    owners: Vec<u32>,
+    /// Per key: `owner << 32 | ` the key's first four bytes big-endian (zero-padded).
+    words: Vec<u64>,
     /// `ends[i]` is where key `i` ends in `heap` (it starts where key `i - 1` ends).
     ends: Vec<u32>,
     heap: Vec<u8>,
@@ -56,7 +95,7 @@ struct Keys {
 
 impl Keys {
     fn len(&self) -> usize {
-        self.owners.len()
+        self.words.len()
     }
 
     #[inline]
@@ -67,7 +106,7 @@ impl Keys {
 
     #[inline]
     fn get(&self, i: usize) -> (u32, &[u8]) {
-        (self.owners[i], self.key(i))
+        ((self.words[i] >> 32) as u32, self.key(i))
     }
 
     /// The number of keys for which `before` holds (it must hold for a prefix of them).
@@ -86,13 +125,45 @@ impl Keys {
         lo
     }
 
+    /// The number of keys below `(owner, key)` (`or_equal`: at or below): a binary search on
+    /// the search words, comparing key bytes only where the words tie.
+    #[inline]
+    fn search(&self, owner: u32, key: &[u8], or_equal: bool) -> usize {
+        let word = search_word(owner, key);
+        // Branch-free over the words (a mispredicted branch per step cost more than the step),
+        // then by key bytes among the keys whose word ties (none for matrix keys; for text
+        // keys, those sharing the first four bytes).
+        let (mut lo, hi) = (words_below(&self.words, word), words_below(&self.words, word.wrapping_add(1)));
+        let mut hi = if word == u64::MAX { self.len() } else { hi };
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let before = match cmp_bytes(self.key(mid), key) {
+                Ordering::Less => true,
+                Ordering::Equal => or_equal,
+                Ordering::Greater => false,
+            };
+            if before {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Whether key `i` is `(owner, key)`.
+    #[inline]
+    fn is(&self, i: usize, owner: u32, key: &[u8]) -> bool {
+        i < self.len() && self.words[i] == search_word(owner, key) && cmp_bytes(self.key(i), key) == Ordering::Equal
+    }
+
     fn insert(&mut self, i: usize, owner: u32, key: &[u8]) {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         self.heap.splice(start..start, key.iter().copied());
         for e in &mut self.ends[i..] {
             *e += key.len() as u32;
         }
-        self.owners.insert(i, owner);
+        self.words.insert(i, search_word(owner, key));
         self.ends.insert(i, (start + key.len()) as u32);
     }
 
@@ -100,7 +171,7 @@ impl Keys {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         let end = self.ends[i] as usize;
         self.heap.drain(start..end);
-        self.owners.remove(i);
+        self.words.remove(i);
         self.ends.remove(i);
         for e in &mut self.ends[i..] {
             *e -= (end - start) as u32;
@@ -109,7 +180,7 @@ impl Keys {
 
     fn push(&mut self, owner: u32, key: &[u8]) {
         self.heap.extend_from_slice(key);
-        self.owners.push(owner);
+        self.words.push(search_word(owner, key));
         self.ends.push(self.heap.len() as u32);
     }
 
@@ -117,9 +188,9 @@ impl Keys {
     fn split_off(&mut self, at: usize) -> Keys {
         let start = if at == 0 { 0 } else { self.ends[at - 1] as usize };
         let heap = self.heap.split_off(start);
-        let owners = self.owners.split_off(at);
+        let words = self.words.split_off(at);
         let ends = self.ends.split_off(at).into_iter().map(|e| e - start as u32).collect();
-        Keys { owners, ends, heap }
+        Keys { words, ends, heap }
     }
 
     fn append(&mut self, other: &Keys) {
@@ -166,7 +237,6 @@ impl Node {
             Node::Inner(n) => n.counts.iter().sum(),
         }
     }
-
 }
 
 /// The shortest separator `s` with `left < s ≤ right` (owner first, then bytes): an inner
@@ -183,19 +253,32 @@ fn separator(left: (u32, &[u8]), right: (u32, &[u8])) -> (u32, Vec<u8>) {
 /// What a node gives its parent after an insert: the separator and the new right sibling.
 type Split = Option<(u32, Vec<u8>, Arc<Node>)>;
 
-fn split_leaf(leaf: &mut Leaf) -> (u32, Vec<u8>, Arc<Node>) {
-    let at = split_point(leaf.keys.len(), |i| LEAF_ENTRY + leaf.keys.key(i).len());
+/// Where a node that just took an item at `inserted` splits: in the middle by bytes, unless
+/// the item went into its last quarter: then right before the item, so that appends (loads in
+/// key order, new rows of the last owner) leave full nodes behind instead of half-full ones.
+fn split_at(n: usize, inserted: usize, size: impl Fn(usize) -> usize) -> usize {
+    if inserted * 4 >= n * 3 {
+        inserted.clamp(1, n - 1)
+    } else {
+        split_point(n, size)
+    }
+}
+
+fn split_leaf(leaf: &mut Leaf, inserted: usize) -> (u32, Vec<u8>, Arc<Node>) {
+    let at = split_at(leaf.keys.len(), inserted, |i| LEAF_ENTRY + leaf.keys.key(i).len());
     let keys = leaf.keys.split_off(at);
     let rows = leaf.rows.split_off(at);
     let (owner, sep) = separator(leaf.keys.get(at - 1), keys.get(0));
     (owner, sep, Arc::new(Node::Leaf(Leaf { keys, rows })))
 }
 
-fn split_inner(inner: &mut Inner) -> (u32, Vec<u8>, Arc<Node>) {
-    // Children `..at` stay; separator `at - 1` moves up.
-    let at = split_point(inner.children.len(), |i| INNER_ENTRY + if i == 0 { 0 } else { inner.seps.key(i - 1).len() });
+fn split_inner(inner: &mut Inner, inserted: usize) -> (u32, Vec<u8>, Arc<Node>) {
+    // Children `..at` stay; separator `at - 1` moves up; each side keeps two children.
+    let n = inner.children.len();
+    let at =
+        split_at(n, inserted, |i| INNER_ENTRY + if i == 0 { 0 } else { inner.seps.key(i - 1).len() }).clamp(2, n - 2);
     let mut seps = inner.seps.split_off(at - 1);
-    let (owner, sep) = (seps.owners[0], seps.key(0).to_vec());
+    let (owner, sep) = (seps.get(0).0, seps.key(0).to_vec());
     seps.remove(0);
     let children = inner.children.split_off(at);
     let counts = inner.counts.split_off(at);
@@ -221,22 +304,24 @@ fn split_point(n: usize, size: impl Fn(usize) -> usize) -> usize {
 fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32>, Split) {
     match Arc::make_mut(node) {
         Node::Leaf(leaf) => {
-            let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
-            if i < leaf.keys.len() && leaf.keys.get(i) == (owner, key) {
+            let i = leaf.keys.search(owner, key, false);
+            if leaf.keys.is(i, owner, key) {
                 return (Some(std::mem::replace(&mut leaf.rows[i], row)), None);
             }
             leaf.keys.insert(i, owner, key);
             leaf.rows.insert(i, row);
             let full = leaf.keys.len() >= 2 && leaf.keys.len() * LEAF_ENTRY + leaf.keys.heap.len() > NODE_BYTES;
-            (None, if full { Some(split_leaf(leaf)) } else { None })
+            (None, if full { Some(split_leaf(leaf, i)) } else { None })
         }
         Node::Inner(inner) => {
-            let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+            let c = inner.seps.search(owner, key, true);
             let (old, split) = insert(&mut inner.children[c], owner, key, row);
             if old.is_none() {
                 inner.counts[c] += 1;
             }
+            let mut inserted = c;
             if let Some((sep_owner, sep, right)) = split {
+                inserted = c + 1;
                 let right_count = right.count();
                 inner.counts[c] -= right_count;
                 inner.seps.insert(c, sep_owner, &sep);
@@ -247,7 +332,7 @@ fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32
             // separators may exceed NODE_BYTES).
             let full =
                 inner.children.len() >= 4 && inner.children.len() * INNER_ENTRY + inner.seps.heap.len() > NODE_BYTES;
-            (old, if full { Some(split_inner(inner)) } else { None })
+            (old, if full { Some(split_inner(inner, inserted)) } else { None })
         }
     }
 }
@@ -256,13 +341,13 @@ fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32
 fn remove_present(node: &mut Arc<Node>, owner: u32, key: &[u8]) -> u32 {
     match Arc::make_mut(node) {
         Node::Leaf(leaf) => {
-            let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
-            debug_assert!(leaf.keys.get(i) == (owner, key), "remove_present of a missing key");
+            let i = leaf.keys.search(owner, key, false);
+            debug_assert!(leaf.keys.is(i, owner, key), "remove_present of a missing key");
             leaf.keys.remove(i);
             leaf.rows.remove(i)
         }
         Node::Inner(inner) => {
-            let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+            let c = inner.seps.search(owner, key, true);
             let old = remove_present(&mut inner.children[c], owner, key);
             inner.counts[c] -= 1;
             rebalance(inner, c);
@@ -322,11 +407,11 @@ fn get(mut node: &Node, owner: u32, key: &[u8]) -> Option<u32> {
     loop {
         match node {
             Node::Leaf(leaf) => {
-                let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
-                return (i < leaf.keys.len() && leaf.keys.get(i) == (owner, key)).then(|| leaf.rows[i]);
+                let i = leaf.keys.search(owner, key, false);
+                return leaf.keys.is(i, owner, key).then(|| leaf.rows[i]);
             }
             Node::Inner(inner) => {
-                let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
+                let c = inner.seps.search(owner, key, true);
                 node = &inner.children[c];
             }
         }
@@ -422,7 +507,9 @@ impl KeyIndex {
 
     /// `owner`'s entries in key order.
     pub fn entries(&self, owner: u32) -> Range<'_> {
-        self.prefix(owner, &[])
+        let mut range = self.seek(owner, &[]);
+        range.bound = Bound::Owner(owner);
+        range
     }
 
     /// `owner`'s entries whose key starts with `prefix`, in key order.
@@ -449,23 +536,9 @@ impl KeyIndex {
 
     /// A cursor at the first entry ≥ (owner, key).
     fn seek<'a>(&'a self, owner: u32, key: &[u8]) -> Range<'a> {
-        let mut stack = Vec::new();
-        let mut node = self.root.as_deref();
-        while let Some(n) = node {
-            match n {
-                Node::Leaf(leaf) => {
-                    let i = leaf.keys.partition(|o, k| cmp_key(o, k, owner, key) == Ordering::Less);
-                    stack.push((n, i));
-                    node = None;
-                }
-                Node::Inner(inner) => {
-                    let c = inner.seps.partition(|o, k| cmp_key(o, k, owner, key) != Ordering::Greater);
-                    stack.push((n, c));
-                    node = Some(&inner.children[c]);
-                }
-            }
-        }
-        Range { stack, bound: Bound::None }
+        let root = self.root.as_deref();
+        let found = root.and_then(|r| leaf_at(r, owner, key, true));
+        Range { root, leaf: found.map(|(l, _)| l), i: found.map_or(0, |(_, i)| i), bound: Bound::None }
     }
 
     /// Bytes the index would take on disk: every node's entries and a small header each.
@@ -495,54 +568,82 @@ enum Bound<'a> {
 }
 
 /// Entries of a key index in order, from a seek ([`KeyIndex::entries`], [`KeyIndex::prefix`]).
+///
+/// A cursor is a leaf and a place in it, not a path: when the leaf is done, the next one is
+/// found by a descent from the root (once per few hundred entries), which keeps the cursor
+/// small enough to move around for free.
 pub struct Range<'a> {
-    /// The path to the next entry: each node and the index in it (child or entry).
-    stack: Vec<(&'a Node, usize)>,
+    root: Option<&'a Node>,
+    leaf: Option<&'a Leaf>,
+    i: usize,
     bound: Bound<'a>,
+}
+
+/// The leaf holding the first key after `(owner, key)` (`or_equal`: at or after), and its
+/// place in it.
+#[inline]
+fn leaf_at<'a>(root: &'a Node, owner: u32, key: &[u8], or_equal: bool) -> Option<(&'a Leaf, usize)> {
+    let mut node = root;
+    // The subtree right of the descent's path, nearest first: where the next key is when the
+    // leaf has none after the target.
+    let mut right: Option<&'a Node> = None;
+    loop {
+        match node {
+            Node::Inner(inner) => {
+                let c = inner.seps.search(owner, key, true);
+                if c + 1 < inner.children.len() {
+                    right = Some(&inner.children[c + 1]);
+                }
+                node = &inner.children[c];
+            }
+            Node::Leaf(leaf) => {
+                let i = leaf.keys.search(owner, key, !or_equal);
+                if i < leaf.keys.len() {
+                    return Some((leaf, i));
+                }
+                // Only the root leaf can be empty; the leftmost leaf of any other subtree has
+                // entries.
+                let mut node = right?;
+                loop {
+                    match node {
+                        Node::Inner(inner) => node = &inner.children[0],
+                        Node::Leaf(leaf) => return (!leaf.rows.is_empty()).then_some((leaf, 0)),
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl<'a> Iterator for Range<'a> {
     type Item = Entry<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<Entry<'a>> {
         loop {
-            let (node, i) = self.stack.last_mut()?;
-            match node {
-                Node::Leaf(leaf) => {
-                    if *i < leaf.keys.len() {
-                        let (owner, key) = leaf.keys.get(*i);
-                        let row = leaf.rows[*i];
-                        *i += 1;
-                        let within = match self.bound {
-                            Bound::None => true,
-                            Bound::Owner(o) => owner == o,
-                            Bound::Prefix(o, p) => owner == o && key.starts_with(p),
-                        };
-                        if !within {
-                            self.stack.clear();
-                            return None;
-                        }
-                        return Some(Entry { owner, key, row });
-                    }
-                    self.stack.pop();
-                    // Step the parent to its next child.
-                    if let Some((_, c)) = self.stack.last_mut() {
-                        *c += 1;
-                    }
+            let leaf = self.leaf?;
+            if self.i < leaf.keys.len() {
+                let (owner, key) = leaf.keys.get(self.i);
+                let row = leaf.rows[self.i];
+                self.i += 1;
+                let within = match self.bound {
+                    Bound::None => true,
+                    Bound::Owner(o) => owner == o,
+                    Bound::Prefix(o, p) => owner == o && key.starts_with(p),
+                };
+                if !within {
+                    self.leaf = None;
+                    return None;
                 }
-                Node::Inner(inner) => {
-                    if *i < inner.children.len() {
-                        let child: &'a Node = &inner.children[*i];
-                        self.stack.push((child, 0));
-                        // Descending into a child starts at its first entry: only the seek
-                        // path starts mid-node, and it is already on the stack.
-                        continue;
-                    }
-                    self.stack.pop();
-                    if let Some((_, c)) = self.stack.last_mut() {
-                        *c += 1;
-                    }
+                return Some(Entry { owner, key, row });
+            }
+            let (owner, key) = leaf.keys.get(leaf.keys.len() - 1);
+            match self.root.and_then(|root| leaf_at(root, owner, key, false)) {
+                Some((next, i)) => {
+                    self.leaf = Some(next);
+                    self.i = i;
                 }
+                None => self.leaf = None,
             }
         }
     }
@@ -659,12 +760,11 @@ mod tests {
                 assert_eq!(n.seps.len() + 1, n.children.len());
                 let mut total = 0;
                 for (c, child) in n.children.iter().enumerate() {
-                    let clo =
-                        if c == 0 { lo.clone() } else { Some((n.seps.owners[c - 1], n.seps.key(c - 1).to_vec())) };
+                    let clo = if c == 0 { lo.clone() } else { Some((n.seps.get(c - 1).0, n.seps.key(c - 1).to_vec())) };
                     let chi = if c + 1 == n.children.len() {
                         hi.clone()
                     } else {
-                        Some((n.seps.owners[c], n.seps.key(c).to_vec()))
+                        Some((n.seps.get(c).0, n.seps.key(c).to_vec()))
                     };
                     let count = check(child, clo, chi);
                     assert_eq!(count, n.counts[c]);

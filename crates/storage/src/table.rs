@@ -342,6 +342,28 @@ impl TableVersion {
         }
     }
 
+    /// Asks the CPU to start loading row `row` (no effect if there is no such page): a reader
+    /// about to follow many references (the parents of a scan's matches, say) prefetches a few
+    /// ahead, so that their cache misses overlap instead of queueing.
+    #[inline]
+    pub fn prefetch(&self, row: u32) {
+        if row >= self.end {
+            return;
+        }
+        if let Some(data) = self.page_data(row >> self.layout.shift) {
+            let slot = (row & self.layout.mask()) as usize;
+            let at = self.layout.bitmap_bytes() + slot * self.layout.width();
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint with no effect on memory or faults; the address is
+            // within the page anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(data.as_ptr().add(at) as *const i8, std::arch::x86_64::_MM_HINT_T0);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = at;
+        }
+    }
+
     /// Whether `row` is live.
     pub fn is_live(&self, row: u32) -> bool {
         self.row(row).is_some()
@@ -349,65 +371,97 @@ impl TableVersion {
 
     /// The live rows in row order, with their ids: a sequential scan of the pages.
     pub fn rows(&self) -> Rows<'_> {
-        Rows { table: self, page: 0, slot: 0, data: None }
+        let layout = self.layout;
+        Rows {
+            table: self,
+            width: layout.width(),
+            rows_at: layout.bitmap_bytes(),
+            words: layout.bitmap_bytes() / 8,
+            next_page: 0,
+            base: 0,
+            page: std::ptr::null(),
+            word: 0,
+            bits: 0,
+        }
     }
 }
 
-/// A sequential scan of a table's live rows ([`TableVersion::rows`]).
+/// A sequential scan of a table's live rows ([`TableVersion::rows`]): page by page, 64 slots
+/// of the live bitmap at a time.
 pub struct Rows<'a> {
     table: &'a TableVersion,
-    page: u32,
-    slot: usize,
-    data: Option<&'a [u8]>,
+    width: usize,
+    /// Where the rows start in a page (after the bitmap), and the bitmap's 64-bit words.
+    rows_at: usize,
+    words: usize,
+    /// The page to load when this one is done.
+    next_page: u32,
+    /// The first row of the current page, and its bytes (null before the first page and for a
+    /// page that does not exist).
+    base: u32,
+    page: *const u8,
+    /// The bitmap word being scanned, and its live slots not yet returned.
+    word: usize,
+    bits: u64,
 }
 
 impl<'a> Iterator for Rows<'a> {
     type Item = (u32, &'a [u8]);
 
+    #[inline]
     fn next(&mut self) -> Option<(u32, &'a [u8])> {
-        let layout = self.table.layout;
-        let per_page = layout.rows_per_page();
         loop {
-            let data = match self.data {
-                Some(d) => d,
-                None => {
-                    if (self.page as u64) << layout.shift >= u64::from(self.table.end) {
-                        return None;
-                    }
-                    let Some(ptr) = self.table.page_data(self.page) else {
-                        // Row 0's page when a page holds one row: never written.
-                        self.page += 1;
-                        continue;
-                    };
-                    // SAFETY: the page has `page_bytes()` bytes and lives as long as the table
-                    // version (see `TableVersion::row`).
-                    let d = unsafe { std::slice::from_raw_parts(ptr.as_ptr() as *const u8, layout.page_bytes()) };
-                    self.data = Some(d);
-                    d
-                }
-            };
-            let bitmap = &data[..layout.bitmap_bytes()];
-            while self.slot < per_page {
-                // Skip whole empty bitmap bytes at once.
-                let byte = bitmap[self.slot >> 3] >> (self.slot & 7);
-                if byte == 0 {
-                    self.slot = (self.slot | 7) + 1;
-                    continue;
-                }
-                let slot = self.slot + byte.trailing_zeros() as usize;
-                self.slot = slot + 1;
-                let row = (self.page << layout.shift) | slot as u32;
-                if row >= self.table.end {
-                    return None;
-                }
-                let start = layout.bitmap_bytes() + slot * layout.width();
-                return Some((row, &data[start..start + layout.width()]));
+            if self.bits != 0 {
+                let slot = self.word * 64 + self.bits.trailing_zeros() as usize;
+                self.bits &= self.bits - 1;
+                // SAFETY: a set bit is a live slot below `rows_per_page` (bits are only set
+                // for rows handed out), so `rows_at + slot × width + width` is within the
+                // page, which lives as long as the table version (see `TableVersion::row`).
+                let row =
+                    unsafe { std::slice::from_raw_parts(self.page.add(self.rows_at + slot * self.width), self.width) };
+                return Some((self.base | slot as u32, row));
             }
-            self.page += 1;
-            self.slot = 0;
-            self.data = None;
+            if !self.advance() {
+                return None;
+            }
         }
     }
+}
+
+impl Rows<'_> {
+    /// Moves to the next bitmap word, or the next page; false at the end of the table.
+    #[inline(never)]
+    fn advance(&mut self) -> bool {
+        if !self.page.is_null() && self.word + 1 < self.words {
+            self.word += 1;
+            self.bits = self.load_word();
+            return true;
+        }
+        let layout = self.table.layout;
+        if u64::from(self.next_page) << layout.shift >= u64::from(self.table.end) {
+            return false;
+        }
+        let page = self.next_page;
+        self.next_page += 1;
+        self.base = page << layout.shift;
+        // A missing page is row 0's when a page holds one row: never written.
+        self.page = self.table.page_data(page).map_or(std::ptr::null(), |p| p.as_ptr() as *const u8);
+        self.word = 0;
+        self.bits = if self.page.is_null() { 0 } else { self.load_word() };
+        true
+    }
+
+    fn load_word(&self) -> u64 {
+        // SAFETY: `word < words`, and the bitmap's `words × 8` bytes start the page.
+        let bytes = unsafe { std::slice::from_raw_parts(self.page.add(self.word * 8), 8) };
+        bitmap_word(bytes, 0)
+    }
+}
+
+/// Word `i` of a page's live bitmap (slot `64 i + b` is bit `b`).
+#[inline]
+fn bitmap_word(page: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(page[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
 }
 
 /// The one writer of a table: its private version, and the rows waiting to be reused.
