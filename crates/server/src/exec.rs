@@ -65,7 +65,7 @@ pub fn read(
 }
 
 /// The checked plan of `get <path>`.
-fn get_plan(engine: &Engine, path: &str) -> Result<Vec<PStep>, RequestError> {
+pub(crate) fn get_plan(engine: &Engine, path: &str) -> Result<Vec<PStep>, RequestError> {
     let text = format!("get {path}");
     let instr = parse_instruction(&text, ParseOptions::CLIENT).map_err(|e| {
         RequestError::new(ErrorCode::Syntax, format!("the node path {path:?} does not parse: {}", e.0.message))
@@ -115,7 +115,11 @@ fn key_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<Vec<String>
 }
 
 /// Follows a checked node path from the root, with `params` for `$name` keys.
-fn walk(graph: &Graph<'_>, path: &[PStep], params: &HashMap<String, ParamValue>) -> Result<NodeRef, RequestError> {
+pub(crate) fn walk(
+    graph: &Graph<'_>,
+    path: &[PStep],
+    params: &HashMap<String, ParamValue>,
+) -> Result<NodeRef, RequestError> {
     let schema = graph.schema;
     let mut at = NodeRef::ROOT;
     for step in path {

@@ -9,10 +9,14 @@
 //! the server is `docs/server.md`. Module map: `server` (router, auth, HTTP, shutdown),
 //! `session` (a WebSocket session's reader and writer), `work` (engine calls on the blocking
 //! pool with the query-time limit), `exec` (the engine calls themselves), `hub` (change feed →
-//! history and subscription queues), `subscription` (one subscription's task), `config`.
+//! history and subscription queues), `subscription` (one subscription's task), `config`,
+//! `console` (the web console's files and its `/v1/schema`, `/v1/entries`, `/v1/figures`),
+//! `figures` (request and commit counters for the console's dashboard).
 
 pub mod config;
+mod console;
 mod exec;
+mod figures;
 mod hub;
 mod server;
 mod session;

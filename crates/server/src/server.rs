@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::{ServerConfig, ServerLimits, Token};
+use crate::figures::{Figures, Kind};
 use crate::hub::Hub;
 use crate::work::{self, Job, Outcome};
 use crate::{session, ServerError};
@@ -37,6 +38,8 @@ pub struct Shared {
     tokens: Vec<Token>,
     /// One permit per open session or HTTP request in progress.
     pub sessions: Arc<Semaphore>,
+    /// Requests by kind and their latencies, for `GET /v1/figures` (the console's dashboard).
+    pub figures: Arc<Figures>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -71,7 +74,7 @@ impl Shared {
     }
 
     /// The role a request's secret grants.
-    fn authenticate(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Role, RequestError> {
+    pub(crate) fn authenticate(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Role, RequestError> {
         if self.tokens.is_empty() {
             return Ok(Role::Admin);
         }
@@ -149,6 +152,7 @@ impl Server {
             sessions: Arc::new(Semaphore::new(limits.max_sessions)),
             limits,
             tokens: config.tokens,
+            figures: Arc::default(),
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
         });
@@ -208,6 +212,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/status", get(http_status))
         .route("/v1/health", get(http_health))
         .route("/v1/shutdown", post(http_shutdown))
+        .merge(crate::console::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared)
@@ -223,7 +228,7 @@ fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
     }
 }
 
-fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
+pub(crate) fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
     let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     reply(status, encoding, &Message::from_error(None, e))
 }
@@ -234,13 +239,16 @@ async fn not_found() -> Response {
         &RequestError::new(
             ErrorCode::BadRequest,
             "no such endpoint; the server has GET /ws (WebSocket), POST /v1/execute, GET /v1/node, GET /v1/status, \
-             GET /v1/health and POST /v1/shutdown (see docs/protocol.md)",
+             GET /v1/health, POST /v1/shutdown, the console at GET / and its GET /v1/schema, /v1/entries and \
+             /v1/figures (see docs/protocol.md)",
         ),
     )
 }
 
 /// Query parameters as name → value (the last value of a repeated name wins).
-fn query_map(q: Result<Query<Vec<(String, String)>>, QueryRejection>) -> Result<HashMap<String, String>, RequestError> {
+pub(crate) fn query_map(
+    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<HashMap<String, String>, RequestError> {
     let Query(pairs) = q.map_err(|e| RequestError::bad_request(format!("the query string does not parse: {e}")))?;
     Ok(pairs.into_iter().collect())
 }
@@ -354,7 +362,7 @@ struct ExecuteBody {
 }
 
 /// Authenticates and admits an HTTP request.
-fn http_admit(
+pub(crate) fn http_admit(
     shared: &Shared,
     headers: &HeaderMap,
     q: &HashMap<String, String>,
@@ -411,6 +419,7 @@ async fn http_execute(
         Err(e) => return error_reply(reply_enc, &e),
     };
     let limit = shared.limits.max_result_bytes;
+    let _timer = shared.figures.start(Kind::Execute);
     let response =
         work::run(&shared, role, Job::Execute { source, params }, move |r| outcome_response(reply_enc, limit, r)).await;
     drop(permit);
@@ -440,6 +449,7 @@ async fn http_node(
         Err(e) => return error_reply(encoding, &e),
     };
     let limit = shared.limits.max_result_bytes;
+    let _timer = shared.figures.start(Kind::Get);
     let response =
         work::run(&shared, role, Job::Get { path, params }, move |r| outcome_response(encoding, limit, r)).await;
     drop(permit);

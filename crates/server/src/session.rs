@@ -23,6 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::exec;
+use crate::figures::{self, InFlight};
 use crate::server::Shared;
 use crate::subscription;
 use crate::work::{self, Job, Outcome, INLINE_BUDGET, INLINE_CHECK_MAX};
@@ -278,6 +279,7 @@ impl Session {
                 format!("more than {max} requests in flight on this session; wait for replies before sending more");
             return self.push(encode_error(&self.codec, Some(id), ErrorCode::TooManyRequests, msg)).await;
         };
+        let inflight = InFlight::new(inflight, self.shared.figures.start(figures::kind_of(&body)));
         let Ok(slot) = self.tx.clone().reserve_owned().await else {
             return ControlFlow::Break(());
         };
@@ -371,7 +373,7 @@ impl Session {
     fn execute_checked(
         &self,
         slot: OwnedPermit<Outgoing>,
-        inflight: OwnedSemaphorePermit,
+        inflight: InFlight,
         id: u64,
         source: Source,
         params: HashMap<String, ParamValue>,
@@ -408,7 +410,7 @@ impl Session {
         }
     }
 
-    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit, id: u64, job: Job) {
+    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, inflight: InFlight, id: u64, job: Job) {
         let shared = self.shared.clone();
         let role = self.role;
         let codec = self.codec;

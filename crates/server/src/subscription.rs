@@ -15,9 +15,9 @@ use espalier_instruction::{ParamValue, QueryResult};
 use espalier_protocol::codec::EncodeError;
 use espalier_protocol::{Codec, Data, ErrorCode, Message, RequestError, Target};
 use tokio::sync::mpsc::{self, OwnedPermit};
-use tokio::sync::OwnedSemaphorePermit;
 
 use crate::exec::{self, Resolved};
+use crate::figures::InFlight;
 use crate::hub::{Filter, Start, SubQueue};
 use crate::server::Shared;
 use crate::session::{encode_error, encode_reply, lock_subs, Outgoing, Subscriptions};
@@ -99,7 +99,7 @@ async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), Request
     .await
 }
 
-pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: OwnedSemaphorePermit) {
+pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: InFlight) {
     let mut reg = Registration {
         shared: ctx.shared.clone(),
         subs: ctx.subs.clone(),

@@ -46,6 +46,19 @@ pub struct Database {
     version: AtomicU64,
     /// Told of every commit before the next begins (registered incremental queries).
     hooks: std::sync::Mutex<Vec<Arc<dyn CommitHook>>>,
+    /// Counted since open, for the server's figures ([`CommitFigures`]).
+    commits: AtomicU64,
+    committed_requests: AtomicU64,
+    commit_nanos: AtomicU64,
+}
+
+/// Counters of the commits since the database was opened: `requests / commits` is the mean
+/// batch size, `nanos / commits` the mean time a batch took (run, commit, and its fsync).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitFigures {
+    pub commits: u64,
+    pub requests: u64,
+    pub nanos: u64,
 }
 
 /// Something that must see each commit's data exactly, before the next commit begins.
@@ -167,7 +180,19 @@ impl Database {
             feed: Feed::default(),
             version: AtomicU64::new(version),
             hooks: std::sync::Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
+            committed_requests: AtomicU64::new(0),
+            commit_nanos: AtomicU64::new(0),
         })
+    }
+
+    /// The commits since open: how many, how many requests they held, and the time they took.
+    pub fn commit_figures(&self) -> CommitFigures {
+        CommitFigures {
+            commits: self.commits.load(Ordering::Relaxed),
+            requests: self.committed_requests.load(Ordering::Relaxed),
+            nanos: self.commit_nanos.load(Ordering::Relaxed),
+        }
     }
 
     pub fn schema(&self) -> &Arc<Schema> {
@@ -319,6 +344,7 @@ enum BatchError {
 
 impl BatchRunner for Database {
     fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) -> Completions {
+        let started = std::time::Instant::now();
         let mut outcome = Err(TxError::MapFull("gave up after growing the map repeatedly".into()));
         for _ in 0..MAX_GROW_ATTEMPTS {
             match self.try_batch(&mut batch) {
@@ -339,6 +365,13 @@ impl BatchRunner for Database {
             }
         }
         if let Ok(results) = outcome.as_mut() {
+            let committed = results.iter().flatten().count() as u64;
+            if committed > 0 {
+                self.commits.fetch_add(1, Ordering::Relaxed);
+                self.committed_requests.fetch_add(committed, Ordering::Relaxed);
+                let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+            }
             self.run_hooks(results);
         }
         match outcome {

@@ -15,7 +15,7 @@ mod database;
 mod feed;
 mod group_commit;
 
-pub use database::{CommitHook, Committed, Database, DatabaseOptions, Snapshot};
+pub use database::{CommitFigures, CommitHook, Committed, Database, DatabaseOptions, Snapshot};
 pub use espalier_data::{Change, ChangeSet, DataError, Graph, NodePath, NodeRef, WriteGraph};
 pub use espalier_storage::Durability;
 pub use feed::{FeedItem, Subscription};

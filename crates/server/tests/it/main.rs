@@ -3,6 +3,7 @@
 
 mod auth;
 mod common;
+mod console;
 mod frames;
 mod http;
 mod limits;
