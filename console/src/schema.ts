@@ -97,14 +97,14 @@ export class Schema {
 
 /** The schema view: the node types as a tree beside the schema text. */
 export function schemaView(schema: Schema, go: (hash: string) => void): HTMLElement {
-  const tree = h("div", { class: "schema-tree", role: "tree", "aria-label": "Node types" });
-  const typeTree = (t: SType, depth: number): HTMLElement => {
-    const list = h("ul", { role: depth === 0 ? "group" : "group" });
+  const tree = h("div", { class: "schema-tree", role: "region", "aria-label": "Node types" });
+  const typeTree = (t: SType): HTMLElement => {
+    const list = h("ul");
     for (const p of t.properties) {
       const kind = p.derived !== undefined ? `${p.kind}, derived` : p.kind;
       const item = h(
         "li",
-        { role: "treeitem", id: `type-${t.id}-${p.name}` },
+        { id: `type-${t.id}-${p.name}` },
         h("span", { class: "prop-name" }, quoteName(p.name)),
         " ",
         h("span", { class: `kind kind-${p.kind}` }, kind),
@@ -145,22 +145,19 @@ export function schemaView(schema: Schema, go: (hash: string) => void): HTMLElem
         );
       }
       if (p.node !== undefined) {
-        item.append(
-          h("span", { class: "type-anchor", id: `type-${p.node.id}`, tabindex: -1 }),
-          typeTree(p.node, depth + 1),
-        );
+        item.append(h("span", { class: "type-anchor", id: `type-${p.node.id}`, tabindex: -1 }), typeTree(p.node));
       }
       if (p.states !== undefined) {
-        const states = h("ul", { role: "group" });
+        const states = h("ul");
         for (const s of p.states) {
           states.append(
             h(
               "li",
-              { role: "treeitem" },
+              {},
               h("span", { class: "state-name" }, quoteName(s.name)),
               " ",
               h("span", { class: "kind" }, "state"),
-              s.node.properties.length > 0 ? typeTree(s.node, depth + 1) : null,
+              s.node.properties.length > 0 ? typeTree(s.node) : null,
             ),
           );
         }
@@ -170,7 +167,7 @@ export function schemaView(schema: Schema, go: (hash: string) => void): HTMLElem
     }
     return list;
   };
-  tree.append(h("div", { class: "root-label" }, "root"), typeTree(schema.root, 0));
+  tree.append(h("div", { class: "root-label" }, "root"), typeTree(schema.root));
   const commands = h("section", { class: "commands" }, h("h3", {}, "Commands"));
   for (const c of schema.json.commands) {
     commands.append(

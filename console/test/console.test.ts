@@ -103,7 +103,7 @@ test("schema view: node types, references with targets, states, derived, command
   const p = await page();
   await signIn(p, WRITER);
   await p.getByRole("link", { name: "Schema" }).click();
-  const tree = p.getByRole("tree", { name: "Node types" });
+  const tree = p.getByRole("region", { name: "Node types" });
   await tree.waitFor();
   const text = await tree.textContent();
   for (const expected of ["'Orders'", "'Client'", "root.'Clients'", "'Started'", "'Lines'", "'Client Name'"]) {
@@ -300,7 +300,7 @@ test("keyboard: the views' tabs and the editor without a mouse", { skip }, async
   const p = await page();
   await signIn(p, WRITER);
   await p.goto(`${server.http}/#/schema`);
-  await p.getByRole("tree", { name: "Node types" }).waitFor();
+  await p.getByRole("region", { name: "Node types" }).waitFor();
   // Tab reaches the view links in order; Enter follows one.
   await p.locator("body").focus();
   const seen: string[] = [];
