@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use espalier_bench::peers::{self, Config, DurabilityPairing, Suite, System};
 
-use crate::Global;
+use crate::{DurabilityArg, Global};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SuiteArg {
@@ -30,9 +30,11 @@ pub struct PeersArgs {
     /// materials per modification).
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub nested_scale: f64,
-    /// Commit with fsync everywhere: Espalier `sync`, SQLite `synchronous=FULL`, PostgreSQL
-    /// `fsync=on, synchronous_commit=on`. By default no system fsyncs on commit (Espalier
-    /// `none`, SQLite `synchronous=OFF`, PostgreSQL `fsync=off, synchronous_commit=off`).
+    /// Commit with fsync everywhere (the same as `--durability sync`): Espalier `sync`, SQLite
+    /// `synchronous=FULL`, PostgreSQL `fsync=on, synchronous_commit=on`. Without it or
+    /// `--durability`, no system fsyncs on commit (Espalier `none`, SQLite `synchronous=OFF`,
+    /// PostgreSQL `fsync=off, synchronous_commit=off`); `--durability periodic` pairs Espalier's
+    /// 100 ms flush with SQLite `synchronous=NORMAL` and PostgreSQL's WAL writer.
     #[arg(long)]
     pub fsync: bool,
     /// Timed repetitions per operation and system.
@@ -73,7 +75,11 @@ pub fn run(args: &PeersArgs, global: &Global) -> Result<(), String> {
     };
     let systems =
         args.systems.iter().map(|s| System::parse(s)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
-    let durability = if args.fsync { DurabilityPairing::Sync } else { DurabilityPairing::None };
+    let durability = match global.bench_durability(args.fsync)? {
+        DurabilityArg::Sync => DurabilityPairing::Sync,
+        DurabilityArg::Periodic => DurabilityPairing::Periodic,
+        DurabilityArg::None => DurabilityPairing::None,
+    };
     let config = Config {
         scale: args.scale,
         nested_scale: args.nested_scale,

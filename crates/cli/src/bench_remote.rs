@@ -143,7 +143,7 @@ pub fn config(args: &RemoteArgs, global: &Global) -> Result<Config, String> {
     c.server_threads = args.server_threads;
     c.client_threads = args.client_threads;
     c.dir = args.dir.clone();
-    c.durability = match global.durability {
+    c.durability = match global.durability_given().unwrap_or(DurabilityArg::Sync) {
         DurabilityArg::Sync => DurabilityPairing::Sync,
         DurabilityArg::Periodic => DurabilityPairing::Periodic,
         DurabilityArg::None => DurabilityPairing::None,

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::Global;
 use espalier_bench::suite::report::{compare_markdown, write_atomic, Report, RunSettings};
-use espalier_bench::suite::{chart, load_suite, run_suite, ColdOptions, RunOptions, Scale, Suite};
-use espalier_transaction::Durability;
+use espalier_bench::suite::{chart, fit_benchmarks, load_suite, run_suite, ColdOptions, RunOptions, Scale, Suite};
 
 /// Options of `espalier bench run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,8 +36,8 @@ pub struct RunArgs {
     /// Cold samples per instruction (with --cold; at most the benchmark's repetitions).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub cold_samples: u64,
-    /// Commit with fsync (durability `sync`); by default commits are not fsynced (`none`),
-    /// as in `espalier bench core`.
+    /// Commit with fsync: the same as `--durability sync`. Without it or `--durability`,
+    /// commits are not fsynced (`none`, as in `espalier bench core`).
     #[arg(long)]
     pub fsync: bool,
     /// Run only the benchmarks with this name (repeatable).
@@ -58,39 +58,18 @@ pub struct RunArgs {
     /// Directory to build the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Exit with status 2 if any instruction had an unexpected outcome (a failure where
-    /// success was expected, or the reverse).
+    /// Exit with status 0 even if some instruction had an unexpected outcome (a failure where
+    /// success was expected, or the reverse); they are still reported. Without it such a run
+    /// exits with status 2, after writing its reports.
     #[arg(long)]
+    pub allow_unexpected: bool,
+    /// Accepted for old scripts: failing on unexpected outcomes is the default now.
+    #[arg(long, hide = true, conflicts_with = "allow_unexpected")]
     pub strict: bool,
     /// After the report, put this run beside earlier JSON reports (`--out` of earlier runs;
     /// repeatable, the first is the base of the ratios), as `bench compare` does.
     #[arg(long, value_name = "REPORT.json")]
     pub compare: Vec<PathBuf>,
-}
-
-/// Parses `espalier bench FILE|DIR… [OPTIONS]` (clap hands it over as an unknown subcommand:
-/// `argv[0]` is the first file) as `espalier bench run`'s options.
-pub fn run_args_of(argv: &[std::ffi::OsString]) -> Result<RunArgs, String> {
-    #[derive(clap::Parser)]
-    #[command(name = "espalier bench")]
-    struct Shorthand {
-        #[command(flatten)]
-        run: RunArgs,
-    }
-    let first = argv.first().ok_or("no benchmark file given")?;
-    if !Path::new(first).exists() {
-        return Err(format!(
-            "no bench command or file named {:?} (commands: core, trainbenchmark, run, compare, peers, \
-             remote; see `espalier bench --help`)",
-            first.to_string_lossy()
-        ));
-    }
-    let args = std::iter::once(std::ffi::OsString::from("espalier bench")).chain(argv.iter().cloned());
-    <Shorthand as clap::Parser>::try_parse_from(args).map(|s| s.run).map_err(|e| {
-        let message = e.to_string();
-        // clap's text starts with its own "error: "; ours adds one.
-        message.strip_prefix("error: ").unwrap_or(&message).trim_end().to_string()
-    })
 }
 
 /// Reads JSON reports of earlier runs.
@@ -155,7 +134,9 @@ fn write_file(path: &Path, text: &str) -> Result<(), String> {
 /// Parses every file first (so a bad file fails before anything is built), runs each, then
 /// writes the reports: Markdown on standard output (JSON with `--json`), and the files asked
 /// for. Returns the exit status.
-pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
+pub fn run(args: &RunArgs, g: &Global) -> Result<u8, String> {
+    let json = g.json;
+    let durability = g.bench_durability(args.fsync)?;
     let scale = Scale { outer: args.scale, nested: args.nested_scale };
     scale.validate()?;
     if !(args.repeat_scale.is_finite() && args.repeat_scale > 0.0) {
@@ -183,14 +164,27 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
             return Err(format!("no benchmark named '{name}' in the files given"));
         }
     }
-    let durability = if args.fsync { Durability::Sync } else { Durability::None };
+    // What the scales do to every benchmark's keys, before anything is built: a literal key
+    // the scaled data lacks refuses the run; an `index` over a smaller collection runs fewer
+    // times, said here.
+    for (path, suite) in &suites {
+        let only: Vec<String> = args.only.iter().filter(|n| suite.benchmark(n).is_some()).cloned().collect();
+        if !args.only.is_empty() && only.is_empty() {
+            continue;
+        }
+        let fitted =
+            fit_benchmarks(suite, scale, args.repeat_scale, &only).map_err(|e| format!("{}: {e}", path.display()))?;
+        for note in fitted.iter().filter_map(|f| f.note.as_ref()) {
+            eprintln!("note: {}: {note}", path.display());
+        }
+    }
     let settings = RunSettings {
         seed: args.seed,
         scale,
         repeat_scale: args.repeat_scale,
         warmup: args.warmup,
         cold_samples: args.cold.then_some(args.cold_samples),
-        durability: if args.fsync { "sync".into() } else { "none".into() },
+        durability: durability.name().into(),
         build: if cfg!(debug_assertions) { "debug".into() } else { "release".into() },
     };
     let mut report = Report::new("espalier", &args.label, settings);
@@ -206,7 +200,7 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
             repeat_scale: args.repeat_scale,
             warmup: args.warmup,
             cold: args.cold.then_some(ColdOptions { samples: args.cold_samples.max(1) }),
-            durability,
+            durability: durability.durability(),
             dir: args.dir.clone(),
             progress,
             only,
@@ -237,7 +231,8 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
     }
     let unexpected = report.unexpected();
     if !unexpected.is_empty() {
-        eprintln!("warning: {} instruction(s) had unexpected outcomes:", unexpected.len());
+        let what = if args.allow_unexpected { "warning" } else { "error" };
+        eprintln!("{what}: {} instruction(s) had unexpected outcomes:", unexpected.len());
         for r in &unexpected {
             let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{v}× {k}")).collect();
             eprintln!(
@@ -253,7 +248,11 @@ pub fn run(args: &RunArgs, json: bool) -> Result<u8, String> {
                 errors.join(", ")
             );
         }
-        if args.strict {
+        if !args.allow_unexpected {
+            eprintln!(
+                "(the benchmark files declare the failures they expect with `expect error` or `allow error`; \
+                 --allow-unexpected exits 0 anyway)"
+            );
             return Ok(2);
         }
     }

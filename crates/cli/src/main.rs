@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use espalier_transaction::{DatabaseOptions, Durability};
 
 /// Queries, replies and change sets allocate a few small objects per row; mimalloc's
@@ -24,6 +24,7 @@ mod bench_peers;
 mod bench_remote;
 mod bench_suite;
 mod bench_trainbenchmark;
+mod complete;
 mod db;
 mod dump;
 mod exec;
@@ -61,16 +62,34 @@ pub struct Cli {
 
 #[derive(Debug, Clone, Args)]
 pub struct Global {
-    /// The database directory.
-    #[arg(long, global = true, value_name = "DIR", env = "ESPALIER_DB", default_value = DEFAULT_DB)]
+    /// The database directory (the benchmarks build their own temporary ones and do not use it).
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "ESPALIER_DB",
+        hide_env_values = true,
+        default_value = DEFAULT_DB,
+        help_heading = "Global options"
+    )]
     pub db: PathBuf,
     /// When commits reach the disk: `sync` fsyncs every commit (a reply means it is durable),
     /// `periodic` fsyncs every 100 ms in the background (power loss may lose the last 100 ms),
-    /// `none` leaves it to the operating system.
-    #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Sync)]
-    pub durability: DurabilityArg,
+    /// `none` leaves it to the operating system. Also ESPALIER_DURABILITY. Default: `sync` for
+    /// init, exec, shell, import, serve (or serve's `durability` in espalier.toml) and bench
+    /// remote; `none` for bench run and bench peers (their --fsync is `sync`); bench core and
+    /// bench trainbenchmark always run with `none`.
+    #[arg(long, global = true, value_enum, value_name = "MODE", help_heading = "Global options")]
+    pub durability: Option<DurabilityArg>,
+    /// Where `--db` came from: the command line, ESPALIER_DB or the default (`serve` puts its
+    /// configuration file between the last two).
+    #[arg(skip)]
+    pub db_source: Option<clap::parser::ValueSource>,
+    /// ESPALIER_DURABILITY, read by `main` (a bad value is named with the variable).
+    #[arg(skip)]
+    pub durability_env: Option<DurabilityArg>,
     /// Machine-readable JSON output, where the subcommand has any (same as `--format json`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
 }
 
@@ -81,14 +100,63 @@ pub enum DurabilityArg {
     None,
 }
 
-impl Global {
-    pub fn options(&self) -> DatabaseOptions {
-        let durability = match self.durability {
+impl DurabilityArg {
+    pub fn name(self) -> &'static str {
+        match self {
+            DurabilityArg::Sync => "sync",
+            DurabilityArg::Periodic => "periodic",
+            DurabilityArg::None => "none",
+        }
+    }
+
+    pub fn durability(self) -> Durability {
+        match self {
             DurabilityArg::Sync => Durability::Sync,
             DurabilityArg::Periodic => Durability::Periodic(Duration::from_millis(100)),
             DurabilityArg::None => Durability::None,
-        };
+        }
+    }
+}
+
+/// The environment variable of `--durability`.
+pub const DURABILITY_ENV: &str = "ESPALIER_DURABILITY";
+
+impl Global {
+    /// `--durability`, else ESPALIER_DURABILITY, if either is given.
+    pub fn durability_given(&self) -> Option<DurabilityArg> {
+        self.durability.or(self.durability_env)
+    }
+
+    /// The database options of the commands that keep a database: `sync` unless told otherwise.
+    pub fn options(&self) -> DatabaseOptions {
+        let durability = self.durability_given().unwrap_or(DurabilityArg::Sync).durability();
         DatabaseOptions { durability, ..DatabaseOptions::default() }
+    }
+
+    /// The durability of `bench run` and `bench peers`: `none` unless `--fsync` (which is
+    /// `sync`), `--durability` or ESPALIER_DURABILITY says otherwise; `--fsync` with another
+    /// `--durability` is refused.
+    pub fn bench_durability(&self, fsync: bool) -> Result<DurabilityArg, String> {
+        match (fsync, self.durability) {
+            (true, Some(d)) if d != DurabilityArg::Sync => {
+                Err(format!("--fsync means --durability sync; it contradicts --durability {}", d.name()))
+            }
+            (true, _) => Ok(DurabilityArg::Sync),
+            (false, Some(d)) => Ok(d),
+            (false, None) => Ok(self.durability_env.unwrap_or(DurabilityArg::None)),
+        }
+    }
+
+    /// Reads ESPALIER_DURABILITY (a value clap does not see, so that a bad one is named with the
+    /// variable).
+    fn read_env(&mut self) -> Result<(), String> {
+        let Some(value) = std::env::var_os(DURABILITY_ENV) else { return Ok(()) };
+        let text = value.to_string_lossy();
+        self.durability_env = Some(
+            DurabilityArg::from_str(text.trim(), true)
+                .map_err(|_| format!("{DURABILITY_ENV}={text:?} is not one of sync, periodic, none"))?,
+        );
+        Ok(())
     }
 }
 
@@ -127,8 +195,10 @@ echo \"get\" | espalier exec - --format json")]
     /// An interactive shell for instructions.
     #[command(long_about = "An interactive shell: type instructions and see their replies. An \
 instruction may span several lines while its parentheses are open (or while a line ends with \
-`\\`). Shell commands start with a dot: .help, .schema, .describe, .format table|json, \
-.param name=value, .quit. History is kept in ~/.espalier_history (or $ESPALIER_HISTORY).\n\n\
+`\\`). Shell commands start with a dot: .help (or help), .schema, .describe, .format table|json, \
+.param name=value, .quit (or quit). Tab completes instruction words, the schema's names ('Orders') and, \
+after `:` in a path, the keys of the collection it names. History is kept in ~/.espalier_history (or \
+$ESPALIER_HISTORY).\n\n\
 When standard input is not a terminal, the shell reads instructions from it, runs them in order \
 (errors are printed and the run goes on), and exits with status 2 if any failed.\n\n\
 Examples:\n\n    \
@@ -174,12 +244,18 @@ The protocol is docs/protocol.md; running and securing the server is docs/server
 Without tokens the server listens on loopback only and every local client may do everything. \
 With tokens (--token NAME:ROLE:SECRET or --tokens-file FILE; roles read, write, admin) every \
 client must present one, and the server may listen on any address.\n\n\
+Settings come from flags, ESPALIER_… environment variables and a TOML configuration file \
+(--config FILE, ESPALIER_CONFIG, or ./espalier.toml if there is one), in that order of precedence, \
+over the defaults; --print-config prints the effective settings and where each came from \
+(docs/server.md has the table of keys, variables and flags).\n\n\
 It prints `listening on ws://ADDR/ws and http://ADDR/v1/` on standard output once it accepts \
 connections. Ctrl-C or SIGTERM (or an admin `shutdown` request) stops it gracefully: no new \
 connections, requests in flight finish (up to --shutdown-grace-ms), the database is flushed.\n\n\
 Examples:\n\n    \
 espalier serve --demo                         # the demo database on 127.0.0.1:7420\n    \
-espalier --db shop.db serve --listen 127.0.0.1:9000\n    \
+espalier --db shop.db serve --port 9000\n    \
+espalier serve --listen :0                    # any free port on 127.0.0.1\n    \
+espalier serve --config /etc/espalier/espalier.toml --print-config\n    \
 espalier serve --listen 0.0.0.0:7420 --tokens-file tokens.toml")]
     Serve(serve::ServeArgs),
 }
@@ -219,7 +295,7 @@ espalier --json bench trainbenchmark --scenario batch --size 64 > tb.json")]
     #[command(long_about = "Runs benchmark files written in the benchmark language of the thesis \
 (docs/benchmark-language.md; the suites B1-B7 of its appendix B are in benchmarks/). For each file: \
 build the dataset its `initialize` part describes in a temporary database (durability none unless \
---fsync; the same --seed gives the same data), then run every instruction of every `repeat` part \
+--fsync or --durability says otherwise; the same --seed gives the same data), then run every instruction of every `repeat` part \
 N times after a warm-up, timing each run. The report gives per instruction: count, min, q1, median, \
 q3, p99, max and mean in microseconds, the failures by error code, and per file the dataset's size \
 on disk and the peak memory. Markdown on standard output (JSON with --json); --out, --markdown and \
@@ -228,7 +304,13 @@ Hot and cold: the timed runs are hot (the data file read into the page cache, th
 --cold adds cold samples: before each, the database is closed, its file dropped from the OS page \
 cache (posix_fadvise DONTNEED) and the database reopened; the report says whether the drop worked.\n\n\
 Sizes: --scale multiplies the outermost collections (B7 is B6 scaled up), --nested-scale the \
-nested ones, --repeat-scale the repetitions; `random N` keys scale with their collection.\n\n\
+nested ones, --repeat-scale the repetitions; `random N` keys scale with their collection. A benchmark whose \
+`index` keys existing entries (\"once per entry\") runs at most once per entry of the scaled collection (a \
+note says so); a literal key the scaled data lacks (B6's order \"5\" below --scale 0.06) is refused before \
+anything is built.\n\n\
+Exit status: 0 when every instruction had the outcome its file declares (success, unless `expect error` \
+or `allow error` says otherwise); 2 when any had another (after the reports are written; \
+--allow-unexpected makes it 0); 1 for other failures.\n\n\
 Examples:\n\n    \
 espalier bench run benchmarks/b1                      # every file of B1, Markdown report\n    \
 espalier bench run benchmarks/b6/use_case.bench --cold --svg b6.svg\n    \
@@ -386,16 +468,55 @@ fn exit_code(status: Result<u8, String>) -> Result<(), Failure> {
     }
 }
 
-fn main() -> ExitCode {
-    // Usage errors exit 1 like every failure that is not an instruction's (clap would use 2,
-    // which here means "the instruction failed").
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS };
-        }
+/// Parses the command line. `espalier bench FILE|DIR… [OPTIONS]` reaches clap as an unknown
+/// bench subcommand (everything from FILE on, unparsed); it is parsed again as `espalier bench
+/// run FILE|DIR… [OPTIONS]`, so that its options, the global ones included (`--json`, `--db`,
+/// `--durability`), are read exactly as `bench run`'s, wherever they stand.
+///
+/// Usage errors and `--help` / `--version` are printed here; `Failure::Exit` carries the status.
+fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
+    let printed = |e: clap::Error| {
+        let _ = e.print();
+        // Usage errors exit 1 like every failure that is not an instruction's (clap would use 2,
+        // which here means "the instruction failed").
+        Failure::Exit(if e.use_stderr() { 1 } else { 0 })
     };
+    let parsed = |args: &[OsString]| {
+        let matches = Cli::command().try_get_matches_from(args).map_err(printed)?;
+        let mut cli = Cli::from_arg_matches(&matches).map_err(printed)?;
+        cli.global.db_source = matches.value_source("db");
+        Ok(cli)
+    };
+    let cli = parsed(&args)?;
+    let Some(Command::Bench(BenchCommand::File(tail))) = &cli.command else { return Ok(cli) };
+    let first = tail.first().ok_or_else(|| Failure::other("no benchmark file given"))?;
+    if !std::path::Path::new(first).exists() {
+        return Err(Failure::other(format!(
+            "no bench command or file named {:?} (commands: core, trainbenchmark, run, compare, peers, remote; \
+             see `espalier bench --help`)",
+            first.to_string_lossy()
+        )));
+    }
+    // The unknown subcommand is the tail of the arguments: `run` goes in front of it.
+    let at = args.len() - tail.len();
+    args.insert(at, OsString::from("run"));
+    parsed(&args)
+}
+
+fn main() -> ExitCode {
+    let mut cli = match parse(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(Failure::Other(message)) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(1);
+        }
+        Err(Failure::Exit(code)) => return ExitCode::from(code),
+        Err(Failure::Instruction(..)) => unreachable!("parsing runs no instruction"),
+    };
+    if let Err(message) = cli.global.read_env() {
+        eprintln!("error: {message}");
+        return ExitCode::from(1);
+    }
     let Some(command) = cli.command else {
         let mut cmd = Cli::command();
         // Printing help can only fail if stdout is closed; nothing to do about that.
@@ -416,10 +537,9 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Trainbenchmark(args)) => {
             bench_trainbenchmark::run_trainbenchmark(&args, g.json).map_err(Failure::Other)
         }
-        Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g.json)),
-        Command::Bench(BenchCommand::File(argv)) => {
-            exit_code(bench_suite::run_args_of(&argv).and_then(|args| bench_suite::run(&args, g.json)))
-        }
+        Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g)),
+        // `parse` made it `bench run FILE…`.
+        Command::Bench(BenchCommand::File(_)) => unreachable!("bench FILE is parsed as bench run FILE"),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),

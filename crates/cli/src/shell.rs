@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use espalier_instruction::{Engine, ParamValue};
 use rustyline::error::ReadlineError;
+use rustyline::history::DefaultHistory;
 
+use crate::complete::{ShellHelper, Vocabulary};
 use crate::exec::{format_of, parse_params, run_one};
 use crate::output::{render_error, render_reply, Format};
 use crate::{db, Failure, Global};
@@ -23,18 +26,21 @@ a block that starts with `{` is the JSON form.
   command 'pulse' ( 'machine' -> \"M1\" )
   transaction ( update . 'Orders' : \"o1\" ( 'Quantity' -> number - 5 ), update . 'Orders' : \"o2\" ( 'Quantity' -> number + 5 ) )
 
+Tab completes instruction words, the schema's property and command names ('Orders'), and
+after `:` in a path the keys of the collection it names (get . 'Orders' : \"o<Tab>).
+
 Shell commands:
-  .help                 this text
+  .help                 this text (also `help`)
   .schema               print the schema source
   .describe             summarise the schema (node types, records, references, commands, indexes)
   .format table|json    how replies are printed
   .param NAME=VALUE     set a parameter, used as $NAME; `.param` alone lists them
-  .quit                 leave (also .exit or Ctrl-D)
+  .quit                 leave (also .exit, `quit`, `exit` or Ctrl-D)
 ";
 
 /// The shell's state.
 struct Session {
-    engine: Engine,
+    engine: Arc<Engine>,
     format: Format,
     params: HashMap<String, ParamValue>,
 }
@@ -53,6 +59,10 @@ impl Session {
         let trimmed = block.trim();
         if trimmed.starts_with('.') {
             return self.dot(trimmed);
+        }
+        // `help`, `quit` and `exit` as the shell's own (no instruction starts with them).
+        if let Some(dot) = bare_shell_command(trimmed) {
+            return self.dot(&dot);
         }
         match run_one(&self.engine, block, &self.params) {
             Ok(reply) => {
@@ -121,6 +131,17 @@ impl Session {
     }
 }
 
+/// `help`, `help …`, `quit`, `exit` (any case, a trailing `;` allowed) as `.help`, `.quit`.
+fn bare_shell_command(block: &str) -> Option<String> {
+    let word = block.trim_end_matches(';').trim();
+    let (head, rest) = word.split_once(char::is_whitespace).unwrap_or((word, ""));
+    match head.to_ascii_lowercase().as_str() {
+        "help" => Some(format!(".help {rest}")),
+        "quit" | "exit" if rest.is_empty() => Some(".quit".into()),
+        _ => None,
+    }
+}
+
 fn report(f: &Failure) {
     match f {
         Failure::Instruction(e, source) => eprint!("{}", render_error(e, source.as_deref())),
@@ -138,7 +159,7 @@ fn history_path() -> Option<PathBuf> {
 }
 
 pub fn shell(g: &Global) -> Result<(), Failure> {
-    let engine = db::open(g)?;
+    let engine = Arc::new(db::open(g)?);
     let mut session = Session { engine, format: format_of(g, None), params: HashMap::new() };
     if std::io::stdin().is_terminal() {
         interactive(g, &mut session)
@@ -174,15 +195,17 @@ fn script(session: &mut Session) -> Result<(), Failure> {
 }
 
 fn interactive(g: &Global, session: &mut Session) -> Result<(), Failure> {
-    let mut editor =
-        rustyline::DefaultEditor::new().map_err(|e| Failure::other(format!("starting the line editor: {e}")))?;
+    let mut editor = rustyline::Editor::<ShellHelper, DefaultHistory>::new()
+        .map_err(|e| Failure::other(format!("starting the line editor: {e}")))?;
+    let vocab = Vocabulary::of(session.engine.schema());
+    editor.set_helper(Some(ShellHelper { engine: session.engine.clone(), vocab }));
     let history = history_path();
     if let Some(path) = &history {
         // A missing history file is normal the first time.
         let _ = editor.load_history(path);
     }
     println!(
-        "Espalier shell on {} (version {}). Type .help for help, .quit to leave.",
+        "Espalier shell on {} (version {}). Type help for help (Tab completes), .quit to leave.",
         g.db.display(),
         session.engine.database().version()
     );

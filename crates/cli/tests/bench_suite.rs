@@ -101,8 +101,11 @@ fn bad_files_fail_before_anything_runs_and_leave_no_report() {
     assert!(text(&o.stderr).contains("not a benchmark report"), "{}", text(&o.stderr));
 }
 
+/// A benchmark whose instructions fail where the file does not say they may fails the run
+/// (status 2, after the report); `--allow-unexpected` says it should not, and `--strict` (the
+/// old way to ask for the failure) is still accepted.
 #[test]
-fn strict_fails_on_unexpected_outcomes() {
+fn unexpected_outcomes_fail_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // Random keys collide with existing ones: failures nobody declared.
@@ -111,11 +114,67 @@ fn strict_fails_on_unexpected_outcomes() {
         "root ( 'd' -> dictionary ( ) )\ninitialize ( 'd' -> dictionary 5 ( ) )\nrepeat 4 ( update ( 'd' -> dictionary random 5 ( ) ) )\n",
     )
     .unwrap();
-    let o = run(d, &["bench", "run", "collide.bench"]);
-    assert!(o.status.success());
-    assert!(text(&o.stderr).contains("unexpected outcomes"), "{}", text(&o.stderr));
+    let o = run(d, &["bench", "run", "collide.bench", "--out", "r.json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("error: 1 instruction(s) had unexpected outcomes") && err.contains("key_exists"), "{err}");
+    assert!(text(&o.stdout).contains("unexpected"), "the report is printed all the same");
+    assert!(d.join("r.json").exists(), "and written");
     let o = run(d, &["bench", "run", "--strict", "collide.bench"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = run(d, &["bench", "collide.bench", "--allow-unexpected"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("warning: 1 instruction(s) had unexpected outcomes"), "{}", text(&o.stderr));
+}
+
+/// `bench run benchmarks/b6 --scale 0.05` ran task_stop and task_start 300 times over 15
+/// machines, task_start with a reference to order "5" of 5: 585 runs failed with key_missing
+/// and the run exited 0. Now the literal key refuses the scale before anything is built, and
+/// `index` runs once per (scaled) machine.
+#[test]
+fn b6_scaled_down_is_refused_or_fitted_never_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let b6 = benchmarks("b6");
+    let o = run(d, &["bench", "run", b6.as_str(), "--scale", "0.05"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    for needle in ["use_case.bench", "'task_start'", "\"5\" of 'Orders'", "5 entries", "--scale 0.06 or more"] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert!(o.stdout.is_empty() && !err.contains(".bench …"), "refused before building: {err}");
+
+    let o = run(d, &["bench", "run", b6.as_str(), "--scale", "0.06", "--repeat-scale", "0.1", "--warmup", "1"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("'task_stop' runs 18 times, not 30") && err.contains("'Machines'"), "{err}");
+    let md = text(&o.stdout);
+    assert!(md.contains("| task_start | hot | 18 |") && !md.contains("key_missing"), "{md}");
+}
+
+/// The global options (`--json`, `--db`, `--durability`) after `bench FILE`, as after any
+/// subcommand.
+#[test]
+fn global_options_anywhere_in_the_bench_shorthand() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let add = benchmarks("b1/add.bench");
+    let mut args = vec!["bench", add.as_str(), "--json", "--db", "unused.db", "--durability", "periodic"];
+    args.extend(TINY);
+    let o = run(d, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(out["options"]["durability"], "periodic", "{out}");
+    // The same after `bench run FILE`, and --fsync is --durability sync.
+    let mut args = vec!["bench", "run", add.as_str(), "--fsync", "--json"];
+    args.extend(TINY);
+    let o = run(d, &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(out["options"]["durability"], "sync", "{out}");
+    let o = run(d, &["bench", add.as_str(), "--fsync", "--durability", "none"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("--fsync means --durability sync"), "{}", text(&o.stderr));
 }
 
 #[test]
@@ -127,6 +186,38 @@ fn help_teaches() {
     {
         assert!(help.contains(needle), "help lacks {needle}:\n{help}");
     }
+}
+
+/// `bench run --help` said `--durability … [default: sync]` beside `--fsync`'s "by default
+/// commits are not fsynced": one default per command now, and it is the one that applies.
+#[test]
+fn bench_run_help_states_one_durability_default() {
+    let o = Command::new(BIN).args(["bench", "run", "--help"]).output().unwrap();
+    let help = text(&o.stdout);
+    assert!(!help.contains("[default: sync]"), "{help}");
+    for needle in [
+        "`none` for bench run and bench peers (their --fsync is `sync`)",
+        "the same as `--durability sync`",
+        "durability none unless --fsync or --durability says otherwise",
+        "Global options:",
+        "do not use it",
+        "--allow-unexpected",
+        "Exit status: 0 when every instruction had the outcome its file declares",
+    ] {
+        assert!(help.contains(needle), "help lacks {needle:?}:\n{help}");
+    }
+    // What the help says is what a run does: without options, durability none.
+    let dir = tempfile::tempdir().unwrap();
+    let add = benchmarks("b1/add.bench");
+    let mut args = vec!["--json", "bench", "run", add.as_str()];
+    args.extend(TINY);
+    let o = Command::new(BIN).args(&args).current_dir(dir.path()).env_remove("ESPALIER_DURABILITY").output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out["options"]["durability"], "none");
+    // And the other commands' default, sync, is said in theirs.
+    let o = Command::new(BIN).args(["exec", "--help"]).output().unwrap();
+    assert!(text(&o.stdout).contains("Default: `sync` for init, exec, shell, import, serve"), "{}", text(&o.stdout));
 }
 
 /// `espalier bench FILE…` is `espalier bench run FILE…`; `--compare` puts the run beside

@@ -279,6 +279,22 @@ fn shell_succeeds_when_everything_does() {
     assert!(!out.contains("\"Clients\""), "nothing runs after .quit: {out}");
 }
 
+/// `help` (without the dot) prints the shell's help, as `.help` does; `quit` leaves.
+#[test]
+fn shell_knows_help_without_the_dot() {
+    let dir = demo();
+    let o = run_in(dir.path(), &["shell"], ".help\n");
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let dotted = stdout(&o);
+    assert!(dotted.contains("Shell commands:") && dotted.contains("Tab completes"), "{dotted}");
+    let o = run_in(dir.path(), &["shell"], "help\nget . 'Machines' : \"M1\"\nquit\nget\n");
+    assert_eq!(code(&o), 0, "help is no failed instruction: {}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with(&dotted), "help prints what .help prints:\n{out}");
+    assert!(out.contains("\"Pulses\""), "the shell goes on after help: {out}");
+    assert!(!out.contains("\"Clients\""), "nothing runs after quit: {out}");
+}
+
 #[test]
 fn shell_reports_unclosed_input() {
     let dir = demo();

@@ -138,6 +138,8 @@ fn serve_refuses_unsafe_or_broken_setups() {
     let (code, err) = run(&["--listen", "0.0.0.0:0"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("refusing to listen on 0.0.0.0:0 without tokens"), "{err}");
+    // The flag the message names is the one that exists.
+    assert!(err.contains("--tokens-file FILE") && !err.contains("--tokens FILE"), "{err}");
     let (code, err) = run(&["--token", "a:read:short"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("at least 16"), "{err}");
@@ -151,4 +153,180 @@ fn serve_refuses_unsafe_or_broken_setups() {
     assert_eq!(code, Some(1));
     assert!(err.contains("no database at"), "{err}");
     assert!(!dir.path().join("none.db").exists(), "nothing was created without --demo");
+}
+
+/// `espalier serve` in `dir` with `env` (and no other ESPALIER_… variable) and `args`.
+fn serve_in(dir: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir).arg("serve").args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("ESPALIER_") {
+            c.env_remove(k);
+        }
+    }
+    c.envs(env.iter().copied());
+    c
+}
+
+/// Flag over environment over file over default, each value's source printed by
+/// `--print-config`; `./espalier.toml` is read without being named, `--config` names another.
+#[test]
+fn configuration_precedence_flag_env_file_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("espalier.toml"),
+        "# the file\ndatabase = \"shop.db\"\ndurability = \"periodic\"\n\n[server]\nlisten = \"127.0.0.2\"\nport = 9001\n\n[limits]\nmax_in_flight = 7\nmax_sessions = 9\nhistory = 11\n\n[log]\nlevel = \"warn\"\n",
+    )
+    .unwrap();
+    let env = [("ESPALIER_PORT", "9002"), ("ESPALIER_MAX_IN_FLIGHT", "8"), ("ESPALIER_DURABILITY", "none")];
+    let o = serve_in(d, &env, &["--print-config", "--port", "9003", "--history", "12"]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}{out}", String::from_utf8_lossy(&o.stderr));
+    let line = |key: &str| -> String {
+        out.lines().find(|l| l.starts_with(&format!("{key} = "))).unwrap_or_else(|| panic!("no {key}: {out}")).into()
+    };
+    let expect = [
+        ("port", "9003", "# flag --port"),
+        ("history", "12", "# flag --history"),
+        ("max_in_flight", "8", "# environment ESPALIER_MAX_IN_FLIGHT"),
+        ("durability", "\"none\"", "# environment ESPALIER_DURABILITY"),
+        ("max_sessions", "9", "# file ./espalier.toml:11"),
+        ("listen", "\"127.0.0.2\"", "# file ./espalier.toml:6"),
+        ("level", "\"warn\"", "# file ./espalier.toml:15"),
+        ("database", "\"./shop.db\"", "# file ./espalier.toml:2"),
+        ("max_subscriptions", "256", "# default"),
+        ("format", "\"text\"", "# default"),
+    ];
+    for (key, value, source) in expect {
+        let l = line(key);
+        assert!(l.starts_with(&format!("{key} = {value} ")) && l.ends_with(source), "{key}: {l}\n{out}");
+    }
+    assert!(out.contains("# configuration file: ./espalier.toml"), "{out}");
+
+    // JSON with --json; the same sources.
+    let o = serve_in(d, &env, &["--print-config", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["settings"]["server.port"], serde_json::json!({"value": 9002, "source": "environment ESPALIER_PORT"}));
+    assert_eq!(v["settings"]["limits.history"]["source"], "file ./espalier.toml:12");
+
+    // --config (or ESPALIER_CONFIG) names another file; the default one is then not read.
+    std::fs::write(d.join("other.toml"), "[server]\nport = 9100\n").unwrap();
+    for (env, args) in [(vec![], vec!["--config", "other.toml"]), (vec![("ESPALIER_CONFIG", "other.toml")], vec![])] {
+        let mut args = args.clone();
+        args.push("--print-config");
+        let o = serve_in(d, &env, &args).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("port = 9100") && out.contains("# file other.toml:2"), "{out}");
+        assert!(out.contains("max_sessions = 1024"), "the default file is not read: {out}");
+    }
+    let o = serve_in(d, &[], &["--config", "missing.toml"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("reading the configuration file missing.toml"));
+}
+
+/// Unknown keys are refused with file:line and the key; bad values with their place (file:line,
+/// variable or flag).
+#[test]
+fn configuration_errors_name_the_key_and_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cases: [(&str, Vec<(&str, &str)>, &str); 6] = [
+        ("[server]\nport = 1\nlisten_on = \"x\"\n", vec![], "espalier.toml:3: unknown key `server.listen_on`"),
+        (
+            "[limits]\nmax_in_flight = \"64\"\n",
+            vec![],
+            "espalier.toml:2: `limits.max_in_flight` must be a whole number",
+        ),
+        ("durability = \"fast\"\n", vec![], "espalier.toml:1: durability = \"fast\": not one of sync, periodic, none"),
+        ("", vec![("ESPALIER_LOG_LEVEL", "loud")], "ESPALIER_LOG_LEVEL=\"loud\": not one of error, warn, info, debug"),
+        ("", vec![("ESPALIER_PORT", "port")], "ESPALIER_PORT=\"port\": not a whole number"),
+        ("", vec![("ESPALIER_DURABILITY", "fast")], "ESPALIER_DURABILITY=\"fast\" is not one of sync, periodic, none"),
+    ];
+    for (file, env, want) in cases {
+        std::fs::write(d.join("espalier.toml"), file).unwrap();
+        let o = serve_in(d, &env, &["--print-config"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{file} {env:?}: {err}");
+        assert!(err.contains(want), "{file} {env:?}: {err}");
+    }
+    std::fs::remove_file(d.join("espalier.toml")).unwrap();
+    let o = serve_in(d, &[], &["--listen", "127.0.0.1:1", "--port", "2"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("disagree about the port"), "{o:?}");
+}
+
+/// `--listen :0` and `--port 0` pick a free loopback port; the configuration file's settings
+/// are the ones served with (here: the port, and logfmt diagnostics).
+#[tokio::test]
+async fn serve_takes_a_port_alone_and_the_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let start = |env: &[(&str, &str)], args: &[&str]| {
+        let mut child = serve_in(d, env, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line
+            .strip_prefix("listening on ws://")
+            .and_then(|rest| rest.split("/ws").next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        (child, addr)
+    };
+    for args in [&["--demo", "--listen", ":0"][..], &["--port", "0"][..]] {
+        let (mut child, addr) = start(&[("ESPALIER_DURABILITY", "none")], args);
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0") && !addr.ends_with(":7420"), "{addr}");
+        let status = terminate(&mut child);
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert!(status.success(), "{args:?}: {status:?} {err}");
+    }
+    std::fs::write(
+        d.join("espalier.toml"),
+        "database = \"espalier.db\"\ndurability = \"none\"\n[server]\nport = 0\n[log]\nformat = \"logfmt\"\n",
+    )
+    .unwrap();
+    let (mut child, addr) = start(&[], &[]);
+    let client = Client::connect(&format!("ws://{addr}"), ClientOptions::default()).await.expect("connects");
+    let q = client.query("collection select . 'Machines' 'Pulses' -> number : 'Pulses'", None).await.unwrap();
+    assert_eq!(q.total, 3);
+    assert!(terminate(&mut child).success());
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l.starts_with("time=") && l.contains(" level=info msg=")),
+        "{err}"
+    );
+    assert!(err.contains("durability=none") && err.contains(&format!("listen={addr}")), "{err}");
+}
+
+/// docs/server.md's configuration table has one row per setting, with its variable, flag and
+/// default as the code has them.
+#[test]
+fn the_documented_table_is_the_settings() {
+    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/server.md"))
+        .expect("read docs/server.md");
+    let rows: Vec<Vec<String>> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect())
+        .filter(|cells: &Vec<String>| cells.len() == 5)
+        .collect();
+    assert_eq!(rows.len(), espalier_server::config::settings::KEYS.len(), "{rows:?}");
+    for key in espalier_server::config::settings::KEYS {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == format!("`{}`", key.name))
+            .unwrap_or_else(|| panic!("docs/server.md has no row for {}", key.name));
+        assert_eq!(row[1], format!("`{}`", key.env), "{}", key.name);
+        assert_eq!(row[2], format!("`{}`", key.flag), "{}", key.name);
+        let default = if key.default.is_empty() { "none".to_string() } else { format!("`{}`", key.default) };
+        assert!(row[3].starts_with(&default), "{}: documented default {} is not {default}", key.name, row[3]);
+    }
+    // Every flag of the table exists.
+    let help = Command::new(BIN).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for key in espalier_server::config::settings::KEYS {
+        assert!(help.contains(&format!("{} <", key.flag)), "serve --help lacks {}", key.flag);
+    }
 }

@@ -1,4 +1,9 @@
-//! Server configuration: where to listen, the limits, and the tokens.
+//! Server configuration: where to listen, the limits, and the tokens; [`settings`]: where
+//! `espalier serve` takes them from (flags, `ESPALIER_…` variables, `espalier.toml`,
+//! defaults); [`log`]: its diagnostics, at the configured level and format.
+
+pub mod log;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -228,7 +233,7 @@ impl ServerConfig {
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ServerError::Config(format!(
                 "refusing to listen on {} without tokens: anyone who can reach it could read and change the \
-                 database. Add --token NAME:ROLE:SECRET (or --tokens FILE), or listen on 127.0.0.1",
+                 database. Add --token NAME:ROLE:SECRET (or --tokens-file FILE), or listen on 127.0.0.1",
                 self.listen
             )));
         }

@@ -31,8 +31,12 @@
 //! runs). A key bound (`random N` used as a key, in `initialize` or in an instruction) scales
 //! with the collection whose key it is; `random` without a bound on an entry step means "one of
 //! the initialised keys" and becomes `random <scaled size>`.
+//! [`fit_benchmarks`] keeps the rest consistent: an `index` that keys existing entries
+//! ("once per entry") runs at most as many times as the scaled collection has entries, and a
+//! literal key the scaled data lacks refuses the benchmark before anything is built.
 
 mod dataset;
+mod fit;
 pub mod parse;
 pub mod report;
 mod run;
@@ -41,6 +45,7 @@ pub mod sys;
 pub mod chart;
 
 pub use dataset::{build_dataset, create_dataset, mix, BuildError, BuildOptions, DatasetStats, SplitMix};
+pub use fit::{fit_benchmarks, Fitted};
 pub use parse::{load_suite, parse_suite, SuiteError};
 pub use run::{
     benchmark_rng, bind_plan, run_suite, scaled_repeat, ColdOptions, InstructionRun, Mode, RunError, RunOptions,

@@ -143,6 +143,8 @@ pub struct SuiteRun {
     /// How cold samples were made, and the cached fraction of the data file measured right
     /// after the first drop.
     pub cold_method: Option<(DropMethod, Option<f64>)>,
+    /// Benchmarks that run fewer times than asked, and why (see [`super::fit_benchmarks`]).
+    pub notes: Vec<String>,
     pub runs: Vec<InstructionRun>,
 }
 
@@ -361,14 +363,18 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
         }
     }
     let sizes = suite.collection_sizes();
+    let fitted = super::fit_benchmarks(suite, opts.scale, opts.repeat_scale, &opts.only)
+        .map_err(|e| RunError::Options(format!("{}: {e}", suite.name)))?;
+    let notes: Vec<String> = fitted.iter().filter_map(|f| f.note.clone()).collect();
     let prepared: Vec<Prepared<'_>> = suite
         .benchmarks
         .iter()
         .filter(|b| opts.only.is_empty() || opts.only.contains(&b.name))
-        .map(|bench| Prepared {
+        .zip(&fitted)
+        .map(|(bench, fit)| Prepared {
             bench,
             plans: bench.instructions.iter().map(|i| bind_plan(&i.plan, &suite.schema, &sizes, opts.scale)).collect(),
-            repeat: scaled_repeat(bench.repeat, opts.repeat_scale),
+            repeat: fit.repeat,
         })
         .collect();
 
@@ -454,6 +460,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
         hot_cached: (hot_cached_start, hot_cached_end),
         hot_faults: (faults_end.0.saturating_sub(faults_start.0), faults_end.1.saturating_sub(faults_start.1)),
         cold_method,
+        notes,
         runs,
     })
 }
