@@ -83,30 +83,254 @@ fn words_below(words: &[u64], word: u64) -> usize {
     base + usize::from(words[base] < word)
 }
 
-/// A sorted run of (owner, key) pairs with the keys in one heap.
+/// Words per block under one fence (two cache lines).
+const FENCE: usize = 16;
+
+/// The first eight bytes of `key`, big-endian, zero-padded: the search word of a key in a run
+/// whose keys all have one owner.
+#[inline]
+fn prefix8(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// A sorted run of (owner, key) pairs, each with a `u32` value (a leaf's rows; unused in an
+/// inner node's separators), packed into **one** buffer: search words, fences, values, key
+/// ends, key bytes. One allocation per node, so that a lookup in a cold node touches the few
+/// cache lines it reads and one or two 4 KiB pages, not one page per array (a cold page costs
+/// a TLB miss, which on a virtual machine is several memory loads). Reads go straight to the
+/// buffer; a write rebuilds it (a node is about 4 KiB).
 #[derive(Clone, Default)]
 struct Keys {
-    /// Per key: `owner << 32 | ` the key's first four bytes big-endian (zero-padded).
+    /// `Some(o)` while every key has owner `o` (a node of one big collection, or of one
+    /// owner's entries): the search words are then the keys' first eight bytes, so that keys
+    /// of up to eight bytes never tie. Otherwise each word is `owner << 32 |` the key's first
+    /// four bytes (matrix keys, four bytes, never tie either).
+    shared: Option<u32>,
+    len: u32,
+    heap_len: u32,
+    /// `words[len]`, `fences[len / FENCE]` (every [`FENCE`]th word, the last of each block:
+    /// a search reads these, then one block), then as `u32`s `values[len]` and `ends[len]`
+    /// (`ends[i]` is where key `i` ends in the heap), then the key heap.
+    buf: Vec<u64>,
+}
+
+/// A run being edited: its parts as vectors.
+struct Parts {
+    shared: Option<u32>,
     words: Vec<u64>,
-    /// `ends[i]` is where key `i` ends in `heap` (it starts where key `i - 1` ends).
+    values: Vec<u32>,
     ends: Vec<u32>,
     heap: Vec<u8>,
 }
 
-impl Keys {
-    fn len(&self) -> usize {
-        self.words.len()
-    }
-
-    #[inline]
+impl Parts {
     fn key(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.heap[start..self.ends[i] as usize]
     }
 
+    fn word(&self, owner: u32, key: &[u8]) -> u64 {
+        match self.shared {
+            Some(_) => prefix8(key),
+            None => search_word(owner, key),
+        }
+    }
+
+    /// Before adding a key of `owner`: an empty run takes the owner as shared; a run whose
+    /// shared owner differs turns mixed (its words recomputed).
+    fn admit(&mut self, owner: u32) {
+        if self.words.is_empty() {
+            self.shared = Some(owner);
+        } else if let Some(o) = self.shared {
+            if o != owner {
+                self.shared = None;
+                self.words = (0..self.words.len()).map(|i| search_word(o, self.key(i))).collect();
+            }
+        }
+    }
+
+    fn insert(&mut self, i: usize, owner: u32, key: &[u8], value: u32) {
+        self.admit(owner);
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.heap.splice(start..start, key.iter().copied());
+        for e in &mut self.ends[i..] {
+            *e += key.len() as u32;
+        }
+        let word = self.word(owner, key);
+        self.words.insert(i, word);
+        self.values.insert(i, value);
+        self.ends.insert(i, (start + key.len()) as u32);
+    }
+
+    fn pack(self) -> Keys {
+        let len = self.words.len();
+        let halves = |n: usize| n.div_ceil(2);
+        let mut buf = Vec::with_capacity(len + len / FENCE + 2 * halves(len) + self.heap.len().div_ceil(8));
+        buf.extend_from_slice(&self.words);
+        buf.extend(self.words.iter().skip(FENCE - 1).step_by(FENCE));
+        // Native byte order throughout, so that reading the buffer back as u32s or bytes
+        // (`Keys::u32s`, `Keys::heap`) gives these values on any machine.
+        let pairs = |v: &[u32]| {
+            v.chunks(2)
+                .map(|c| {
+                    let mut b = [0u8; 8];
+                    b[..4].copy_from_slice(&c[0].to_ne_bytes());
+                    b[4..].copy_from_slice(&c.get(1).copied().unwrap_or(0).to_ne_bytes());
+                    u64::from_ne_bytes(b)
+                })
+                .collect::<Vec<_>>()
+        };
+        buf.extend(pairs(&self.values));
+        buf.extend(pairs(&self.ends));
+        buf.extend(self.heap.chunks(8).map(|c| {
+            let mut b = [0u8; 8];
+            b[..c.len()].copy_from_slice(c);
+            u64::from_ne_bytes(b)
+        }));
+        Keys { shared: self.shared, len: len as u32, heap_len: self.heap.len() as u32, buf }
+    }
+}
+
+/// A packed run from its parts: words, values and heap as up to three slices each, the key
+/// ends as an iterator (`len` of each).
+fn assemble(
+    shared: Option<u32>,
+    len: usize,
+    words: [&[u64]; 3],
+    values: [&[u32]; 3],
+    ends: impl Iterator<Item = u32>,
+    heap: [&[u8]; 3],
+) -> Keys {
+    let heap_len: usize = heap.iter().map(|h| h.len()).sum();
+    let (nf, halves) = (len / FENCE, len.div_ceil(2));
+    let mut buf = Vec::with_capacity(len + nf + 2 * halves + heap_len.div_ceil(8));
+    for w in words {
+        buf.extend_from_slice(w);
+    }
+    for j in 0..nf {
+        let fence = buf[j * FENCE + FENCE - 1];
+        buf.push(fence);
+    }
+    let at = buf.len();
+    buf.resize(at + 2 * halves + heap_len.div_ceil(8), 0);
+    {
+        // SAFETY: u64 is at least as aligned as u32 and u8, every bit pattern is valid for
+        // both, and the views cover only zeroed words of this buffer.
+        let (_, u32s, _) = unsafe { buf[at..at + 2 * halves].align_to_mut::<u32>() };
+        let mut k = 0;
+        for v in values {
+            u32s[k..k + v.len()].copy_from_slice(v);
+            k += v.len();
+        }
+        for (slot, e) in u32s[halves * 2..].iter_mut().zip(ends) {
+            *slot = e;
+        }
+        // SAFETY: as above, for the bytes of the heap's words.
+        let (_, bytes, _) = unsafe { buf[at + 2 * halves..].align_to_mut::<u8>() };
+        let mut k = 0;
+        for h in heap {
+            bytes[k..k + h.len()].copy_from_slice(h);
+            k += h.len();
+        }
+    }
+    Keys { shared, len: len as u32, heap_len: heap_len as u32, buf }
+}
+
+impl Keys {
+    #[inline]
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Bytes of key heap.
+    fn heap_len(&self) -> usize {
+        self.heap_len as usize
+    }
+
+    #[inline]
+    fn words(&self) -> &[u64] {
+        &self.buf[..self.len()]
+    }
+
+    #[inline]
+    fn fences(&self) -> &[u64] {
+        &self.buf[self.len()..self.len() + self.len() / FENCE]
+    }
+
+    /// The `n` `u32`s that start at word `at` of the buffer.
+    #[inline]
+    fn u32s(&self, at: usize, n: usize) -> &[u32] {
+        let words = &self.buf[at..at + n.div_ceil(2)];
+        // SAFETY: u64 is at least as aligned as u32 (so the prefix is empty) and every bit
+        // pattern is a valid u32; `Parts::pack` stored the u32s in native byte order.
+        let (head, mid, _) = unsafe { words.align_to::<u32>() };
+        debug_assert!(head.is_empty());
+        &mid[..n]
+    }
+
+    #[inline]
+    fn values(&self) -> &[u32] {
+        self.u32s(self.len() + self.len() / FENCE, self.len())
+    }
+
+    #[inline]
+    fn ends(&self) -> &[u32] {
+        self.u32s(self.len() + self.len() / FENCE + self.len().div_ceil(2), self.len())
+    }
+
+    #[inline]
+    fn heap(&self) -> &[u8] {
+        let at = self.len() + self.len() / FENCE + 2 * self.len().div_ceil(2);
+        // SAFETY: u8 has alignment 1 and every bit pattern is valid; `Parts::pack` stored the
+        // heap's bytes in memory order (native byte order of each word).
+        let (_, bytes, _) = unsafe { self.buf[at..].align_to::<u8>() };
+        &bytes[..self.heap_len()]
+    }
+
+    #[inline]
+    fn value(&self, i: usize) -> u32 {
+        self.values()[i]
+    }
+
+    fn parts(&self) -> Parts {
+        Parts {
+            shared: self.shared,
+            words: self.words().to_vec(),
+            values: self.values().to_vec(),
+            ends: self.ends().to_vec(),
+            heap: self.heap().to_vec(),
+        }
+    }
+
+    #[inline]
+    fn word(&self, owner: u32, key: &[u8]) -> u64 {
+        match self.shared {
+            Some(_) => prefix8(key),
+            None => search_word(owner, key),
+        }
+    }
+
+    #[inline]
+    fn key(&self, i: usize) -> &[u8] {
+        let ends = self.ends();
+        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+        &self.heap()[start..ends[i] as usize]
+    }
+
+    #[inline]
+    fn owner(&self, i: usize) -> u32 {
+        match self.shared {
+            Some(o) => o,
+            None => (self.words()[i] >> 32) as u32,
+        }
+    }
+
     #[inline]
     fn get(&self, i: usize) -> (u32, &[u8]) {
-        ((self.words[i] >> 32) as u32, self.key(i))
+        (self.owner(i), self.key(i))
     }
 
     /// The number of keys for which `before` holds (it must hold for a prefix of them).
@@ -129,23 +353,32 @@ impl Keys {
     /// the search words, comparing key bytes only where the words tie.
     #[inline]
     fn search(&self, owner: u32, key: &[u8], or_equal: bool) -> usize {
-        let word = search_word(owner, key);
-        // Branch-free over the words (a mispredicted branch per step cost more than the step),
-        // then by key bytes among the keys whose word ties (none for matrix keys; for text
-        // keys, those sharing the first four bytes).
-        let (mut lo, hi) = (words_below(&self.words, word), words_below(&self.words, word.wrapping_add(1)));
-        let mut hi = if word == u64::MAX { self.len() } else { hi };
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let before = match cmp_bytes(self.key(mid), key) {
-                Ordering::Less => true,
-                Ordering::Equal => or_equal,
-                Ordering::Greater => false,
-            };
-            if before {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+        if let Some(o) = self.shared {
+            if owner != o {
+                return if owner < o { 0 } else { self.len() };
+            }
+        }
+        let word = self.word(owner, key);
+        let words = self.words();
+        // Branch-free over the fences, then over one block of words (a mispredicted branch
+        // per step cost more than the step), then by key bytes among the keys whose word ties,
+        // if any.
+        let block = words_below(self.fences(), word) * FENCE;
+        let mut lo = block + words_below(&words[block..(block + FENCE).min(words.len())], word);
+        if lo < words.len() && words[lo] == word {
+            let mut hi = lo + words[lo..].partition_point(|&w| w == word);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                let before = match cmp_bytes(self.key(mid), key) {
+                    Ordering::Less => true,
+                    Ordering::Equal => or_equal,
+                    Ordering::Greater => false,
+                };
+                if before {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
             }
         }
         lo
@@ -154,57 +387,95 @@ impl Keys {
     /// Whether key `i` is `(owner, key)`.
     #[inline]
     fn is(&self, i: usize, owner: u32, key: &[u8]) -> bool {
-        i < self.len() && self.words[i] == search_word(owner, key) && cmp_bytes(self.key(i), key) == Ordering::Equal
+        i < self.len()
+            && self.owner(i) == owner
+            && self.words()[i] == self.word(owner, key)
+            && cmp_bytes(self.key(i), key) == Ordering::Equal
     }
 
-    fn insert(&mut self, i: usize, owner: u32, key: &[u8]) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        self.heap.splice(start..start, key.iter().copied());
-        for e in &mut self.ends[i..] {
-            *e += key.len() as u32;
+    fn insert(&mut self, i: usize, owner: u32, key: &[u8], value: u32) {
+        if self.len() > 0 && self.shared.is_some_and(|o| o != owner) || self.len() == 0 {
+            // A change of form (the first key, or a second owner): through the parts.
+            let mut p = self.parts();
+            p.insert(i, owner, key, value);
+            *self = p.pack();
+            return;
         }
-        self.words.insert(i, search_word(owner, key));
-        self.ends.insert(i, (start + key.len()) as u32);
+        let word = self.word(owner, key);
+        let (ends, heap) = (self.ends(), self.heap());
+        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+        let grow = key.len() as u32;
+        let words = self.words();
+        *self = assemble(
+            self.shared,
+            self.len() + 1,
+            [&words[..i], &[word], &words[i..]],
+            [&self.values()[..i], &[value], &self.values()[i..]],
+            ends[..i].iter().copied().chain([start as u32 + grow]).chain(ends[i..].iter().map(|e| e + grow)),
+            [&heap[..start], key, &heap[start..]],
+        );
     }
 
-    fn remove(&mut self, i: usize) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        let end = self.ends[i] as usize;
-        self.heap.drain(start..end);
-        self.words.remove(i);
-        self.ends.remove(i);
-        for e in &mut self.ends[i..] {
-            *e -= (end - start) as u32;
-        }
+    fn set_value(&mut self, i: usize, value: u32) -> u32 {
+        let at = self.len() + self.len() / FENCE;
+        let words = &mut self.buf[at..at + self.len.div_ceil(2) as usize];
+        // SAFETY: as in `u32s`: an aligned, valid view of the values in native byte order.
+        let (_, values, _) = unsafe { words.align_to_mut::<u32>() };
+        std::mem::replace(&mut values[i], value)
     }
 
-    fn push(&mut self, owner: u32, key: &[u8]) {
-        self.heap.extend_from_slice(key);
-        self.words.push(search_word(owner, key));
-        self.ends.push(self.heap.len() as u32);
+    /// Removes key `i`; returns its value.
+    fn remove(&mut self, i: usize) -> u32 {
+        let (ends, heap, values, words) = (self.ends(), self.heap(), self.values(), self.words());
+        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+        let end = ends[i] as usize;
+        let value = values[i];
+        let shrink = (end - start) as u32;
+        *self = assemble(
+            self.shared,
+            self.len() - 1,
+            [&words[..i], &[], &words[i + 1..]],
+            [&values[..i], &[], &values[i + 1..]],
+            ends[..i].iter().copied().chain(ends[i + 1..].iter().map(|e| e - shrink)),
+            [&heap[..start], &[], &heap[end..]],
+        );
+        value
     }
 
     /// Moves keys `at..` into a new run.
     fn split_off(&mut self, at: usize) -> Keys {
-        let start = if at == 0 { 0 } else { self.ends[at - 1] as usize };
-        let heap = self.heap.split_off(start);
-        let words = self.words.split_off(at);
-        let ends = self.ends.split_off(at).into_iter().map(|e| e - start as u32).collect();
-        Keys { words, ends, heap }
+        let mut p = self.parts();
+        let start = if at == 0 { 0 } else { p.ends[at - 1] as usize };
+        let right = Parts {
+            shared: p.shared,
+            words: p.words.split_off(at),
+            values: p.values.split_off(at),
+            ends: p.ends.split_off(at).into_iter().map(|e| e - start as u32).collect(),
+            heap: p.heap.split_off(start),
+        };
+        *self = p.pack();
+        right.pack()
+    }
+
+    /// Appends `(owner, key, value)` items (in order, after every key of the run).
+    fn extend<'a>(&mut self, items: impl IntoIterator<Item = (u32, &'a [u8], u32)>) {
+        let mut p = self.parts();
+        for (owner, key, value) in items {
+            let n = p.words.len();
+            p.insert(n, owner, key, value);
+        }
+        *self = p.pack();
     }
 
     fn append(&mut self, other: &Keys) {
-        for i in 0..other.len() {
-            let (o, k) = other.get(i);
-            self.push(o, k);
-        }
+        self.extend((0..other.len()).map(|i| (other.owner(i), other.key(i), other.value(i))));
     }
 }
 
+/// A leaf: its keys with the entry rows as their values.
 #[derive(Clone)]
 struct Leaf {
     keys: Keys,
-    rows: Vec<u32>,
 }
 
 #[derive(Clone)]
@@ -226,14 +497,14 @@ enum Node {
 impl Node {
     fn bytes(&self) -> usize {
         match self {
-            Node::Leaf(l) => l.keys.len() * LEAF_ENTRY + l.keys.heap.len(),
-            Node::Inner(n) => n.children.len() * INNER_ENTRY + n.seps.heap.len(),
+            Node::Leaf(l) => l.keys.len() * LEAF_ENTRY + l.keys.heap_len(),
+            Node::Inner(n) => n.children.len() * INNER_ENTRY + n.seps.heap_len(),
         }
     }
 
     fn count(&self) -> u64 {
         match self {
-            Node::Leaf(l) => l.rows.len() as u64,
+            Node::Leaf(l) => l.keys.len() as u64,
             Node::Inner(n) => n.counts.iter().sum(),
         }
     }
@@ -267,9 +538,9 @@ fn split_at(n: usize, inserted: usize, size: impl Fn(usize) -> usize) -> usize {
 fn split_leaf(leaf: &mut Leaf, inserted: usize) -> (u32, Vec<u8>, Arc<Node>) {
     let at = split_at(leaf.keys.len(), inserted, |i| LEAF_ENTRY + leaf.keys.key(i).len());
     let keys = leaf.keys.split_off(at);
-    let rows = leaf.rows.split_off(at);
+
     let (owner, sep) = separator(leaf.keys.get(at - 1), keys.get(0));
-    (owner, sep, Arc::new(Node::Leaf(Leaf { keys, rows })))
+    (owner, sep, Arc::new(Node::Leaf(Leaf { keys })))
 }
 
 fn split_inner(inner: &mut Inner, inserted: usize) -> (u32, Vec<u8>, Arc<Node>) {
@@ -306,11 +577,10 @@ fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32
         Node::Leaf(leaf) => {
             let i = leaf.keys.search(owner, key, false);
             if leaf.keys.is(i, owner, key) {
-                return (Some(std::mem::replace(&mut leaf.rows[i], row)), None);
+                return (Some(leaf.keys.set_value(i, row)), None);
             }
-            leaf.keys.insert(i, owner, key);
-            leaf.rows.insert(i, row);
-            let full = leaf.keys.len() >= 2 && leaf.keys.len() * LEAF_ENTRY + leaf.keys.heap.len() > NODE_BYTES;
+            leaf.keys.insert(i, owner, key, row);
+            let full = leaf.keys.len() >= 2 && leaf.keys.len() * LEAF_ENTRY + leaf.keys.heap_len() > NODE_BYTES;
             (None, if full { Some(split_leaf(leaf, i)) } else { None })
         }
         Node::Inner(inner) => {
@@ -324,14 +594,14 @@ fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32
                 inserted = c + 1;
                 let right_count = right.count();
                 inner.counts[c] -= right_count;
-                inner.seps.insert(c, sep_owner, &sep);
+                inner.seps.insert(c, sep_owner, &sep, 0);
                 inner.children.insert(c + 1, right);
                 inner.counts.insert(c + 1, right_count);
             }
             // At least two children stay on each side (a node of a few very long
             // separators may exceed NODE_BYTES).
             let full =
-                inner.children.len() >= 4 && inner.children.len() * INNER_ENTRY + inner.seps.heap.len() > NODE_BYTES;
+                inner.children.len() >= 4 && inner.children.len() * INNER_ENTRY + inner.seps.heap_len() > NODE_BYTES;
             (old, if full { Some(split_inner(inner, inserted)) } else { None })
         }
     }
@@ -343,8 +613,7 @@ fn remove_present(node: &mut Arc<Node>, owner: u32, key: &[u8]) -> u32 {
         Node::Leaf(leaf) => {
             let i = leaf.keys.search(owner, key, false);
             debug_assert!(leaf.keys.is(i, owner, key), "remove_present of a missing key");
-            leaf.keys.remove(i);
-            leaf.rows.remove(i)
+            leaf.keys.remove(i)
         }
         Node::Inner(inner) => {
             let c = inner.seps.search(owner, key, true);
@@ -390,10 +659,9 @@ fn rebalance(inner: &mut Inner, c: usize) {
     match (Arc::make_mut(&mut inner.children[left]), &*right_node) {
         (Node::Leaf(l), Node::Leaf(r)) => {
             l.keys.append(&r.keys);
-            l.rows.extend_from_slice(&r.rows);
         }
         (Node::Inner(l), Node::Inner(r)) => {
-            l.seps.push(sep_owner, &sep);
+            l.seps.extend([(sep_owner, &sep[..], 0)]);
             l.seps.append(&r.seps);
             l.children.extend(r.children.iter().cloned());
             l.counts.extend_from_slice(&r.counts);
@@ -408,7 +676,7 @@ fn get(mut node: &Node, owner: u32, key: &[u8]) -> Option<u32> {
         match node {
             Node::Leaf(leaf) => {
                 let i = leaf.keys.search(owner, key, false);
-                return leaf.keys.is(i, owner, key).then(|| leaf.rows[i]);
+                return leaf.keys.is(i, owner, key).then(|| leaf.keys.value(i));
             }
             Node::Inner(inner) => {
                 let c = inner.seps.search(owner, key, true);
@@ -607,7 +875,7 @@ fn leaf_at<'a>(root: &'a Node, owner: u32, key: &[u8], or_equal: bool) -> Option
                 loop {
                     match node {
                         Node::Inner(inner) => node = &inner.children[0],
-                        Node::Leaf(leaf) => return (!leaf.rows.is_empty()).then_some((leaf, 0)),
+                        Node::Leaf(leaf) => return (leaf.keys.len() > 0).then_some((leaf, 0)),
                     }
                 }
             }
@@ -624,7 +892,7 @@ impl<'a> Iterator for Range<'a> {
             let leaf = self.leaf?;
             if self.i < leaf.keys.len() {
                 let (owner, key) = leaf.keys.get(self.i);
-                let row = leaf.rows[self.i];
+                let row = leaf.keys.value(self.i);
                 self.i += 1;
                 let within = match self.bound {
                     Bound::None => true,
@@ -671,16 +939,13 @@ impl KeyIndexWriter {
         if key.len() > MAX_KEY_LEN {
             return Err(KeyTooLong { len: key.len() });
         }
-        let root = self
-            .current
-            .root
-            .get_or_insert_with(|| Arc::new(Node::Leaf(Leaf { keys: Keys::default(), rows: Vec::new() })));
+        let root = self.current.root.get_or_insert_with(|| Arc::new(Node::Leaf(Leaf { keys: Keys::default() })));
         let (old, split) = insert(root, owner, key, row);
         if let Some((sep_owner, sep, right)) = split {
             let left = root.clone();
             let (left_count, right_count) = (left.count(), right.count());
             let mut seps = Keys::default();
-            seps.push(sep_owner, &sep);
+            seps.extend([(sep_owner, &sep[..], 0)]);
             *root = Arc::new(Node::Inner(Inner {
                 seps,
                 children: vec![left, right],
@@ -704,7 +969,7 @@ impl KeyIndexWriter {
         loop {
             let only = match &**root {
                 Node::Inner(inner) if inner.children.len() == 1 => inner.children[0].clone(),
-                Node::Leaf(leaf) if leaf.rows.is_empty() => {
+                Node::Leaf(leaf) if leaf.keys.len() == 0 => {
                     self.current.root = None;
                     break;
                 }
@@ -754,7 +1019,7 @@ mod tests {
                         assert_eq!(cmp_key(po, pk, o, k), Ordering::Less);
                     }
                 }
-                l.rows.len() as u64
+                l.keys.len() as u64
             }
             Node::Inner(n) => {
                 assert_eq!(n.seps.len() + 1, n.children.len());
@@ -805,6 +1070,31 @@ mod tests {
         }
         assert!(w.current().root.is_none());
         assert_eq!(content(&snap).len() as u64, snap.len());
+    }
+
+    #[test]
+    fn one_owner_text_keys_then_another_owner() {
+        // Nodes of one owner search eight key bytes; a second owner turns a node mixed.
+        let mut w = KeyIndexWriter::new();
+        let mut model = Model::new();
+        for i in 0..20_000u32 {
+            let key = (i.wrapping_mul(2_654_435_761) % 1_000_000).to_string();
+            w.insert(7, key.as_bytes(), i).unwrap();
+            model.insert((7, key.into_bytes()), i);
+        }
+        for (o, k) in [(7, &b"12345678901"[..]), (7, b"1234567890"), (7, b"1\0"), (7, b""), (3, b"5"), (9, b"0")] {
+            w.insert(o, k, 1).unwrap();
+            model.insert((o, k.to_vec()), 1);
+        }
+        check(w.current().root.as_deref().unwrap(), None, None);
+        assert_eq!(content(w.current()), model_content(&model));
+        for ((o, k), r) in &model {
+            assert_eq!(w.current().get(*o, k), Some(*r));
+        }
+        assert_eq!(
+            w.current().count_prefix(7, b"12"),
+            model.keys().filter(|(o, k)| *o == 7 && k.starts_with(b"12")).count() as u64
+        );
     }
 
     #[derive(Debug, Clone)]
