@@ -19,6 +19,7 @@ use espalier_transaction::{DatabaseOptions, Durability};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod backup;
 mod bench_cmd;
 mod bench_peers;
 mod bench_remote;
@@ -223,6 +224,20 @@ dump leaves nothing behind. An existing database is never overwritten.\n\n\
 Example:\n\n    \
 espalier --db copy.db import backup.json")]
     Import(ImportArgs),
+
+    /// Write a consistent copy of a database, served or not, as a JSON dump.
+    #[command(long_about = "Write a consistent copy of the database as a JSON dump to FILE (the \
+format of `espalier export`; restore it with `espalier import`). The file is written next to FILE \
+and renamed into place only when complete.\n\n\
+With --server, the copy comes from a running `espalier serve` (GET /v1/backup, admin role): one \
+snapshot, streamed while the server goes on serving; the dump holds every commit acknowledged \
+before the backup began. A served database is locked by the server, so this is the way to back \
+it up. Without --server, the database at --db is opened and copied here.\n\n\
+Examples:\n\n    \
+espalier backup --server 127.0.0.1:7420 nightly.json\n    \
+ESPALIER_TOKEN=… espalier backup --server db.internal:7420 nightly.json\n    \
+espalier --db shop.db backup shop.json")]
+    Backup(BackupArgs),
 
     /// Check the integrity of the database.
     #[command(long_about = "Read the whole database and check its integrity: records, entries, \
@@ -431,6 +446,20 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// Where to write the dump.
+    pub file: PathBuf,
+    /// Take the copy from this running server (HOST:PORT or http://HOST:PORT) instead of
+    /// opening --db.
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<String>,
+    /// The server's admin token secret (better in ESPALIER_TOKEN: flags are visible to other
+    /// users of the machine).
+    #[arg(long, value_name = "SECRET", env = "ESPALIER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The dump to read.
     pub file: PathBuf,
@@ -532,6 +561,7 @@ fn main() -> ExitCode {
         Command::Shell => shell::shell(g),
         Command::Export(args) => dump::export(g, &args),
         Command::Import(args) => dump::import(g, &args),
+        Command::Backup(args) => backup::run(g, &args),
         Command::Check => dump::check(g),
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
         Command::Bench(BenchCommand::Trainbenchmark(args)) => {

@@ -3,13 +3,21 @@
 //! relaxed atomic adds per request; nothing waits.
 //!
 //! A request is timed from the moment it holds its in-flight slot until its reply is queued:
-//! [`InFlight`] holds the slot and the timer, and is dropped where the slot used to be.
+//! [`InFlight`] holds the slot and the timer, and is dropped where the slot used to be. A
+//! request answered with an error is marked so ([`Timer::fail`], [`InFlight::fail`]) and
+//! counted as an error of its kind.
+//!
+//! The same counters are rendered in Prometheus's text format for `GET /metrics`
+//! ([`Figures::prometheus`]).
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
+
+use crate::config::log::{self, LogLevel};
 use tokio::sync::OwnedSemaphorePermit;
 
 /// What the figures count requests by.
@@ -62,13 +70,17 @@ pub const BUCKETS: usize = 21;
 #[derive(Default)]
 struct Counter {
     count: AtomicU64,
+    errors: AtomicU64,
     micros: AtomicU64,
     buckets: [AtomicU64; BUCKETS],
 }
 
 impl Counter {
-    fn record(&self, micros: u64) {
+    fn record(&self, micros: u64, failed: bool) {
         self.count.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
         self.micros.fetch_add(micros, Ordering::Relaxed);
         let bucket = (64 - micros.leading_zeros()).saturating_sub(4) as usize;
         self.buckets[bucket.min(BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
@@ -78,6 +90,7 @@ impl Counter {
         let buckets: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
         json!({
             "count": self.count.load(Ordering::Relaxed),
+            "errors": self.errors.load(Ordering::Relaxed),
             "micros": self.micros.load(Ordering::Relaxed),
             "buckets": buckets,
         })
@@ -99,7 +112,7 @@ impl Default for Figures {
 impl Figures {
     /// Starts timing a request of `kind`; the time is recorded when the timer is dropped.
     pub fn start(self: &Arc<Self>, kind: Kind) -> Timer {
-        Timer { figures: self.clone(), kind, started: Instant::now() }
+        Timer { figures: self.clone(), kind, started: Instant::now(), failed: false }
     }
 
     fn counter(&self, kind: Kind) -> &Counter {
@@ -130,29 +143,190 @@ impl Figures {
     }
 }
 
-/// Records a request's time when dropped.
+impl Figures {
+    /// The figures in Prometheus's text exposition format (version 0.0.4), for `GET /metrics`
+    /// (docs/server.md, "Watch it"). Every counter is cumulative since the server started.
+    pub fn prometheus(&self, shared: &crate::server::Shared) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        let db = shared.engine.database();
+        let commits = db.commit_figures();
+        let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for (suffix, value) in samples {
+                let _ = writeln!(out, "{name}{suffix} {value}");
+            }
+        };
+        metric(
+            "espalier_uptime_seconds",
+            "gauge",
+            "Seconds since the server started.",
+            &[(String::new(), self.started.elapsed().as_secs_f64())],
+        );
+        metric(
+            "espalier_database_version",
+            "gauge",
+            "The version of the last commit.",
+            &[(String::new(), db.version() as f64)],
+        );
+        let mut requests = Vec::new();
+        for k in KINDS {
+            let c = self.counter(k);
+            let count = c.count.load(Ordering::Relaxed);
+            let errors = c.errors.load(Ordering::Relaxed);
+            requests.push((format!("{{kind=\"{}\",outcome=\"ok\"}}", k.name()), count.saturating_sub(errors) as f64));
+            requests.push((format!("{{kind=\"{}\",outcome=\"error\"}}", k.name()), errors as f64));
+        }
+        metric(
+            "espalier_requests_total",
+            "counter",
+            "Requests answered, by kind and outcome (error: answered with an error message).",
+            &requests,
+        );
+        let mut latency = Vec::new();
+        for k in KINDS {
+            let c = self.counter(k);
+            let name = k.name();
+            let mut cumulative = 0u64;
+            // The last bucket also holds everything longer: it is only in +Inf.
+            for (i, b) in c.buckets.iter().enumerate().take(BUCKETS - 1) {
+                cumulative += b.load(Ordering::Relaxed);
+                let le = (1u64 << (i + 4)) as f64 / 1e6;
+                latency.push((format!("_bucket{{kind=\"{name}\",le=\"{le}\"}}"), cumulative as f64));
+            }
+            let count = c.count.load(Ordering::Relaxed);
+            latency.push((format!("_bucket{{kind=\"{name}\",le=\"+Inf\"}}"), count as f64));
+            latency.push((format!("_sum{{kind=\"{name}\"}}"), c.micros.load(Ordering::Relaxed) as f64 / 1e6));
+            latency.push((format!("_count{{kind=\"{name}\"}}"), count as f64));
+        }
+        metric(
+            "espalier_request_duration_seconds",
+            "histogram",
+            "Time from a request holding its in-flight slot until its reply is queued, by kind.",
+            &latency,
+        );
+        metric(
+            "espalier_commits_total",
+            "counter",
+            "Commits (group-commit batches that committed at least one request).",
+            &[(String::new(), commits.commits as f64)],
+        );
+        metric(
+            "espalier_committed_requests_total",
+            "counter",
+            "Write requests committed.",
+            &[(String::new(), commits.requests as f64)],
+        );
+        metric(
+            "espalier_commit_seconds_total",
+            "counter",
+            "Time spent in committed batches: running their requests, committing, and any fsync.",
+            &[(String::new(), commits.nanos as f64 / 1e9)],
+        );
+        metric(
+            "espalier_store_commit_seconds_total",
+            "counter",
+            "Of that, time spent in the storage commit (writing pages and, with durability sync, the fsync).",
+            &[(String::new(), commits.store_commit_nanos as f64 / 1e9)],
+        );
+        let mut batches = Vec::new();
+        let mut cumulative = 0u64;
+        for (i, n) in commits.batch_sizes.iter().enumerate().take(commits.batch_sizes.len() - 1) {
+            cumulative += n;
+            batches.push((format!("_bucket{{le=\"{}\"}}", 1u64 << i), cumulative as f64));
+        }
+        batches.push(("_bucket{le=\"+Inf\"}".to_string(), commits.commits as f64));
+        batches.push(("_sum".to_string(), commits.requests as f64));
+        batches.push(("_count".to_string(), commits.commits as f64));
+        metric(
+            "espalier_commit_batch_requests",
+            "histogram",
+            "Requests per commit (group-commit batch size).",
+            &batches,
+        );
+        metric(
+            "espalier_sessions",
+            "gauge",
+            "Open WebSocket sessions plus HTTP requests in progress.",
+            &[(String::new(), shared.open_sessions() as f64)],
+        );
+        metric(
+            "espalier_subscriptions",
+            "gauge",
+            "Active subscriptions.",
+            &[(String::new(), shared.hub.subscriptions() as f64)],
+        );
+        if let Some(rss) = resident_bytes() {
+            metric(
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory of the server process, in bytes (includes mapped database pages).",
+                &[(String::new(), rss as f64)],
+            );
+        }
+        out
+    }
+}
+
+/// The process's resident set size, on Linux (`VmRSS` in `/proc/self/status`); None elsewhere.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.trim_start_matches("VmRSS:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Records a request's time (and whether it failed) when dropped.
 pub struct Timer {
     figures: Arc<Figures>,
     kind: Kind,
     started: Instant,
+    failed: bool,
+}
+
+impl Timer {
+    /// Counts the request as answered with an error.
+    pub fn fail(&mut self) {
+        self.failed = true;
+    }
 }
 
 impl Drop for Timer {
     fn drop(&mut self) {
         let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.figures.counter(self.kind).record(micros);
+        self.figures.counter(self.kind).record(micros, self.failed);
+        if log::enabled(LogLevel::Debug) {
+            let outcome = if self.failed { "error" } else { "ok" };
+            log::event(
+                LogLevel::Debug,
+                "request",
+                &[("kind", &self.kind.name()), ("outcome", &outcome), ("micros", &micros)],
+            );
+        }
     }
 }
 
 /// A request's in-flight slot and its timer: both end when the request has its reply.
 pub struct InFlight {
     _permit: OwnedSemaphorePermit,
-    _timer: Timer,
+    timer: Timer,
 }
 
 impl InFlight {
     pub fn new(permit: OwnedSemaphorePermit, timer: Timer) -> InFlight {
-        InFlight { _permit: permit, _timer: timer }
+        InFlight { _permit: permit, timer }
+    }
+
+    /// Counts the request as answered with an error.
+    pub fn fail(&mut self) {
+        self.timer.fail();
+    }
+
+    /// Counts the request as answered with an error if `failed`.
+    pub fn fail_if(&mut self, failed: bool) {
+        if failed {
+            self.timer.fail();
+        }
     }
 }
 
@@ -164,7 +338,7 @@ mod tests {
     fn buckets_are_powers_of_two_from_16_microseconds() {
         let c = Counter::default();
         for micros in [0, 15, 16, 31, 32, 1000, u64::MAX] {
-            c.record(micros);
+            c.record(micros, false);
         }
         let b: Vec<u64> = c.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
         assert_eq!(b[0], 2, "0 and 15 µs are under 16");

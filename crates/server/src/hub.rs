@@ -13,6 +13,8 @@ use espalier_data::{Change, ChangeSet, NodePath, PathStep};
 use espalier_transaction::{Database, FeedItem};
 use tokio::sync::Notify;
 
+use crate::config::log::{self, LogLevel};
+
 /// Queue of the hub's own feed subscription (commits the hub may fall behind by).
 const FEED_QUEUE: usize = 1 << 16;
 /// How often the hub thread looks at its stop flag while the feed is idle.
@@ -230,7 +232,16 @@ impl Hub {
     fn run(&self, mut feed: espalier_transaction::Subscription) {
         while !self.stop.load(Ordering::Acquire) {
             match feed.next_timeout(POLL) {
-                Some(FeedItem::Changes(set)) => self.publish(set),
+                Some(FeedItem::Changes(set)) => {
+                    if log::enabled(LogLevel::Debug) {
+                        log::event(
+                            LogLevel::Debug,
+                            "commit",
+                            &[("version", &set.version), ("changes", &set.changes.len())],
+                        );
+                    }
+                    self.publish(set)
+                }
                 Some(FeedItem::Lagged { last_delivered }) => self.lagged(last_delivered),
                 None => {}
             }

@@ -3,7 +3,8 @@
 //! - `GET /ws`: WebSocket sessions — pipelined requests with ids (replies in any order),
 //!   subscriptions with server push, JSON or MessagePack, optional per-message compression;
 //! - `POST /v1/execute`, `GET /v1/node`, `GET /v1/status`, `GET /v1/health`,
-//!   `POST /v1/shutdown`: one-shot HTTP.
+//!   `POST /v1/shutdown`: one-shot HTTP;
+//! - `GET /metrics` (Prometheus), `GET /health`, `GET /v1/backup` (admin): operations.
 //!
 //! The protocol is `docs/protocol.md` (types in `espalier-protocol`); running and configuring
 //! the server is `docs/server.md`. Module map: `server` (router, auth, HTTP, shutdown),
@@ -11,8 +12,10 @@
 //! pool with the query-time limit), `exec` (the engine calls themselves), `hub` (change feed →
 //! history and subscription queues), `subscription` (one subscription's task), `config`,
 //! `console` (the web console's files and its `/v1/schema`, `/v1/entries`, `/v1/figures`),
-//! `figures` (request and commit counters for the console's dashboard).
+//! `figures` (request and commit counters for the console's dashboard and `/metrics`),
+//! `backup` (a snapshot streamed as the JSON dump).
 
+mod backup;
 pub mod config;
 mod console;
 mod exec;

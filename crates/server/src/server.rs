@@ -188,7 +188,10 @@ impl Server {
         let all = u32::try_from(shared.limits.max_sessions).unwrap_or(u32::MAX);
         let wait = shared.limits.shutdown_grace + Duration::from_secs(5);
         if tokio::time::timeout(wait, shared.sessions.clone().acquire_many_owned(all)).await.is_err() {
-            eprintln!("espalier serve: some sessions did not close within {wait:?}; exiting anyway");
+            crate::config::log::warn(
+                "some sessions did not close in time; exiting anyway",
+                &[("waited", &format!("{wait:?}"))],
+            );
         }
         shared.hub.stop();
         let engine = shared.engine.clone();
@@ -211,6 +214,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/node", get(http_node))
         .route("/v1/status", get(http_status))
         .route("/v1/health", get(http_health))
+        .route("/health", get(http_health))
+        .route("/metrics", get(http_metrics))
+        .route("/v1/backup", get(http_backup))
         .route("/v1/shutdown", post(http_shutdown))
         .merge(crate::console::routes())
         .fallback(not_found)
@@ -239,7 +245,7 @@ async fn not_found() -> Response {
         &RequestError::new(
             ErrorCode::BadRequest,
             "no such endpoint; the server has GET /ws (WebSocket), POST /v1/execute, GET /v1/node, GET /v1/status, \
-             GET /v1/health, POST /v1/shutdown, the console at GET / and its GET /v1/schema, /v1/entries and \
+             GET /v1/health, POST /v1/shutdown, GET /metrics, GET /health, GET /v1/backup, the console at GET / and its GET /v1/schema, /v1/entries and \
              /v1/figures (see docs/protocol.md)",
         ),
     )
@@ -419,9 +425,13 @@ async fn http_execute(
         Err(e) => return error_reply(reply_enc, &e),
     };
     let limit = shared.limits.max_result_bytes;
-    let _timer = shared.figures.start(Kind::Execute);
+    let mut timer = shared.figures.start(Kind::Execute);
     let response =
         work::run(&shared, role, Job::Execute { source, params }, move |r| outcome_response(reply_enc, limit, r)).await;
+    if !response.status().is_success() {
+        timer.fail();
+    }
+    drop(timer);
     drop(permit);
     response
 }
@@ -449,9 +459,13 @@ async fn http_node(
         Err(e) => return error_reply(encoding, &e),
     };
     let limit = shared.limits.max_result_bytes;
-    let _timer = shared.figures.start(Kind::Get);
+    let mut timer = shared.figures.start(Kind::Get);
     let response =
         work::run(&shared, role, Job::Get { path, params }, move |r| outcome_response(encoding, limit, r)).await;
+    if !response.status().is_success() {
+        timer.fail();
+    }
+    drop(timer);
     drop(permit);
     response
 }
@@ -494,4 +508,44 @@ async fn http_shutdown(
     }
     shared.begin_shutdown();
     reply(StatusCode::OK, encoding, &Message::ok(None))
+}
+
+/// `GET /metrics`: the server's counters in Prometheus's text format. Needs a token (any role)
+/// when the server has tokens, like `/v1/status`.
+async fn http_metrics(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    if let Err(e) = query_map(query).and_then(|q| shared.authenticate(&headers, q.get("token").map(String::as_str))) {
+        return error_reply(accept_encoding(&headers), &e);
+    }
+    let text = shared.figures.prometheus(&shared);
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /v1/backup` (admin): a consistent snapshot streamed as the JSON dump (`backup.rs`).
+/// It holds a session slot until the dump is written, so shutdown waits for it (up to the grace).
+async fn http_backup(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let encoding = accept_encoding(&headers);
+    let (role, permit) = match query_map(query).and_then(|q| http_admit(&shared, &headers, &q)) {
+        Ok(r) => r,
+        Err(e) => return error_reply(encoding, &e),
+    };
+    if role < Role::Admin {
+        return error_reply(
+            encoding,
+            &RequestError::new(ErrorCode::Forbidden, format!("a backup needs the admin role; this token has {role}")),
+        );
+    }
+    crate::backup::stream(shared, permit).await
 }

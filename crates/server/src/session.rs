@@ -279,7 +279,7 @@ impl Session {
                 format!("more than {max} requests in flight on this session; wait for replies before sending more");
             return self.push(encode_error(&self.codec, Some(id), ErrorCode::TooManyRequests, msg)).await;
         };
-        let inflight = InFlight::new(inflight, self.shared.figures.start(figures::kind_of(&body)));
+        let mut inflight = InFlight::new(inflight, self.shared.figures.start(figures::kind_of(&body)));
         let Ok(slot) = self.tx.clone().reserve_owned().await else {
             return ControlFlow::Break(());
         };
@@ -294,6 +294,7 @@ impl Session {
             RequestBody::Shutdown => {
                 if self.role < Role::Admin {
                     let msg = format!("shutdown needs the admin role; this session has {}", self.role);
+                    inflight.fail();
                     slot.send(encode_error(&codec, Some(id), ErrorCode::Forbidden, msg));
                 } else {
                     slot.send(encode_message(&codec, &Message::ok(Some(id))));
@@ -314,6 +315,7 @@ impl Session {
                     }
                     Ok(None) => self.spawn_work(slot, inflight, id, Job::Get { path, params }),
                     Err(e) => {
+                        inflight.fail();
                         slot.send(encode_error(&codec, Some(id), e.code, e.message));
                     }
                 }
@@ -326,6 +328,7 @@ impl Session {
                 if subs.len() >= self.shared.limits.max_subscriptions {
                     let max = self.shared.limits.max_subscriptions;
                     let msg = format!("this session has its maximum of {max} subscriptions; unsubscribe first");
+                    inflight.fail();
                     slot.send(encode_error(&codec, Some(id), ErrorCode::TooManySubscriptions, msg));
                 } else {
                     let sub = self.next_sub;
@@ -350,6 +353,7 @@ impl Session {
                 match handle {
                     None => {
                         let msg = format!("this session has no subscription {subscription}");
+                        inflight.fail();
                         slot.send(encode_error(&codec, Some(id), ErrorCode::UnknownSubscription, msg));
                     }
                     Some(task) => {
@@ -373,7 +377,7 @@ impl Session {
     fn execute_checked(
         &self,
         slot: OwnedPermit<Outgoing>,
-        inflight: InFlight,
+        mut inflight: InFlight,
         id: u64,
         source: Source,
         params: HashMap<String, ParamValue>,
@@ -383,17 +387,20 @@ impl Session {
         let checked = match exec::check(&self.shared.engine, &source) {
             Ok(c) => c,
             Err(e) => {
+                inflight.fail();
                 slot.send(encode_error(&codec, Some(id), e.code, e.message));
                 return;
             }
         };
         if !checked.is_read_only() {
             if let Err(e) = work::may_write(self.role) {
+                inflight.fail();
                 slot.send(encode_error(&codec, Some(id), e.code, e.message));
                 return;
             }
             work::spawn_write(&self.shared, checked, params, move |r| {
                 // Free the slot before the reply can reach the client (see spawn_work).
+                inflight.fail_if(r.is_err());
                 drop(inflight);
                 slot.send(encode_reply(&codec, &outcome_message(id, r), limit));
             });
@@ -404,20 +411,25 @@ impl Session {
                 slot.send(encode_reply(&codec, &Message::result(Some(id), reply), limit));
             }
             Some(Err(e)) => {
+                inflight.fail();
                 slot.send(encode_error(&codec, Some(id), e.code, e.message));
             }
             Some(Ok(None)) | None => self.spawn_work(slot, inflight, id, Job::Read { checked, params }),
         }
     }
 
-    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, inflight: InFlight, id: u64, job: Job) {
+    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, mut inflight: InFlight, id: u64, job: Job) {
         let shared = self.shared.clone();
         let role = self.role;
         let codec = self.codec;
         let limit = shared.limits.max_result_bytes;
         tokio::spawn(async move {
-            let out =
-                work::run(&shared, role, job, move |r| encode_reply(&codec, &outcome_message(id, r), limit)).await;
+            let (out, failed) = work::run(&shared, role, job, move |r| {
+                let failed = r.is_err();
+                (encode_reply(&codec, &outcome_message(id, r), limit), failed)
+            })
+            .await;
+            inflight.fail_if(failed);
             // The permit goes before the reply is queued: a client that has read a reply may
             // send its next request at once, and must find the slot free (the clients' own
             // in-flight accounting relies on it).

@@ -99,7 +99,7 @@ async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), Request
     .await
 }
 
-pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: InFlight) {
+pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, mut inflight: InFlight) {
     let mut reg = Registration {
         shared: ctx.shared.clone(),
         subs: ctx.subs.clone(),
@@ -129,6 +129,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: InFlight) 
             (Watch::Registered(id), Filter::Registered(id))
         }
         Err(e) => {
+            inflight.fail();
             drop(inflight);
             slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
             drop(reg);
@@ -156,6 +157,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: InFlight) 
             Ok((version, Data::None)) => {
                 let _ = version;
                 let e = RequestError::new(ErrorCode::KeyMissing, "the subscribed node does not exist");
+                inflight.fail();
                 drop(inflight);
                 slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
                 return;
@@ -167,6 +169,7 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, inflight: InFlight) 
                 (version, Message::subscribed(ctx.request, ctx.subscription, version, false, data))
             }
             Err(e) => {
+                inflight.fail();
                 drop(inflight);
                 slot.send(encode_error(&ctx.codec, Some(ctx.request), e.code, e.message));
                 return;

@@ -50,7 +50,14 @@ pub struct Database {
     commits: AtomicU64,
     committed_requests: AtomicU64,
     commit_nanos: AtomicU64,
+    /// Time spent in the storage commit itself (writing, and with `sync` durability the fsync).
+    store_commit_nanos: AtomicU64,
+    /// Batches by requests committed: bucket `i` counts batches of at most `2^i` requests.
+    batch_sizes: [AtomicU64; BATCH_BUCKETS],
 }
+
+/// Buckets of [`CommitFigures::batch_sizes`]: at most 1, 2, 4, … 128 requests, then more.
+pub const BATCH_BUCKETS: usize = 9;
 
 /// Counters of the commits since the database was opened: `requests / commits` is the mean
 /// batch size, `nanos / commits` the mean time a batch took (run, commit, and its fsync).
@@ -59,6 +66,11 @@ pub struct CommitFigures {
     pub commits: u64,
     pub requests: u64,
     pub nanos: u64,
+    /// Of `nanos`, the time the storage commit took (writing, and its fsync if any).
+    pub store_commit_nanos: u64,
+    /// Commits by batch size: bucket `i < 8` counts commits of at most `2^i` requests (not
+    /// cumulative), the last one commits of more than 128.
+    pub batch_sizes: [u64; BATCH_BUCKETS],
 }
 
 /// Something that must see each commit's data exactly, before the next commit begins.
@@ -183,6 +195,8 @@ impl Database {
             commits: AtomicU64::new(0),
             committed_requests: AtomicU64::new(0),
             commit_nanos: AtomicU64::new(0),
+            store_commit_nanos: AtomicU64::new(0),
+            batch_sizes: Default::default(),
         })
     }
 
@@ -192,6 +206,8 @@ impl Database {
             commits: self.commits.load(Ordering::Relaxed),
             requests: self.committed_requests.load(Ordering::Relaxed),
             nanos: self.commit_nanos.load(Ordering::Relaxed),
+            store_commit_nanos: self.store_commit_nanos.load(Ordering::Relaxed),
+            batch_sizes: std::array::from_fn(|i| self.batch_sizes[i].load(Ordering::Relaxed)),
         }
     }
 
@@ -328,10 +344,13 @@ impl Database {
                 return Err(BatchError::MapFull);
             }
         }
+        let committing = std::time::Instant::now();
         txn.commit().map_err(|e| match e {
             espalier_storage::StorageError::MapFull { .. } => BatchError::MapFull,
             e => BatchError::Other(e.to_string()),
         })?;
+        let nanos = u64::try_from(committing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.store_commit_nanos.fetch_add(nanos, Ordering::Relaxed);
         self.version.store(version, Ordering::Release);
         Ok(results)
     }
@@ -371,6 +390,8 @@ impl BatchRunner for Database {
                 self.committed_requests.fetch_add(committed, Ordering::Relaxed);
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+                let bucket = (64 - (committed - 1).leading_zeros()) as usize;
+                self.batch_sizes[bucket.min(BATCH_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
             }
             self.run_hooks(results);
         }

@@ -7,6 +7,7 @@ mod console;
 mod frames;
 mod http;
 mod limits;
+mod operations;
 mod requests;
 mod shutdown;
 mod subscriptions;
