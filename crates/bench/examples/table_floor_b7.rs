@@ -32,7 +32,9 @@
 //! table and hash index; against SQLite's file after a WAL checkpoint.
 //!
 //! `cargo run --release -p espalier-bench --example table_floor_b7 -- [b6|b7] [SAMPLES]`
-//! (default b7, 2,000 samples; building B7 takes a few minutes).
+//! (default b7, 2,000 samples; building B7 takes a few minutes). With `TABLE_FLOOR_PROFILE` set
+//! it times key lookups alone instead: warm in a loop (SAMPLES × 1,000), then cold (64 MB of
+//! other memory read before each), split into the index descent and the row read.
 
 use std::collections::HashMap;
 use std::error::Error;
