@@ -45,13 +45,14 @@ pub enum BackupError {
 
 pub fn run(g: &Global, args: &BackupArgs) -> Result<(), Failure> {
     match &args.server {
-        None => crate::dump::export(g, &ExportArgs { file: Some(args.file.clone()) }).map_err(|f| match f {
-            Failure::Other(m) if m.contains("lock") || m.contains("serv") => Failure::Other(format!(
-                "{m}\n(to back up a database while a server serves it: espalier backup --server ADDR {})",
-                args.file.display()
-            )),
-            f => f,
-        }),
+        None => crate::dump::export(g, &ExportArgs { file: Some(args.file.clone()), csv: None, collections: vec![] })
+            .map_err(|f| match f {
+                Failure::Other(m) if m.contains("lock") || m.contains("serv") => Failure::Other(format!(
+                    "{m}\n(to back up a database while a server serves it: espalier backup --server ADDR {})",
+                    args.file.display()
+                )),
+                f => f,
+            }),
         Some(server) => {
             let token = args.token.as_deref();
             let (bytes, version) = from_server(server, token, &args.file).map_err(|e| Failure::other(e.to_string()))?;

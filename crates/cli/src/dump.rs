@@ -11,10 +11,10 @@ use espalier_transaction::{TxError, WriteGraph};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use crate::{db, ExportArgs, Failure, Global, ImportArgs};
+use crate::{db, ExportArgs, Failure, Global};
 
 /// A progress bar on standard error, hidden when standard error is not a terminal.
-fn bar(len: Option<u64>, template: &str) -> ProgressBar {
+pub(crate) fn bar(len: Option<u64>, template: &str) -> ProgressBar {
     let target =
         if std::io::stderr().is_terminal() { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
     let bar = ProgressBar::with_draw_target(len, target);
@@ -92,8 +92,7 @@ impl std::fmt::Display for ImportError {
     }
 }
 
-pub fn import(g: &Global, args: &ImportArgs) -> Result<(), Failure> {
-    let path = &args.file;
+pub fn import(g: &Global, path: &Path) -> Result<(), Failure> {
     let name = path.display().to_string();
     db::refuse_existing(&g.db)?;
     let size = std::fs::metadata(path).map_err(|e| Failure::other(format!("reading {name}: {e}")))?.len();

@@ -26,6 +26,7 @@ mod bench_remote;
 mod bench_suite;
 mod bench_trainbenchmark;
 mod complete;
+mod csv;
 mod db;
 mod dump;
 mod exec;
@@ -211,9 +212,13 @@ espalier shell < script.alan")]
     #[command(long_about = "Write a consistent snapshot of the database (schema and data) as a \
 JSON dump to FILE, or to standard output without FILE. The same data always gives the same \
 bytes. A progress bar is shown on standard error when it is a terminal.\n\n\
+With --csv DIR, writes DIR/COLLECTION.csv for each root collection instead (--collection \
+NAME for some only): a header of `key` and the properties a CSV column holds, one entry per \
+row.\n\n\
 Examples:\n\n    \
 espalier export backup.json\n    \
-espalier --db shop.db export > shop.json")]
+espalier --db shop.db export > shop.json\n    \
+espalier export --csv data/")]
     Export(ExportArgs),
 
     /// Create a new database from a JSON dump.
@@ -221,8 +226,14 @@ espalier --db shop.db export > shop.json")]
 the database gets the dump's schema and all of its data, in one atomic write. The database is \
 built in a temporary directory and moved into place only if the whole dump is valid, so a bad \
 dump leaves nothing behind. An existing database is never overwritten.\n\n\
-Example:\n\n    \
-espalier --db copy.db import backup.json")]
+With --csv, entries are added to root collections of the existing database instead, one \
+collection per file (named after it, or 'Collection'=FILE): a header of `key` and property \
+names, one entry per row, references by key, states by name. Everything is checked first; the \
+first problem is reported as file:line:column and nothing is imported; then all rows are written \
+in one transaction.\n\n\
+Examples:\n\n    \
+espalier --db copy.db import backup.json\n    \
+espalier import --csv Customers.csv Products.csv 'Orders'=orders-2025.csv")]
     Import(ImportArgs),
 
     /// Write a consistent copy of a database, served or not, as a JSON dump.
@@ -442,7 +453,14 @@ pub struct ExecArgs {
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// Where to write the dump; standard output if absent.
+    #[arg(conflicts_with = "csv")]
     pub file: Option<PathBuf>,
+    /// Write CSV instead: one COLLECTION.csv per root collection into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub csv: Option<PathBuf>,
+    /// With --csv: only this root collection (repeatable).
+    #[arg(long = "collection", value_name = "NAME", requires = "csv")]
+    pub collections: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -461,8 +479,13 @@ pub struct BackupArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The dump to read.
-    pub file: PathBuf,
+    /// The dump to read (creates a new database).
+    #[arg(required_unless_present = "csv", conflicts_with = "csv")]
+    pub file: Option<PathBuf>,
+    /// CSV files to add to the existing database, one root collection each: FILE is named
+    /// after its collection (Clients.csv), or give 'Collection'=FILE. Repeatable.
+    #[arg(long, value_name = "[COLLECTION=]FILE", num_args = 1..)]
+    pub csv: Vec<String>,
 }
 
 /// Why a subcommand did not succeed.
@@ -559,8 +582,14 @@ fn main() -> ExitCode {
         Command::Init(args) => db::init(g, &args),
         Command::Exec(args) => exec::exec(g, &args),
         Command::Shell => shell::shell(g),
-        Command::Export(args) => dump::export(g, &args),
-        Command::Import(args) => dump::import(g, &args),
+        Command::Export(args) => match &args.csv {
+            Some(dir) => csv::export(g, dir, &args.collections),
+            None => dump::export(g, &args),
+        },
+        Command::Import(args) => match &args.file {
+            Some(file) => dump::import(g, file),
+            None => csv::import(g, &args.csv),
+        },
         Command::Backup(args) => backup::run(g, &args),
         Command::Check => dump::check(g),
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
