@@ -93,28 +93,7 @@ impl std::fmt::Display for ImportError {
 }
 
 pub fn import(g: &Global, path: &Path) -> Result<(), Failure> {
-    let name = path.display().to_string();
-    db::refuse_existing(&g.db)?;
-    let size = std::fs::metadata(path).map_err(|e| Failure::other(format!("reading {name}: {e}")))?.len();
-    let schema = dump_schema(path)?;
-    let progress = bar(Some(size), "{spinner} importing: {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}) {elapsed}");
-    let mut stats = ImportStats::default();
-    let result = db::create_atomically(g, &g.db, &schema, &format!("{name} (its schema)"), |engine| {
-        let committed = engine
-            .database()
-            .write(|wg: &mut WriteGraph<'_, '_>| -> Result<ImportStats, ImportError> {
-                // This closure runs again if the map had to grow: read the file from the start.
-                progress.set_position(0);
-                let file = File::open(path).map_err(|e| ImportError::Dump(DumpError::Io(e)))?;
-                espalier_data::import(wg, file, &mut |bytes| progress.set_position(bytes)).map_err(ImportError::Dump)
-            })
-            .map_err(|e| Failure::other(format!("importing {name}: {e}; no database was created")))?;
-        stats = committed.value;
-        restore_version(engine, stats.version)
-            .map_err(|e| Failure::other(format!("importing {name}: setting the version: {e}; no database was created")))
-    });
-    progress.finish_and_clear();
-    result?;
+    let stats = import_to(g, &g.db, path)?;
     if g.json {
         println!(
             "{}",
@@ -137,6 +116,34 @@ pub fn import(g: &Global, path: &Path) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// Creates the database `target` from the dump at `path` (built in a temporary directory and
+/// moved into place only when complete).
+pub(crate) fn import_to(g: &Global, target: &Path, path: &Path) -> Result<ImportStats, Failure> {
+    let name = path.display().to_string();
+    db::refuse_existing(target)?;
+    let size = std::fs::metadata(path).map_err(|e| Failure::other(format!("reading {name}: {e}")))?.len();
+    let schema = dump_schema(path)?;
+    let progress = bar(Some(size), "{spinner} importing: {bar:30} {bytes}/{total_bytes} ({bytes_per_sec}) {elapsed}");
+    let mut stats = ImportStats::default();
+    let result = db::create_atomically(g, target, &schema, &format!("{name} (its schema)"), |engine| {
+        let committed = engine
+            .database()
+            .write(|wg: &mut WriteGraph<'_, '_>| -> Result<ImportStats, ImportError> {
+                // This closure runs again if the map had to grow: read the file from the start.
+                progress.set_position(0);
+                let file = File::open(path).map_err(|e| ImportError::Dump(DumpError::Io(e)))?;
+                espalier_data::import(wg, file, &mut |bytes| progress.set_position(bytes)).map_err(ImportError::Dump)
+            })
+            .map_err(|e| Failure::other(format!("importing {name}: {e}; no database was created")))?;
+        stats = committed.value;
+        restore_version(engine, stats.version)
+            .map_err(|e| Failure::other(format!("importing {name}: setting the version: {e}; no database was created")))
+    });
+    progress.finish_and_clear();
+    result?;
+    Ok(stats)
 }
 
 /// Gives the new database the version of the dump it was made from, so that versions go on

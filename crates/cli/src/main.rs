@@ -30,6 +30,7 @@ mod csv;
 mod db;
 mod dump;
 mod exec;
+mod migrate;
 mod output;
 mod schema_cmd;
 mod serve;
@@ -250,6 +251,22 @@ ESPALIER_TOKEN=… espalier backup --server db.internal:7420 nightly.json\n    \
 espalier --db shop.db backup shop.json")]
     Backup(BackupArgs),
 
+    /// Change the schema of a database that holds data.
+    #[command(long_about = "Change the database's schema to NEW_SCHEMA, keeping its data. The \
+database is exported (one snapshot), every node is mapped to the new schema, and the result is \
+imported into a new directory in one transaction that checks everything again; only then does \
+the new directory replace the old one. Any refusal leaves the database as it was.\n\n\
+Maps: properties and states kept by name; renamed ones (--rename OLD=NEW, repeatable); new \
+properties (their kind's default: 0, \"\", the first state, empty collections); new states and \
+collections. A property the new schema drops is refused if any node holds a value other than \
+the default, unless --allow-loss NAME names it. Refused always: a property whose kind changes, \
+a node in a state that is gone, a new reference on existing nodes.\n\n\
+Examples:\n\n    \
+espalier migrate shop-v2.alan\n    \
+espalier migrate shop-v2.alan --rename 'Qty'='Quantity'\n    \
+espalier migrate shop-v2.alan --allow-loss 'Notes'")]
+    Migrate(MigrateArgs),
+
     /// Check the integrity of the database.
     #[command(long_about = "Read the whole database and check its integrity: records, entries, \
 reverse links and interned strings agree with each other and with the schema. Prints a summary \
@@ -464,6 +481,19 @@ pub struct ExportArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The new schema.
+    #[arg(value_name = "NEW_SCHEMA")]
+    pub schema: PathBuf,
+    /// Keep a property's or state's data under a new name: OLD=NEW (quotes optional).
+    #[arg(long = "rename", value_name = "OLD=NEW")]
+    pub renames: Vec<String>,
+    /// Drop this property's values even where they are not the default.
+    #[arg(long = "allow-loss", value_name = "NAME")]
+    pub allow_loss: Vec<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct BackupArgs {
     /// Where to write the dump.
     pub file: PathBuf,
@@ -591,6 +621,7 @@ fn main() -> ExitCode {
             None => csv::import(g, &args.csv),
         },
         Command::Backup(args) => backup::run(g, &args),
+        Command::Migrate(args) => migrate::run(g, &args),
         Command::Check => dump::check(g),
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
         Command::Bench(BenchCommand::Trainbenchmark(args)) => {
