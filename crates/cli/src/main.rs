@@ -209,7 +209,7 @@ espalier shell\n    \
 espalier shell < script.alan")]
     Shell,
 
-    /// Write the whole database as a JSON dump.
+    /// Write the whole database as a JSON dump (or its collections as CSV files).
     #[command(long_about = "Write a consistent snapshot of the database (schema and data) as a \
 JSON dump to FILE, or to standard output without FILE. The same data always gives the same \
 bytes. A progress bar is shown on standard error when it is a terminal.\n\n\
@@ -222,7 +222,7 @@ espalier --db shop.db export > shop.json\n    \
 espalier export --csv data/")]
     Export(ExportArgs),
 
-    /// Create a new database from a JSON dump.
+    /// Create a new database from a JSON dump (or add CSV files to the database).
     #[command(long_about = "Create a new database at --db from a dump written by `espalier export`: \
 the database gets the dump's schema and all of its data, in one atomic write. The database is \
 built in a temporary directory and moved into place only if the whole dump is valid, so a bad \
