@@ -1,0 +1,107 @@
+//! Page memory in 2 MiB huge pages: table pages are carved from chunks that the kernel is
+//! asked to back with transparent huge pages (`madvise(MADV_HUGEPAGE)`), so that a cold
+//! read of a page costs one TLB entry per 2 MiB of pages instead of one per page (on a
+//! virtual machine a TLB miss is a nested page walk of several memory loads).
+//!
+//! Blocks come in size classes of 64 bytes; a freed block goes on its class's free list and
+//! is handed out again (zeroed), never back to the system: a table's pages come and go in
+//! the same few sizes.
+
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// Bytes per chunk asked of the system: a few huge pages at a time.
+const CHUNK: usize = 16 << 20;
+/// Alignment of a chunk: a huge page.
+const HUGE: usize = 2 << 20;
+/// Size-class granularity.
+const CLASS: usize = 64;
+
+struct Arena {
+    /// The unused rest of the current chunk.
+    next: usize,
+    end: usize,
+    /// Free blocks by class (`len.div_ceil(CLASS)`).
+    free: Vec<Vec<usize>>,
+}
+
+static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0, free: Vec::new() });
+
+fn class(len: usize) -> usize {
+    len.div_ceil(CLASS)
+}
+
+/// A new chunk, 2 MiB-aligned, with huge pages asked for; `None` if the system has no memory
+/// to map.
+fn chunk() -> Option<usize> {
+    // SAFETY: an anonymous private mapping of fresh memory, touching nothing else.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            CHUNK + HUGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let start = p as usize;
+    let aligned = start.next_multiple_of(HUGE);
+    // SAFETY: the unaligned head and the tail past `aligned + CHUNK` are parts of the mapping
+    // just made, which nothing uses; `madvise` is a hint on the part that stays.
+    unsafe {
+        if aligned > start {
+            libc::munmap(p, aligned - start);
+        }
+        let tail = start + CHUNK + HUGE - (aligned + CHUNK);
+        if tail > 0 {
+            libc::munmap((aligned + CHUNK) as *mut libc::c_void, tail);
+        }
+        libc::madvise(aligned as *mut libc::c_void, CHUNK, libc::MADV_HUGEPAGE);
+    }
+    Some(aligned)
+}
+
+/// `len` zeroed bytes (`0 < len ≤ CHUNK`), 64-aligned, until [`free`] with the same `len`.
+///
+/// # Panics
+/// If the system has no memory to map (as a failed allocation aborts).
+pub(super) fn alloc_zeroed(len: usize) -> NonNull<u8> {
+    debug_assert!(len > 0 && len <= CHUNK);
+    let c = class(len);
+    let size = c * CLASS;
+    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = a.free.get_mut(c).and_then(Vec::pop) {
+        drop(a);
+        // SAFETY: a freed block of this class: `size` bytes of a chunk that nothing else uses.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) };
+        // SAFETY: chunk addresses are never null.
+        return unsafe { NonNull::new_unchecked(p as *mut u8) };
+    }
+    if a.end - a.next < size {
+        // The rest of the old chunk is left unused (less than one page).
+        let start = chunk().expect("out of memory for table pages");
+        a.next = start;
+        a.end = start + CHUNK;
+    }
+    let p = a.next;
+    a.next += size;
+    // SAFETY: chunk addresses are never null; fresh mapped memory is zero.
+    unsafe { NonNull::new_unchecked(p as *mut u8) }
+}
+
+/// Gives back a block of [`alloc_zeroed`]`(len)`.
+///
+/// # Safety
+/// `p` must come from `alloc_zeroed(len)` and not be used after this call.
+pub(super) unsafe fn free(p: NonNull<u8>, len: usize) {
+    let c = class(len);
+    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    if a.free.len() <= c {
+        a.free.resize_with(c + 1, Vec::new);
+    }
+    a.free[c].push(p.as_ptr() as usize);
+}
