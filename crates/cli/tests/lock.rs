@@ -2,10 +2,11 @@
 //! `espalier` process on it (exec, shell, export, another serve) is refused with the server's
 //! pid and address and writes nothing; a killed holder's lock does not outlive it.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
@@ -26,23 +27,14 @@ fn text(b: &[u8]) -> String {
 
 /// Starts `espalier serve` on a free loopback port; returns it and the address it printed.
 fn serve(db: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .arg("--db")
         .arg(db)
         .args(["--durability", "none", "serve", "--listen", "127.0.0.1:0"])
         .env_remove("ESPALIER_DB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn espalier serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read the address line");
-    let addr = line
-        .strip_prefix("listening on ws://")
-        .and_then(|rest| rest.split("/ws").next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, addr)
+        .stderr(Stdio::null());
+    common::spawn_serve(command)
 }
 
 fn signal_and_wait(child: &mut Child, signal: libc::c_int) -> std::process::ExitStatus {

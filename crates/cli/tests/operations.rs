@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use espalier_client::protocol::Reply;
 use espalier_client::{Client, ClientOptions};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 const ADMIN: &str = "admin-secret-0123456789";
 const READER: &str = "read-secret-0123456789";
@@ -33,24 +35,15 @@ fn text(b: &[u8]) -> String {
 
 /// `espalier serve` with an admin and a read token, on a free loopback port.
 fn serve(db: &Path) -> (Child, String) {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .arg("--db")
         .arg(db)
         .args(["--durability", "sync", "serve", "--listen", "127.0.0.1:0"])
         .args(["--token", &format!("ops:admin:{ADMIN}"), "--token", &format!("dash:read:{READER}")])
         .env_remove("ESPALIER_DB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn espalier serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the address line");
-    let addr = line
-        .strip_prefix("listening on ws://")
-        .and_then(|rest| rest.split("/ws").next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, addr)
+        .stderr(Stdio::null());
+    common::spawn_serve(command)
 }
 
 fn stop(child: &mut Child) {

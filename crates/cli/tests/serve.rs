@@ -1,18 +1,20 @@
 //! `espalier serve` as a process: starts on a free loopback port, serves the Rust client,
 //! stops gracefully on SIGTERM with what was committed on disk, and refuses bad setups.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use espalier_client::protocol::{ErrorCode, Reply};
 use espalier_client::{Client, ClientError, ClientOptions, Event};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 /// Starts `espalier --db DB serve ARGS` and returns it with the address it printed.
 fn spawn(db: &std::path::Path, args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .arg("--db")
         .arg(db)
         .arg("--durability")
@@ -20,18 +22,8 @@ fn spawn(db: &std::path::Path, args: &[&str]) -> (Child, String) {
         .arg("serve")
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn espalier serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read the address line");
-    let addr = line
-        .strip_prefix("listening on ws://")
-        .and_then(|rest| rest.split("/ws").next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (child, addr)
+        .stderr(Stdio::piped());
+    common::spawn_serve(command)
 }
 
 fn terminate(child: &mut Child) -> std::process::ExitStatus {
@@ -262,15 +254,9 @@ async fn serve_takes_a_port_alone_and_the_configuration_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let start = |env: &[(&str, &str)], args: &[&str]| {
-        let mut child = serve_in(d, env, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line
-            .strip_prefix("listening on ws://")
-            .and_then(|rest| rest.split("/ws").next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_string();
-        (child, addr)
+        let mut command = serve_in(d, env, args);
+        command.stderr(Stdio::piped());
+        common::spawn_serve(command)
     };
     for args in [&["--demo", "--listen", ":0"][..], &["--port", "0"][..]] {
         let (mut child, addr) = start(&[("ESPALIER_DURABILITY", "none")], args);
