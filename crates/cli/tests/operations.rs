@@ -2,7 +2,6 @@
 //! with `espalier import`, `check` clean, holding every commit acknowledged up to its version
 //! and none after; refused without the admin role; local backup of an unserved database.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -190,18 +189,14 @@ fn requests_and_commits_are_logged_as_json_lines_at_debug() {
     let db = dir.path().join("live.db");
     assert!(espalier(&db, &["init", "--demo"]).status.success());
     let log = dir.path().join("serve.log");
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .arg("--db")
         .arg(&db)
         .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "debug", "--log-format", "json"])
         .env_remove("ESPALIER_DB")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("spawn espalier serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("the address line");
-    let addr = line.strip_prefix("listening on ws://").and_then(|r| r.split("/ws").next()).unwrap().to_string();
+        .stderr(std::fs::File::create(&log).unwrap());
+    let (mut child, addr) = common::spawn_serve(command);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let client = Client::connect(&format!("ws://{addr}"), ClientOptions::default()).await.expect("connects");
