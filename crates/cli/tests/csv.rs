@@ -4,6 +4,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+use common::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 const SCHEMA: &str = "root (
@@ -30,10 +33,6 @@ fn espalier(dir: &Path, db: &str, args: &[&str]) -> Output {
         .env_remove("ESPALIER_DB")
         .output()
         .expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// A database `db` with the schema and a first import of customers and products.

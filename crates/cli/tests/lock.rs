@@ -3,27 +3,14 @@
 //! pid and address and writes nothing; a killed holder's lock does not outlive it.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::{espalier_on as espalier, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
-
-fn espalier(db: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("ESPALIER_DB")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Starts `espalier serve` on a free loopback port; returns it and the address it printed.
 fn serve(db: &Path) -> (Child, String) {

@@ -4,6 +4,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod common;
+use common::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 const V1: &str = "root (
@@ -28,10 +31,6 @@ const DATA: &str = "update (
 
 fn espalier(dir: &Path, args: &[&str]) -> Output {
     Command::new(BIN).current_dir(dir).args(["--db", "db"]).args(args).env_remove("ESPALIER_DB").output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn setup(dir: &Path) {

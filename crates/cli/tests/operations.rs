@@ -3,7 +3,7 @@
 //! and none after; refused without the admin role; local backup of an unserved database.
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,24 +13,11 @@ use espalier_client::{Client, ClientOptions};
 
 mod common;
 
+use common::{espalier_on as espalier, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 const ADMIN: &str = "admin-secret-0123456789";
 const READER: &str = "read-secret-0123456789";
-
-fn espalier(db: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("ESPALIER_DB")
-        .env_remove("ESPALIER_TOKEN")
-        .output()
-        .expect("run espalier")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// `espalier serve` with an admin and a read token, on a free loopback port.
 fn serve(db: &Path) -> (Child, String) {

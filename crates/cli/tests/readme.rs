@@ -8,6 +8,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+mod common;
+use common::text;
+
 const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 /// An instruction of the taste and the answer the README shows for it.
@@ -48,10 +51,6 @@ fn run(db: &Path, args: &[&str], stdin: &str) -> Output {
         .expect("run espalier");
     child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
     child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]

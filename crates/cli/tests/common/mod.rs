@@ -12,6 +12,19 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(BIN).args(args).current_dir(dir).env_remove("ESPALIER_DB").output().expect("run espalier")
 }
 
+/// Runs `espalier --db DB ARGS`, without a database or token from the environment.
+pub fn espalier_on(db: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("ESPALIER_DB")
+        .env_remove("ESPALIER_TOKEN")
+        .output()
+        .expect("run espalier")
+}
+
+/// Output bytes as text, for messages and `contains` checks.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
