@@ -47,6 +47,7 @@ use espalier_bench::peers::sqlite::SqlitePeer;
 use espalier_bench::peers::workload::{DataIndex, Outcome, Params, MANY_REFERENCES, TASK_START};
 use espalier_bench::peers::{DurabilityPairing, Suite};
 use espalier_bench::suite::Scale;
+use espalier_bench::table_floor::{key_of, put_key, Strings};
 use espalier_instruction::Engine;
 use espalier_storage::key_index::{KeyIndex, KeyIndexWriter};
 use espalier_storage::table::{TableVersion, TableWriter};
@@ -62,8 +63,6 @@ type Res<T> = Result<T, Box<dyn Error>>;
 // is 8 bytes: up to 7 bytes inline, a longer key as an interned text id) ---
 
 const PARENT: usize = 0;
-const KEY: usize = 4;
-const KEY_INTERNED: u8 = 0xff;
 
 /// Root: the counts of 'Clients', 'Materials', 'Products', 'Orders', 'Machines'.
 const ROOT_W: usize = 20;
@@ -157,82 +156,6 @@ fn put_u32(row: &mut [u8], at: usize, v: u32) {
 
 fn put_i64(row: &mut [u8], at: usize, v: i64) {
     row[at..at + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Interned texts with counts: id → (start, length, count), the bytes in one heap, a hash
-/// index (xxh3 → id) for interning. Id 0 is the empty string and never stored.
-#[derive(Clone, Default)]
-struct Strings {
-    table: Vec<(u64, u32, u32)>,
-    heap: Vec<u8>,
-    index: HashMap<u64, u32>,
-    collisions: HashMap<u64, Vec<u32>>,
-}
-
-impl Strings {
-    fn new() -> Strings {
-        Strings { table: vec![(0, 0, 0)], ..Default::default() }
-    }
-
-    #[inline]
-    fn get(&self, id: u32) -> &str {
-        let (start, len, _) = self.table[id as usize];
-        std::str::from_utf8(&self.heap[start as usize..start as usize + len as usize]).expect("UTF-8")
-    }
-
-    fn intern(&mut self, s: &str) -> u32 {
-        if s.is_empty() {
-            return 0;
-        }
-        let h = xxhash_rust::xxh3::xxh3_64(s.as_bytes());
-        let found = match self.index.get(&h) {
-            Some(&id) if self.get(id) == s => Some(id),
-            Some(_) => self.collisions.get(&h).and_then(|ids| ids.iter().copied().find(|&id| self.get(id) == s)),
-            None => None,
-        };
-        if let Some(id) = found {
-            self.table[id as usize].2 += 1;
-            return id;
-        }
-        let id = self.table.len() as u32;
-        self.table.push((self.heap.len() as u64, s.len() as u32, 1));
-        self.heap.extend_from_slice(s.as_bytes());
-        match self.index.entry(h) {
-            std::collections::hash_map::Entry::Occupied(_) => self.collisions.entry(h).or_default().push(id),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(id);
-            }
-        }
-        id
-    }
-
-    /// Bytes on disk: the id table (start 8, length 4, count 4), the heap, the hash index
-    /// (hash 8, id 4 per text).
-    fn disk_bytes(&self) -> u64 {
-        (self.table.len() * 28 + self.heap.len()) as u64
-    }
-}
-
-fn put_key(r: &mut [u8], key: &str, strings: &mut Strings) {
-    let slot = &mut r[KEY..KEY + 8];
-    slot.fill(0);
-    if key.len() <= 7 {
-        slot[..key.len()].copy_from_slice(key.as_bytes());
-        slot[7] = key.len() as u8;
-    } else {
-        slot[..4].copy_from_slice(&strings.intern(key).to_le_bytes());
-        slot[7] = KEY_INTERNED;
-    }
-}
-
-#[inline]
-fn key_of<'a>(row: &'a [u8], strings: &'a Strings) -> &'a str {
-    let len = row[KEY + 7];
-    if len == KEY_INTERNED {
-        strings.get(u32_at(row, KEY))
-    } else {
-        std::str::from_utf8(&row[KEY..KEY + len as usize]).expect("UTF-8 key")
-    }
 }
 
 /// Every table and index of the model, as the writer holds them.

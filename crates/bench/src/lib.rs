@@ -13,3 +13,4 @@ pub mod peers;
 pub mod remote;
 pub mod stats;
 pub mod suite;
+pub mod table_floor;

@@ -22,10 +22,10 @@
 //! queries in the order above) it runs only that by-hand query RUNS times, for `perf`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use espalier_bench::table_floor::{key_of, put_key, Strings};
 use espalier_storage::key_index::{KeyIndex, KeyIndexWriter};
 use espalier_storage::table::{TableVersion, TableWriter};
 use espalier_trainbenchmark::model::{ElementKind, Model, Position, Signal};
@@ -93,9 +93,6 @@ const X_TARGET: usize = 4;
 const MATRIX_W: usize = 16;
 
 const PARENT: usize = 0;
-const KEY: usize = 4;
-/// In a key slot's last byte: the key is a text id (its first four bytes), not inline.
-const KEY_INTERNED: u8 = 0xff;
 
 const KIND_SEGMENT: u32 = 0;
 const KIND_SWITCH: u32 = 1;
@@ -126,87 +123,6 @@ fn position_tag(p: Position) -> u32 {
 
 fn signal_tag(s: Signal) -> u32 {
     Signal::ALL.iter().position(|x| *x == s).expect("a signal") as u32
-}
-
-/// Interned texts: id → (count, bytes in one heap); the writer's hash index finds a text's id.
-/// Id 0 is the empty string and never stored.
-#[derive(Clone, Default)]
-struct Strings {
-    /// Per id: start in `heap`, length, count.
-    table: Vec<(u64, u32, u32)>,
-    heap: Vec<u8>,
-    /// hash → id of the first text with that hash; later ones with the same hash in `collisions`.
-    index: HashMap<u64, u32, Identity>,
-    collisions: HashMap<u64, Vec<u32>>,
-}
-
-/// The hash index's keys are already hashes.
-#[derive(Clone, Copy, Default)]
-struct Identity;
-
-impl BuildHasher for Identity {
-    type Hasher = IdentityHasher;
-    fn build_hasher(&self) -> IdentityHasher {
-        IdentityHasher(0)
-    }
-}
-
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys")
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
-impl Strings {
-    fn new() -> Strings {
-        Strings { table: vec![(0, 0, 0)], ..Default::default() }
-    }
-
-    #[inline]
-    fn get(&self, id: u32) -> &str {
-        let (start, len, _) = self.table[id as usize];
-        std::str::from_utf8(&self.heap[start as usize..start as usize + len as usize]).expect("UTF-8")
-    }
-
-    fn intern(&mut self, s: &str) -> u32 {
-        if s.is_empty() {
-            return 0;
-        }
-        let h = xxhash_rust::xxh3::xxh3_64(s.as_bytes());
-        let found = match self.index.get(&h) {
-            Some(&id) if self.get(id) == s => Some(id),
-            Some(_) => self.collisions.get(&h).and_then(|ids| ids.iter().copied().find(|&id| self.get(id) == s)),
-            None => None,
-        };
-        if let Some(id) = found {
-            self.table[id as usize].2 += 1;
-            return id;
-        }
-        let id = self.table.len() as u32;
-        self.table.push((self.heap.len() as u64, s.len() as u32, 1));
-        self.heap.extend_from_slice(s.as_bytes());
-        match self.index.entry(h) {
-            std::collections::hash_map::Entry::Occupied(_) => self.collisions.entry(h).or_default().push(id),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(id);
-            }
-        }
-        id
-    }
-
-    /// Bytes on disk: the id table (start 8, length 4, count 4), the heap, and the hash index
-    /// (hash 8 and id 4 per text).
-    fn disk_bytes(&self) -> u64 {
-        (self.table.len() * 16 + self.heap.len() + self.table.len() * 12) as u64
-    }
 }
 
 /// The writers of every table and index of the railway.
@@ -370,33 +286,6 @@ impl Writers {
             ix_req: Arc::unwrap_or_clone(self.ix_req.publish()),
             strings: Arc::new(self.strings.clone()),
         }
-    }
-}
-
-/// Writes an entry key into its 8-byte slot: up to 7 bytes inline with the length in the last
-/// byte; a longer key interned, its text id in the first four bytes. Keys are unique within
-/// their collection, so interning them buys nothing but costs a string table entry and a hash
-/// index entry each (about 30 bytes); most keys are short.
-fn put_key(r: &mut [u8], key: &str, strings: &mut Strings) {
-    let slot = &mut r[KEY..KEY + 8];
-    slot.fill(0);
-    if key.len() <= 7 {
-        slot[..key.len()].copy_from_slice(key.as_bytes());
-        slot[7] = key.len() as u8;
-    } else {
-        slot[..4].copy_from_slice(&strings.intern(key).to_le_bytes());
-        slot[7] = KEY_INTERNED;
-    }
-}
-
-/// An entry's key from its row.
-#[inline]
-fn key_of<'a>(row: &'a [u8], strings: &'a Strings) -> &'a str {
-    let len = row[KEY + 7];
-    if len == KEY_INTERNED {
-        strings.get(u32_at(row, KEY))
-    } else {
-        std::str::from_utf8(&row[KEY..KEY + len as usize]).expect("UTF-8 key")
     }
 }
 
