@@ -16,6 +16,18 @@ use espalier_transaction::{DatabaseOptions, Durability, NodeRef};
 use rand::{Rng, SeedableRng};
 
 /// Must match the child's schema (`src/bin/espalier-crash-child.rs`).
+/// Held while this process has a database open (`verify`, the initial create) and while it
+/// forks a child. The two tests run on two threads of one process: a fork copies every open
+/// descriptor, the database lock's too, until the child's `exec` closes it (`O_CLOEXEC`), so a
+/// fork on one thread while the other has its database open would keep that database locked
+/// for a moment after it closes, and the next child there would be refused. `spawn` returns
+/// after the `exec`, so holding this around both is enough.
+static OPEN_OR_FORK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn open_or_fork() -> std::sync::MutexGuard<'static, ()> {
+    OPEN_OR_FORK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 const SCHEMA: &str = "root ( 'Log' -> dictionary ( 'n' -> number ) 'Count' -> number )";
 
 fn rounds() -> usize {
@@ -28,13 +40,16 @@ fn seed() -> u64 {
 
 /// Runs the child for `ms` milliseconds, kills it, and returns the keys it acknowledged.
 fn run_child(dir: &Path, mode: &str, ms: u64) -> BTreeSet<u64> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_espalier-crash-child"))
-        .arg(dir)
-        .arg(mode)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn espalier-crash-child");
+    let mut child = {
+        let _forking = open_or_fork();
+        Command::new(env!("CARGO_BIN_EXE_espalier-crash-child"))
+            .arg(dir)
+            .arg(mode)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn espalier-crash-child")
+    };
     std::thread::sleep(Duration::from_millis(ms));
     let early = child.try_wait().expect("try_wait");
     // SIGKILL on Unix: no destructors, no flushes beyond what the child already did.
@@ -107,7 +122,10 @@ fn crash_rounds(mode: &str, rounds: usize, seed: u64) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("db");
     let durability = if mode == "sync" { Durability::Sync } else { Durability::None };
-    drop(Engine::create(&dir, SCHEMA, DatabaseOptions { durability, ..Default::default() }).expect("create"));
+    {
+        let _open = open_or_fork();
+        drop(Engine::create(&dir, SCHEMA, DatabaseOptions { durability, ..Default::default() }).expect("create"));
+    }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acknowledged = BTreeSet::new();
     let mut previous = BTreeSet::new();
@@ -119,7 +137,10 @@ fn crash_rounds(mode: &str, rounds: usize, seed: u64) {
             "round {round}: the child acknowledged keys already present before it ran"
         );
         acknowledged.extend(acked);
-        let present = verify(&dir, &acknowledged, round);
+        let present = {
+            let _open = open_or_fork();
+            verify(&dir, &acknowledged, round)
+        };
         assert!(present.is_superset(&previous), "round {round}: entries present after an earlier round vanished");
         previous = present;
     }
