@@ -81,6 +81,19 @@ fn located(source: Option<&str>, e: CheckError) -> InstructionError {
     }
 }
 
+/// A broken rule of [`crate::validate`] as a syntax error, placed in `source` if there is one.
+fn invalid(source: Option<&str>, e: crate::Invalid) -> InstructionError {
+    match source {
+        Some(src) => InstructionError::Parse(crate::parse::invalid_at(src, e)),
+        None => InstructionError::Parse(crate::ParseError(espalier_schema::Diagnostic {
+            span: e.span,
+            line: 0,
+            column: 0,
+            message: e.message,
+        })),
+    }
+}
+
 /// Parses and checks every command body of `schema`; errors point into the schema source.
 pub fn compile_commands(schema: &Schema) -> Result<HashMap<String, Vec<Plan>>, espalier_schema::Diagnostics> {
     let mut out = HashMap::new();
@@ -156,8 +169,10 @@ impl Engine {
         self.db.schema()
     }
 
-    /// Type-checks an instruction against the schema.
+    /// Validates (the rules of the text form, [`crate::validate`]: a structured instruction has
+    /// met no parser) and type-checks an instruction against the schema.
     pub fn check(&self, instr: &Instruction, source: Option<&str>) -> Result<Plan, InstructionError> {
+        crate::validate(instr).map_err(|e| invalid(source, e))?;
         let params = None;
         let checker = Checker { schema: self.db.schema(), params: &params };
         checker.check(instr, Span::default()).map_err(|e| located(source, e))
@@ -181,6 +196,7 @@ impl Engine {
         source: Option<&str>,
         params: &HashMap<String, ParamValue>,
     ) -> Result<Registration, InstructionError> {
+        crate::validate(instr).map_err(|e| invalid(source, e))?;
         let Instruction::Match(pattern) = instr else {
             return Err(InstructionError::value(
                 "only a pattern query (`collection match …`) can be registered for incremental results",

@@ -9,10 +9,12 @@ pub mod incremental;
 pub mod parse;
 pub mod plan;
 mod run;
+mod validate;
 
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
 pub use run::{BenchValues, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
+pub use validate::{validate, validate_benchmark, Invalid};
 
 use espalier_data::DataError;
 use espalier_transaction::TxError;
@@ -20,7 +22,7 @@ use espalier_transaction::TxError;
 /// Why an instruction did not run (or did not commit). Nothing of a failed instruction stays.
 #[derive(Debug, thiserror::Error)]
 pub enum InstructionError {
-    #[error("syntax error: {0}")]
+    #[error("syntax error: {}", render_check(&.0 .0))]
     Parse(#[from] ParseError),
     #[error("{}", render_check(.0))]
     Check(espalier_schema::Diagnostic),

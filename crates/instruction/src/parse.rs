@@ -11,6 +11,7 @@ use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
 use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
+use crate::validate::{rule, validate, validate_benchmark, Invalid};
 
 mod pattern;
 pub use pattern::{MAX_REPEAT, RESERVED};
@@ -30,6 +31,15 @@ impl ParseOptions {
     pub const CLIENT: ParseOptions = ParseOptions { allow_bench_values: false };
     /// Instructions inside a benchmark file.
     pub const BENCHMARK: ParseOptions = ParseOptions { allow_bench_values: true };
+
+    /// The rules of [`crate::validate`] for these options.
+    pub fn validate(&self, instr: &Instruction) -> Result<(), Invalid> {
+        if self.allow_bench_values {
+            validate_benchmark(instr)
+        } else {
+            validate(instr)
+        }
+    }
 }
 
 /// A syntax error; `Display` gives `line:column: message`.
@@ -51,6 +61,7 @@ pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction
         };
         return Err(parser.error(next.span, what));
     }
+    opts.validate(&instr.item).map_err(|e| invalid_at(source, e))?;
     Ok(instr.item)
 }
 
@@ -63,7 +74,15 @@ pub fn parse_instructions(source: &str, opts: ParseOptions) -> Result<Vec<Locate
     if next.kind != TokenKind::Eof {
         return Err(parser.error(next.span, format!("unexpected {}", next.kind.describe())));
     }
+    for instr in &list {
+        opts.validate(&instr.item).map_err(|e| invalid_at(source, e))?;
+    }
     Ok(list)
+}
+
+/// A broken rule of [`crate::validate`] as a syntax error in `source`.
+pub(crate) fn invalid_at(source: &str, e: Invalid) -> ParseError {
+    ParseError(Diagnostic::new(source, e.span, e.message))
 }
 
 /// Reads the JSON form (serde's externally tagged form of [`Instruction`]) as a client sends
@@ -83,15 +102,7 @@ pub fn parse_json_with(json: &str, opts: ParseOptions) -> Result<Instruction, Pa
         let reason = full.strip_suffix(&suffix).unwrap_or(&full);
         ParseError(Diagnostic::new(json, Span::new(offset, offset), format!("invalid JSON instruction: {reason}")))
     })?;
-    if !opts.allow_bench_values {
-        if let Some(word) = bench_value_in(&instr) {
-            return Err(ParseError(Diagnostic::new(
-                json,
-                Span::default(),
-                format!("`{word}` is only allowed in benchmark files"),
-            )));
-        }
-    }
+    opts.validate(&instr).map_err(|e| invalid_at(json, e))?;
     Ok(instr)
 }
 
@@ -284,7 +295,7 @@ impl<'a> Parser<'a> {
     /// Runs `f` one nesting level deeper; `open` is the token that opened the level.
     fn nested<T>(&mut self, open: Span, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
         if self.depth >= MAX_DEPTH {
-            return Err(self.error(open, format!("nesting is deeper than {MAX_DEPTH} levels")));
+            return Err(self.error(open, rule::too_deep()));
         }
         self.depth += 1;
         let out = f(self);
@@ -380,7 +391,7 @@ impl<'a> Parser<'a> {
             TokenKind::LBracket => return self.compound(),
             TokenKind::Word(w) if w == "index" || w == "random" => {
                 if !self.opts.allow_bench_values {
-                    return Err(self.error(tok.span, format!("`{w}` is only allowed in benchmark files")));
+                    return Err(self.error(tok.span, rule::bench_value(w)));
                 }
                 self.bump();
                 if w == "index" {
@@ -393,7 +404,7 @@ impl<'a> Parser<'a> {
                     }
                     TokenKind::Int(n) => {
                         let at = self.peek().span;
-                        Err(self.error(at, format!("`random` needs a positive bound, not {n}")))
+                        Err(self.error(at, rule::random_bound(n)))
                     }
                     _ => Ok(Value::Random(None)),
                 };
@@ -780,7 +791,7 @@ impl<'a> Parser<'a> {
             match p.peek().kind {
                 TokenKind::RParen if list.is_empty() => {
                     let at = p.peek().span;
-                    Err(p.error(at, "a transaction needs at least one instruction"))
+                    Err(p.error(at, rule::EMPTY_TRANSACTION))
                 }
                 TokenKind::RParen => {
                     p.bump();
@@ -800,46 +811,6 @@ enum StepKind {
     Collection,
     /// Groups, states and references only.
     Projection,
-}
-
-/// The first `index` / `random` in an instruction, if any.
-fn bench_value_in(instr: &Instruction) -> Option<&'static str> {
-    fn value(v: &Value) -> Option<&'static str> {
-        match v {
-            Value::Index => Some("index"),
-            Value::Random(_) => Some("random"),
-            Value::Compound(vs) => vs.iter().find_map(value),
-            Value::Int(_) | Value::Text(_) | Value::Param(_) => None,
-        }
-    }
-    fn path(p: &Path) -> Option<&'static str> {
-        p.iter().find_map(|s| match &s.item {
-            Step::Dictionary { key: Some(k), .. } | Step::Matrix { key: Some(k), .. } => value(k),
-            _ => None,
-        })
-    }
-    fn items(list: &[Located<Item>]) -> Option<&'static str> {
-        list.iter().find_map(|i| match &i.item.op {
-            Op::SetNumber(v) | Op::AddNumber(v) | Op::SetText(v) | Op::SetReference(v) => value(v),
-            Op::Group(is) | Op::UpdateState { items: is, .. } => items(is),
-            Op::AddEntry { key, items: is } | Op::UpdateEntry { key, items: is } => value(key).or_else(|| items(is)),
-            Op::RemoveEntry { key } => value(key),
-            Op::SwitchState { state, items: is } => value(state).or_else(|| items(is)),
-        })
-    }
-    match instr {
-        Instruction::Update { path: p, items: is } => path(p).or_else(|| items(is)),
-        Instruction::Query(q) => path(&q.path).or_else(|| path(&q.select)).or_else(|| {
-            q.projections.iter().find_map(|pr| match &pr.item.filter {
-                Some(Filter::Compare { value: v, .. }) | Some(Filter::Prefix(v)) => value(v),
-                _ => None,
-            })
-        }),
-        Instruction::Match(p) => pattern::values(p).into_iter().find_map(value),
-        Instruction::Get { path: p } => path(p),
-        Instruction::Command { args, .. } => args.iter().find_map(|(_, v)| value(v)),
-        Instruction::Transaction(list) => list.iter().find_map(|i| bench_value_in(&i.item)),
-    }
 }
 
 /// Sets every span in `instr` to the empty span, so parses of different texts compare equal.

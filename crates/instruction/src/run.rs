@@ -65,7 +65,11 @@ impl Bindings<'_, '_> {
     }
 
     fn below(&mut self, bound: u64) -> Result<u64, InstructionError> {
-        assert!(bound > 0, "random bound checked by the parser");
+        // The parser and `validate` reject `random 0`; a plan built otherwise gets an error,
+        // not a panic.
+        if bound == 0 {
+            return Err(InstructionError::value(crate::validate::rule::random_bound(0)));
+        }
         match self.bench.as_mut() {
             Some(b) => Ok(b.below(bound)),
             None => Err(InstructionError::value("`random` is only meaningful in a benchmark")),

@@ -12,6 +12,7 @@ use crate::ast::{
     Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
     Term, UpKind, Value,
 };
+use crate::validate::rule;
 
 /// Words that cannot name a variable.
 pub const RESERVED: &[&str] = &[
@@ -149,8 +150,9 @@ impl Parser<'_> {
     fn variable(&mut self, what: &str) -> PResult<String> {
         let tok = self.peek().clone();
         match &tok.kind {
-            TokenKind::Word(w) if RESERVED.contains(&w.as_str()) => Err(self
-                .error(tok.span, format!("expected {what}, found the keyword `{w}` (keywords cannot name variables)"))),
+            TokenKind::Word(w) if RESERVED.contains(&w.as_str()) => {
+                Err(self.error(tok.span, rule::keyword_variable(w)))
+            }
             TokenKind::Word(w) => {
                 self.bump();
                 Ok(w.clone())
@@ -228,8 +230,7 @@ impl Parser<'_> {
                 }
                 let max = self.repetitions("`to`")?;
                 if max < min {
-                    return Err(self
-                        .error(start.to(self.last), format!("`repeat {min} to {max}`: the most is below the least")));
+                    return Err(self.error(start.to(self.last), rule::repeat_order(min, max)));
                 }
                 let steps = self.step_block("`repeat MIN to MAX`")?;
                 PatternStep::Repeat { min, max, steps }
@@ -265,9 +266,7 @@ impl Parser<'_> {
                 self.bump();
                 Ok(n as u32)
             }
-            TokenKind::Int(n) => {
-                Err(self.error(tok.span, format!("repetitions must be between 0 and {MAX_REPEAT}, not {n}")))
-            }
+            TokenKind::Int(n) => Err(self.error(tok.span, rule::repetitions(n, after != "`max`"))),
             _ => Err(self.expected(&format!("a number of repetitions after {after}"))),
         }
     }
@@ -742,71 +741,6 @@ fn write_column(out: &mut String, e: &ColumnExpr) {
 }
 
 // ---- walks over the AST ----
-
-/// Every value written in a pattern (keys, literals, prefixes), for the benchmark-value check.
-pub(super) fn values(p: &Pattern) -> Vec<&Value> {
-    let mut out = Vec::new();
-    clause_values(&p.clauses, &mut out);
-    for c in &p.columns {
-        match &c.item.expr {
-            ColumnExpr::Term(t)
-            | ColumnExpr::Sum(t)
-            | ColumnExpr::Min(t)
-            | ColumnExpr::Max(t)
-            | ColumnExpr::Avg(t)
-            | ColumnExpr::Count { term: Some(t), .. } => term_values(&t.item, &mut out),
-            ColumnExpr::Count { term: None, .. } => {}
-            ColumnExpr::Shortest { steps, .. } => step_values(steps, &mut out),
-        }
-    }
-    out
-}
-
-fn clause_values<'a>(clauses: &'a [Located<Clause>], out: &mut Vec<&'a Value>) {
-    for c in clauses {
-        match &c.item {
-            Clause::Bind { path, .. } => step_values(path, out),
-            Clause::Where(cond) => condition_values(&cond.item, out),
-        }
-    }
-}
-
-fn condition_values<'a>(c: &'a Condition, out: &mut Vec<&'a Value>) {
-    match c {
-        Condition::And(list) | Condition::Or(list) => list.iter().for_each(|x| condition_values(&x.item, out)),
-        Condition::Not(inner) => condition_values(&inner.item, out),
-        Condition::Exists(clauses) => clause_values(clauses, out),
-        Condition::Path { path, .. } => step_values(path, out),
-        Condition::Compare { left, right, .. } => {
-            term_values(&left.item, out);
-            term_values(&right.item, out);
-        }
-        Condition::Prefix { term, prefix } => {
-            term_values(&term.item, out);
-            out.push(prefix);
-        }
-        Condition::In { term, .. } => term_values(&term.item, out),
-    }
-}
-
-fn term_values<'a>(t: &'a Term, out: &mut Vec<&'a Value>) {
-    match t {
-        Term::Var(_) => {}
-        Term::Property { path, .. } => step_values(path, out),
-        Term::Value(v) => out.push(v),
-    }
-}
-
-fn step_values<'a>(steps: &'a [Located<PatternStep>], out: &mut Vec<&'a Value>) {
-    for s in steps {
-        match &s.item {
-            PatternStep::Dictionary { key: Some(PatternKey::Value(v)), .. }
-            | PatternStep::Matrix { key: Some(PatternKey::Value(v)), .. } => out.push(v),
-            PatternStep::Repeat { steps, .. } => step_values(steps, out),
-            _ => {}
-        }
-    }
-}
 
 /// Empties every span in a pattern (see [`super::clear_spans`]).
 pub(super) fn clear_spans(p: &mut Pattern) {
