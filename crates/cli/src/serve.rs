@@ -76,6 +76,30 @@ pub struct ServeArgs {
     /// env: ESPALIER_HISTORY_COMMITS].
     #[arg(long, value_name = "N")]
     pub history: Option<u64>,
+    /// Bytes of commit history kept for resuming subscribers [default: 67108864; env:
+    /// ESPALIER_HISTORY_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub history_bytes: Option<u64>,
+    /// Outbound bytes one session may hold unsent; past it the session is not read [default:
+    /// 16777216; env: ESPALIER_SESSION_QUEUE_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub session_queue_bytes: Option<u64>,
+    /// Outbound bytes all sessions may hold unsent; past it the largest holder is closed
+    /// [default: 268435456; env: ESPALIER_MAX_QUEUED_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub max_queued_bytes: Option<u64>,
+    /// A session that sends nothing (not even a pong) or reads nothing this long is closed, in
+    /// milliseconds [default: 60000; env: ESPALIER_IDLE_TIMEOUT_MS].
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// A connection's first request must arrive within this, in milliseconds [default: 10000;
+    /// env: ESPALIER_REQUEST_TIMEOUT_MS].
+    #[arg(long, value_name = "MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Open connections from one IP address [default: 256; env:
+    /// ESPALIER_MAX_CONNECTIONS_PER_ADDRESS].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_address: Option<u64>,
     /// How long shutdown waits for requests in flight, in milliseconds [default: 10000; env:
     /// ESPALIER_SHUTDOWN_GRACE_MS].
     #[arg(long, value_name = "MS")]
@@ -117,6 +141,12 @@ fn flag_layer(g: &Global, args: &ServeArgs) -> Layer {
         ("limits.max_subscriptions", args.max_subscriptions),
         ("limits.subscriber_queue", args.subscriber_queue),
         ("limits.history", args.history),
+        ("limits.history_bytes", args.history_bytes),
+        ("limits.session_queue_bytes", args.session_queue_bytes),
+        ("limits.max_queued_bytes", args.max_queued_bytes),
+        ("limits.idle_timeout_ms", args.idle_timeout_ms),
+        ("limits.request_timeout_ms", args.request_timeout_ms),
+        ("limits.max_connections_per_address", args.max_connections_per_address),
         ("limits.shutdown_grace_ms", args.shutdown_grace_ms),
     ];
     for (name, v) in numbers {

@@ -43,6 +43,21 @@ pub struct ServerLimits {
     pub history_commits: usize,
     /// Bound on the changes those commits hold together (memory).
     pub history_changes: usize,
+    /// Bound on the bytes those commits hold together (old and new values, paths).
+    pub history_bytes: usize,
+    /// Encoded replies and pushes one session may hold unsent; past it the session is not
+    /// read and its reads wait to start (backpressure).
+    pub session_queue_bytes: usize,
+    /// Encoded replies and pushes all sessions may hold unsent; past it the session holding
+    /// the most is closed (`slow_reader`).
+    pub max_queued_bytes: usize,
+    /// A session that sends nothing for this long (the server pings it halfway), or does not
+    /// take what the server writes for this long, is closed.
+    pub idle_timeout: Duration,
+    /// A connection's first request (the upgrade or HTTP request) must arrive within this.
+    pub request_timeout: Duration,
+    /// Open TCP connections from one IP address.
+    pub max_connections_per_address: usize,
     /// How long shutdown waits for requests in flight.
     pub shutdown_grace: Duration,
 }
@@ -59,6 +74,12 @@ impl Default for ServerLimits {
             subscriber_queue: 1024,
             history_commits: 10_000,
             history_changes: 1_000_000,
+            history_bytes: 64 << 20,
+            session_queue_bytes: 16 << 20,
+            max_queued_bytes: 256 << 20,
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(10),
+            max_connections_per_address: 256,
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -88,14 +109,27 @@ impl ServerLimits {
             ("subscriber queue", self.subscriber_queue),
             ("history", self.history_commits),
             ("history changes", self.history_changes),
+            ("history bytes", self.history_bytes),
+            ("session queue bytes", self.session_queue_bytes),
+            ("max queued bytes", self.max_queued_bytes),
+            ("max connections per address", self.max_connections_per_address),
         ];
         for (name, v) in positive {
             if v == 0 {
                 return Err(ServerError::Config(format!("{name} must be at least 1")));
             }
         }
-        if self.max_query_time.is_zero() {
-            return Err(ServerError::Config("max query time must be positive".into()));
+        if self.max_query_time.is_zero() || self.idle_timeout.is_zero() || self.request_timeout.is_zero() {
+            return Err(ServerError::Config(
+                "max query time, idle timeout and request timeout must be positive".into(),
+            ));
+        }
+        // A reply the total budget cannot hold could never be sent.
+        if self.max_queued_bytes < self.max_result_bytes.max(self.session_queue_bytes) {
+            return Err(ServerError::Config(format!(
+                "max queued bytes ({}) must be at least max result bytes ({}) and session queue bytes ({})",
+                self.max_queued_bytes, self.max_result_bytes, self.session_queue_bytes
+            )));
         }
         // Semaphore permits are u32-sized in places; keep every count well inside.
         if self.max_in_flight > 1 << 16 || self.max_sessions > 1 << 20 || self.max_subscriptions > 1 << 16 {

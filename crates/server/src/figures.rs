@@ -256,6 +256,18 @@ impl Figures {
             "Active subscriptions.",
             &[(String::new(), shared.hub.subscriptions() as f64)],
         );
+        metric(
+            "espalier_queued_bytes",
+            "gauge",
+            "Replies and pushes encoded for WebSocket sessions and not yet written, in bytes.",
+            &[(String::new(), shared.memory.queued_bytes() as f64)],
+        );
+        metric(
+            "espalier_history_bytes",
+            "gauge",
+            "Bytes (approximate) of the commit history kept for resuming subscribers.",
+            &[(String::new(), shared.hub.history_bytes() as f64)],
+        );
         if let Some(rss) = resident_bytes() {
             metric(
                 "process_resident_memory_bytes",

@@ -1,5 +1,6 @@
 //! The subscription hub: reads the database's change feed on its own thread, keeps a bounded
-//! history of recent change sets (for resuming), and hands every change set to the queue of
+//! history of recent change sets (for resuming; bounded in commits, changes and bytes, oldest
+//! dropped first), and hands every change set to the queue of
 //! each subscription it touches. Queues are bounded; a full queue marks its subscription
 //! lagged (it will reload) and drops what it held. Writers never wait for any of this: the
 //! feed itself never blocks them, and this thread only takes short locks.
@@ -169,12 +170,55 @@ impl SubQueue {
     }
 }
 
+/// How much history the hub keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryBounds {
+    pub commits: usize,
+    pub changes: usize,
+    pub bytes: usize,
+}
+
+impl HistoryBounds {
+    pub fn of(limits: &crate::config::ServerLimits) -> HistoryBounds {
+        HistoryBounds { commits: limits.history_commits, changes: limits.history_changes, bytes: limits.history_bytes }
+    }
+}
+
+/// Counts bytes written, keeping none.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// About what a change set holds in memory: its changes as JSON (paths, names, old and new
+/// values; the structures cost about as much as their text), the records it touched, and a
+/// little for itself.
+pub fn approx_bytes(set: &ChangeSet) -> usize {
+    let mut json = Counter(0);
+    // Serializing plain data into a counter cannot fail; if it did, count the changes alone.
+    if serde_json::to_writer(&mut json, set).is_err() {
+        json.0 = set.changes.len() * 64;
+    }
+    let t = &set.touched;
+    let touched = t.records.len() * 8 + t.slots.len() * 16 + t.entries.len() * 24 + t.links.len() * 16;
+    json.0 + touched + 128
+}
+
 struct State {
     /// The last version the hub has processed.
     last: u64,
-    /// Recent change sets, consecutive versions ending at `last`.
-    history: VecDeque<Arc<ChangeSet>>,
+    /// Recent change sets, consecutive versions ending at `last`, with their sizes.
+    history: VecDeque<(Arc<ChangeSet>, usize)>,
     history_changes: usize,
+    history_bytes: usize,
     /// The first version `history` holds (or would hold next); `u64::MAX` after the hub itself
     /// lagged and before the next set arrives.
     history_start: u64,
@@ -186,24 +230,37 @@ struct State {
 pub enum Start {
     /// It continues after `since`: what it missed is queued (or it is lagged if that was too much).
     Resumed,
-    /// The history does not reach back: the caller sends the data afresh.
-    Fresh,
+    /// The caller sends the data afresh; with `since`, why it could not resume.
+    Fresh(Option<NotResumed>),
+}
+
+/// Why a subscription with `since` could not resume (`subscribed`'s `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotResumed {
+    /// The commits after `since` are no longer in the history.
+    HistoryDropped,
+    /// `since` is newer than the database (another database, or one restored from a backup).
+    VersionAhead,
+}
+
+impl NotResumed {
+    pub fn reason(self) -> &'static str {
+        match self {
+            NotResumed::HistoryDropped => "history_dropped",
+            NotResumed::VersionAhead => "version_ahead",
+        }
+    }
 }
 
 pub struct Hub {
     state: Mutex<State>,
     stop: AtomicBool,
-    max_commits: usize,
-    max_changes: usize,
+    bounds: HistoryBounds,
 }
 
 impl Hub {
     /// Starts the hub thread on `db`'s change feed.
-    pub fn start(
-        db: Arc<Database>,
-        max_commits: usize,
-        max_changes: usize,
-    ) -> std::io::Result<(Arc<Hub>, std::thread::JoinHandle<()>)> {
+    pub fn start(db: Arc<Database>, bounds: HistoryBounds) -> std::io::Result<(Arc<Hub>, std::thread::JoinHandle<()>)> {
         // Subscribe before reading the version, so nothing committed after it is missed.
         let feed = db.subscribe(FEED_QUEUE);
         let last = db.version();
@@ -212,13 +269,13 @@ impl Hub {
                 last,
                 history: VecDeque::new(),
                 history_changes: 0,
+                history_bytes: 0,
                 history_start: last + 1,
                 subs: HashMap::new(),
                 next_key: 1,
             }),
             stop: AtomicBool::new(false),
-            max_commits,
-            max_changes,
+            bounds,
         });
         let h = hub.clone();
         let thread = std::thread::Builder::new().name("espalier-hub".into()).spawn(move || h.run(feed))?;
@@ -249,6 +306,8 @@ impl Hub {
     }
 
     fn publish(&self, set: Arc<ChangeSet>) {
+        // Measured before the lock: the writers' commits never wait for it, but subscribers do.
+        let bytes = approx_bytes(&set);
         let mut s = self.lock();
         if set.version <= s.last {
             return; // committed before the hub started
@@ -258,12 +317,19 @@ impl Hub {
         }
         s.last = set.version;
         s.history_changes += set.changes.len();
-        s.history.push_back(set.clone());
-        while s.history.len() > self.max_commits || (s.history_changes > self.max_changes && s.history.len() > 1) {
-            if let Some(old) = s.history.pop_front() {
-                s.history_changes -= old.changes.len();
-                s.history_start = old.version + 1;
-            }
+        s.history_bytes += bytes;
+        s.history.push_back((set.clone(), bytes));
+        let b = self.bounds;
+        // The newest commit may go too, if it alone is over the bytes: then nothing resumes
+        // across it, and subscribers reload.
+        while s.history.len() > b.commits
+            || (s.history_changes > b.changes && s.history.len() > 1)
+            || s.history_bytes > b.bytes
+        {
+            let Some((old, old_bytes)) = s.history.pop_front() else { break };
+            s.history_changes -= old.changes.len();
+            s.history_bytes -= old_bytes;
+            s.history_start = old.version + 1;
         }
         for sub in s.subs.values() {
             if sub.filter.touches_set(&set) {
@@ -278,6 +344,7 @@ impl Hub {
         let mut s = self.lock();
         s.history.clear();
         s.history_changes = 0;
+        s.history_bytes = 0;
         s.history_start = u64::MAX;
         s.last = s.last.max(last_delivered);
         for sub in s.subs.values() {
@@ -292,23 +359,21 @@ impl Hub {
         let key = s.next_key;
         s.next_key += 1;
         let start = match since {
+            None => Start::Fresh(None),
+            Some(since) if since > current => Start::Fresh(Some(NotResumed::VersionAhead)),
             // Right after the hub itself lagged, nothing can resume: sets were lost.
-            Some(since) if since <= current && s.history_start != u64::MAX => {
-                if since >= s.last {
-                    // Whatever the hub has not seen yet comes live; the caller skips up to `since`.
-                    Start::Resumed
-                } else if since + 1 >= s.history_start {
-                    for set in s.history.iter().filter(|set| set.version > since) {
-                        if sub.filter.touches_set(set) {
-                            sub.push(set);
-                        }
+            Some(_) if s.history_start == u64::MAX => Start::Fresh(Some(NotResumed::HistoryDropped)),
+            // Whatever the hub has not seen yet comes live; the caller skips up to `since`.
+            Some(since) if since >= s.last => Start::Resumed,
+            Some(since) if since.saturating_add(1) >= s.history_start => {
+                for (set, _) in s.history.iter().filter(|(set, _)| set.version > since) {
+                    if sub.filter.touches_set(set) {
+                        sub.push(set);
                     }
-                    Start::Resumed
-                } else {
-                    Start::Fresh
                 }
+                Start::Resumed
             }
-            _ => Start::Fresh,
+            Some(_) => Start::Fresh(Some(NotResumed::HistoryDropped)),
         };
         s.subs.insert(key, sub);
         (key, start)
@@ -320,6 +385,11 @@ impl Hub {
 
     pub fn subscriptions(&self) -> usize {
         self.lock().subs.len()
+    }
+
+    /// The history's (approximate) bytes.
+    pub fn history_bytes(&self) -> usize {
+        self.lock().history_bytes
     }
 
     /// The oldest `since` a subscription can resume after.

@@ -15,12 +15,15 @@
 //! `figures` (request and commit counters for the console's dashboard and `/metrics`),
 //! `backup` (a snapshot streamed as the JSON dump).
 
+mod admission;
 mod backup;
 pub mod config;
 mod console;
 mod exec;
+mod fallback;
 mod figures;
 mod hub;
+mod outbox;
 mod server;
 mod session;
 mod subscription;

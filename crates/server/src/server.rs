@@ -24,11 +24,13 @@ use serde::Deserialize;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::admission::{Admission, Peer};
 use crate::config::{ServerConfig, ServerLimits, Token};
 use crate::figures::{Figures, Kind};
-use crate::hub::Hub;
+use crate::hub::{HistoryBounds, Hub};
+use crate::outbox::Memory;
 use crate::work::{self, Job, Outcome};
-use crate::{session, ServerError};
+use crate::{admission, fallback, session, ServerError};
 
 /// What every session and request shares.
 pub struct Shared {
@@ -40,6 +42,8 @@ pub struct Shared {
     pub sessions: Arc<Semaphore>,
     /// Requests by kind and their latencies, for `GET /v1/figures` (the console's dashboard).
     pub figures: Arc<Figures>,
+    /// Replies and pushes encoded and not yet written, by session and in total.
+    pub memory: Arc<Memory>,
     shutting_down: AtomicBool,
     shutdown_tx: watch::Sender<bool>,
 }
@@ -143,9 +147,10 @@ impl Server {
         let listener =
             TcpListener::bind(config.listen).await.map_err(|e| ServerError::Bind(config.listen.to_string(), e))?;
         let limits = config.limits;
-        let (hub, hub_thread) = Hub::start(engine.database().clone(), limits.history_commits, limits.history_changes)
-            .map_err(ServerError::Io)?;
+        let (hub, hub_thread) =
+            Hub::start(engine.database().clone(), HistoryBounds::of(&limits)).map_err(ServerError::Io)?;
         let (shutdown_tx, _) = watch::channel(false);
+        let memory = Memory::new(limits.max_queued_bytes, limits.session_queue_bytes);
         let shared = Arc::new(Shared {
             engine,
             hub,
@@ -153,6 +158,7 @@ impl Server {
             limits,
             tokens: config.tokens,
             figures: Arc::default(),
+            memory,
             shutting_down: AtomicBool::new(false),
             shutdown_tx,
         });
@@ -173,11 +179,9 @@ impl Server {
         let Server { listener, shared, hub_thread } = self;
         let app = router(shared.clone());
         let mut signal = shared.shutdown_signal();
-        // Small replies must not wait for Nagle's algorithm.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app)
+        let listener =
+            Admission::new(listener, shared.limits.max_connections_per_address, shared.limits.request_timeout);
+        axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
             .with_graceful_shutdown(async move {
                 // An error means the sender is gone, which only happens at shutdown too.
                 let _ = signal.wait_for(|stop| *stop).await;
@@ -219,13 +223,16 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/backup", get(http_backup))
         .route("/v1/shutdown", post(http_shutdown))
         .merge(crate::console::routes())
-        .fallback(not_found)
+        .fallback(fallback::not_found)
+        .method_not_allowed_fallback(fallback::method_not_allowed)
+        .layer(axum::middleware::map_response(fallback::json_errors))
+        .layer(axum::middleware::from_fn(admission::started))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared)
 }
 
 /// An HTTP response holding one protocol message.
-fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
+pub(crate) fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
     match Codec::plain(encoding, usize::MAX).to_bytes(msg) {
         Ok(bytes) => {
             (status, [(header::CONTENT_TYPE, HeaderValue::from_static(encoding.content_type()))], bytes).into_response()
@@ -237,18 +244,6 @@ fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
 pub(crate) fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
     let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     reply(status, encoding, &Message::from_error(None, e))
-}
-
-async fn not_found() -> Response {
-    error_reply(
-        Encoding::Json,
-        &RequestError::new(
-            ErrorCode::BadRequest,
-            "no such endpoint; the server has GET /ws (WebSocket), POST /v1/execute, GET /v1/node, GET /v1/status, \
-             GET /v1/health, POST /v1/shutdown, GET /metrics, GET /health, GET /v1/backup, the console at GET / and its GET /v1/schema, /v1/entries and \
-             /v1/figures (see docs/protocol.md)",
-        ),
-    )
 }
 
 /// Query parameters as name → value (the last value of a repeated name wins).

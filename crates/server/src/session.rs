@@ -4,13 +4,20 @@
 //! Bounds: at most `max_in_flight` requests in progress (the excess is answered
 //! `too_many_requests`); the outgoing queue holds at most `max_in_flight + 32` messages, and
 //! a request reserves its reply's place before it starts, so a reply never waits for room and
-//! engine threads never wait for a slow client. When the queue is full the reader stops
-//! reading, so a client that does not read its replies only slows itself.
+//! engine threads never wait for a slow client. When the queue is full, or holds more than
+//! `session_queue_bytes` (see `outbox`), the reader stops reading, so a client that does not
+//! read its replies only slows itself; at most [`reads_per_session`] of its reads build
+//! replies at once.
+//!
+//! Liveness: a session the server hears nothing from for half of `idle_timeout` is pinged;
+//! one that still says nothing (not even the pong its WebSocket layer answers by itself) by
+//! `idle_timeout` is closed with 1008 `idle`; one whose writer cannot hand anything to the
+//! socket for `idle_timeout` is closed as a `slow_reader`.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::ws::{close_code, CloseFrame, Message as WsMessage, WebSocket};
 use espalier_instruction::ParamValue;
@@ -18,12 +25,12 @@ use espalier_protocol::codec::EncodeError;
 use espalier_protocol::{Codec, ErrorCode, Frame, Message, Request, RequestBody, Role, Source, Undecodable};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::sync::mpsc::{self, OwnedPermit};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::exec;
 use crate::figures::{self, InFlight};
+use crate::outbox::{self, Budget, Charge, Inbox, Outbox, Queued, Slot};
 use crate::server::Shared;
 use crate::subscription;
 use crate::work::{self, Job, Outcome, INLINE_BUDGET, INLINE_CHECK_MAX};
@@ -39,10 +46,16 @@ const DRAIN_POLL: Duration = Duration::from_millis(10);
 /// WebSocket close code: an internal error.
 const CLOSE_INTERNAL: u16 = 1011;
 
-/// What the writer sends.
-pub enum Outgoing {
-    Frame(Frame),
-    Close(u16, String),
+pub use crate::outbox::Outgoing;
+
+/// How long the writer tries to send a close frame to a client it is giving up on.
+const GIVE_UP_WAIT: Duration = Duration::from_millis(100);
+
+/// Reads of one session that may build replies at once (on the blocking pool): enough to use
+/// the machine's cores, few enough that a client pipelining many large queries holds only a
+/// few replies in memory that it has not read.
+pub fn reads_per_session() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
 }
 
 pub type Subscriptions = Arc<Mutex<HashMap<u64, JoinHandle<()>>>>;
@@ -91,8 +104,10 @@ struct Session {
     shared: Arc<Shared>,
     role: Role,
     codec: Codec,
-    tx: mpsc::Sender<Outgoing>,
+    tx: Outbox,
     inflight: Arc<Semaphore>,
+    /// Reads building replies on the blocking pool (see [`reads_per_session`]).
+    reads: Arc<Semaphore>,
     subs: Subscriptions,
     next_sub: u64,
 }
@@ -102,14 +117,15 @@ pub async fn run(socket: WebSocket, shared: Arc<Shared>, role: Role, codec: Code
     let _permit = permit; // the session's slot, held until it has closed
     let (sink, mut stream) = socket.split();
     let max_in_flight = shared.limits.max_in_flight;
-    let (tx, rx) = mpsc::channel(max_in_flight + QUEUE_SLACK);
-    let writer = tokio::spawn(write_loop(sink, rx));
+    let (tx, inbox) = outbox::channel(&shared.memory, max_in_flight + QUEUE_SLACK);
+    let writer = tokio::spawn(write_loop(sink, inbox, shared.limits.idle_timeout));
     let mut session = Session {
         shared,
         role,
         codec,
         tx,
         inflight: Arc::new(Semaphore::new(max_in_flight)),
+        reads: Arc::new(Semaphore::new(reads_per_session())),
         subs: Arc::new(Mutex::new(HashMap::new())),
         next_sub: 1,
     };
@@ -129,37 +145,93 @@ pub async fn run(socket: WebSocket, shared: Arc<Shared>, role: Role, codec: Code
     session.finish(code, reason, writer).await;
 }
 
-async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut rx: mpsc::Receiver<Outgoing>) {
-    while let Some(first) = rx.recv().await {
+/// Why the writer stopped early.
+enum Stop {
+    /// The server's budget was exceeded and this session held the most.
+    Evicted,
+    /// Nothing could be handed to the socket for the idle timeout.
+    Stalled,
+    /// The connection failed.
+    Failed,
+}
+
+/// Runs one socket operation, unless the session is evicted or the operation stalls.
+async fn guarded(
+    budget: &Budget,
+    stall: Duration,
+    op: impl std::future::Future<Output = Result<(), axum::Error>>,
+) -> Result<(), Stop> {
+    tokio::select! {
+        biased;
+        _ = budget.evict_signal.notified() => Err(Stop::Evicted),
+        r = tokio::time::timeout(stall, op) => match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Stop::Failed),
+            Err(_) => Err(Stop::Stalled),
+        },
+    }
+}
+
+/// Sends a close frame, waiting at most `wait` (a client that reads nothing never takes it).
+async fn close(sink: &mut SplitSink<WebSocket, WsMessage>, code: u16, reason: String, wait: Duration) {
+    let frame = CloseFrame { code, reason: truncate_reason(reason).into() };
+    let _ = tokio::time::timeout(wait, async {
+        let _ = sink.send(WsMessage::Close(Some(frame))).await;
+        let _ = sink.close().await;
+    })
+    .await;
+}
+
+/// Gives up on the client: says why if it can, and returns, which drops the queue and with it
+/// the memory it held.
+async fn give_up(sink: &mut SplitSink<WebSocket, WsMessage>, stop: Stop, budget: &Budget, stall: Duration) {
+    let reason = match stop {
+        Stop::Evicted => format!(
+            "slow_reader: {} bytes of replies unread while the server's total was over max_queued_bytes",
+            budget.queued_bytes()
+        ),
+        Stop::Stalled => format!("slow_reader: the client took nothing for {stall:?} (idle_timeout_ms)"),
+        Stop::Failed => return,
+    };
+    close(sink, close_code::POLICY, reason, GIVE_UP_WAIT).await;
+}
+
+async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut inbox: Inbox, stall: Duration) {
+    let budget = inbox.budget.clone();
+    // The charges of the frames fed since the last flush: their bytes count until the flush
+    // has handed them to the socket.
+    let mut fed: Vec<Charge> = Vec::new();
+    loop {
+        let first = tokio::select! {
+            biased;
+            _ = budget.evict_signal.notified() => return give_up(&mut sink, Stop::Evicted, &budget, stall).await,
+            q = inbox.rx.recv() => match q {
+                Some(q) => q,
+                None => return,
+            },
+        };
         let mut next = Some(first);
         let mut written = 0;
-        while let Some(out) = next.take() {
-            match out {
-                Outgoing::Frame(Frame::Text(t)) => {
-                    if sink.feed(WsMessage::Text(t.into())).await.is_err() {
-                        return;
-                    }
-                }
-                Outgoing::Frame(Frame::Binary(b)) => {
-                    if sink.feed(WsMessage::Binary(b.into())).await.is_err() {
-                        return;
-                    }
-                }
-                Outgoing::Close(code, reason) => {
-                    let frame = CloseFrame { code, reason: truncate_reason(reason).into() };
-                    let _ = sink.send(WsMessage::Close(Some(frame))).await;
-                    let _ = sink.close().await;
-                    return;
-                }
+        while let Some(Queued { out, charge }) = next.take() {
+            let msg = match out {
+                Outgoing::Frame(Frame::Text(t)) => WsMessage::Text(t.into()),
+                Outgoing::Frame(Frame::Binary(b)) => WsMessage::Binary(b.into()),
+                Outgoing::Ping => WsMessage::Ping(Default::default()),
+                Outgoing::Close(code, reason) => return close(&mut sink, code, reason, CLOSE_WAIT).await,
+            };
+            fed.extend(charge);
+            if let Err(stop) = guarded(&budget, stall, sink.feed(msg)).await {
+                return give_up(&mut sink, stop, &budget, stall).await;
             }
             written += 1;
             if written < MAX_BATCH {
-                next = rx.try_recv().ok();
+                next = inbox.rx.try_recv().ok();
             }
         }
-        if sink.flush().await.is_err() {
-            return;
+        if let Err(stop) = guarded(&budget, stall, sink.flush()).await {
+            return give_up(&mut sink, stop, &budget, stall).await;
         }
+        fed.clear();
     }
 }
 
@@ -176,13 +248,23 @@ fn truncate_reason(mut reason: String) -> String {
     reason
 }
 
-/// Was the read error a message over the size limit?
-fn is_capacity(e: axum::Error) -> bool {
-    let inner = e.into_inner();
-    matches!(
-        inner.downcast_ref::<tokio_tungstenite::tungstenite::Error>(),
-        Some(tokio_tungstenite::tungstenite::Error::Capacity(_))
-    )
+/// Why reading a frame failed, as far as the close code goes.
+enum ReadFailure {
+    /// A message over the size limit (close 1009).
+    Capacity,
+    /// A text frame that is not UTF-8 (close 1007, RFC 6455 §8.1).
+    Utf8,
+    /// Anything else the WebSocket layer refused (close 1002).
+    Protocol,
+}
+
+fn read_failure(e: axum::Error) -> ReadFailure {
+    use tokio_tungstenite::tungstenite::Error;
+    match e.into_inner().downcast_ref::<Error>() {
+        Some(Error::Capacity(_)) => ReadFailure::Capacity,
+        Some(Error::Utf8(_)) => ReadFailure::Utf8,
+        _ => ReadFailure::Protocol,
+    }
 }
 
 impl Session {
@@ -193,7 +275,15 @@ impl Session {
         let mut closing: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         let mut poll = tokio::time::interval(DRAIN_POLL);
         let max = self.shared.limits.max_in_flight;
+        let idle = self.shared.limits.idle_timeout;
+        // When the client was last heard from; the check runs at most twice per idle period
+        // rather than a timer being reset per frame.
+        let mut heard = Instant::now();
+        let mut pinged = false;
+        let idle_check = tokio::time::sleep(idle / 2);
+        tokio::pin!(idle_check);
         loop {
+            let readable = self.tx.has_room();
             let next = tokio::select! {
                 r = shutdown.wait_for(|stop| *stop), if closing.is_none() => {
                     // An error means the server is gone: close as for a shutdown.
@@ -210,18 +300,43 @@ impl Session {
                     }
                     continue;
                 }
-                m = stream.next() => m,
+                // The writer gave up on the client (evicted or stalled) and closed it.
+                _ = self.tx.closed() => return (close_code::POLICY, "slow_reader".into()),
+                _ = &mut idle_check, if closing.is_none() => {
+                    if !readable {
+                        // Not reading is the server's doing (backpressure), not the client's.
+                        heard = Instant::now();
+                    }
+                    let quiet = heard.elapsed();
+                    if quiet >= idle {
+                        return (close_code::POLICY, format!("idle: nothing received for {idle:?} (idle_timeout_ms)"));
+                    }
+                    if quiet >= idle / 2 && !pinged {
+                        // A full queue is written to anyway; its client answers that.
+                        self.tx.try_send(Outgoing::Ping);
+                        pinged = true;
+                    }
+                    let due = if pinged { heard + idle } else { heard + idle / 2 };
+                    idle_check.as_mut().reset(due.into());
+                    continue;
+                }
+                _ = self.tx.room(), if !readable => continue,
+                m = stream.next(), if readable => {
+                    heard = Instant::now();
+                    pinged = false;
+                    m
+                }
             };
             let flow = match next {
                 None => return (close_code::NORMAL, String::new()),
                 Some(Err(e)) => {
-                    return if is_capacity(e) {
-                        (
+                    return match read_failure(e) {
+                        ReadFailure::Capacity => (
                             close_code::SIZE,
                             format!("a message is over the limit of {} bytes", self.shared.limits.max_frame_bytes),
-                        )
-                    } else {
-                        (close_code::PROTOCOL, "WebSocket protocol error".into())
+                        ),
+                        ReadFailure::Utf8 => (close_code::INVALID, "a text frame is not valid UTF-8".into()),
+                        ReadFailure::Protocol => (close_code::PROTOCOL, "WebSocket protocol error".into()),
                     };
                 }
                 Some(Ok(WsMessage::Text(t))) => {
@@ -280,7 +395,7 @@ impl Session {
             return self.push(encode_error(&self.codec, Some(id), ErrorCode::TooManyRequests, msg)).await;
         };
         let mut inflight = InFlight::new(inflight, self.shared.figures.start(figures::kind_of(&body)));
-        let Ok(slot) = self.tx.clone().reserve_owned().await else {
+        let Ok(slot) = self.tx.reserve().await else {
             return ControlFlow::Break(());
         };
         let codec = self.codec;
@@ -376,7 +491,7 @@ impl Session {
     /// inline within their budget, other reads go to the blocking pool.
     fn execute_checked(
         &self,
-        slot: OwnedPermit<Outgoing>,
+        slot: Slot,
         mut inflight: InFlight,
         id: u64,
         source: Source,
@@ -418,12 +533,21 @@ impl Session {
         }
     }
 
-    fn spawn_work(&self, slot: OwnedPermit<Outgoing>, mut inflight: InFlight, id: u64, job: Job) {
+    fn spawn_work(&self, slot: Slot, mut inflight: InFlight, id: u64, job: Job) {
         let shared = self.shared.clone();
         let role = self.role;
         let codec = self.codec;
         let limit = shared.limits.max_result_bytes;
+        let reads = self.reads.clone();
+        let outbox = self.tx.clone();
         tokio::spawn(async move {
+            // A few at a time, and none while the session's replies wait unread: a reply is
+            // only built when there is room for it.
+            let Ok(_read) = reads.acquire_owned().await else { return };
+            outbox.room().await;
+            if outbox.is_stopping() {
+                return; // the session is closing: nobody will read the reply
+            }
             let (out, failed) = work::run(&shared, role, job, move |r| {
                 let failed = r.is_err();
                 (encode_reply(&codec, &outcome_message(id, r), limit), failed)

@@ -14,18 +14,18 @@ use espalier_instruction::plan::Plan;
 use espalier_instruction::{ParamValue, QueryResult};
 use espalier_protocol::codec::EncodeError;
 use espalier_protocol::{Codec, Data, ErrorCode, Message, RequestError, Target};
-use tokio::sync::mpsc::{self, OwnedPermit};
 
 use crate::exec::{self, Resolved};
 use crate::figures::InFlight;
 use crate::hub::{Filter, Start, SubQueue};
+use crate::outbox::{Outbox, Slot};
 use crate::server::Shared;
 use crate::session::{encode_error, encode_reply, lock_subs, Outgoing, Subscriptions};
 
 pub struct Context {
     pub shared: Arc<Shared>,
     pub codec: Codec,
-    pub tx: mpsc::Sender<Outgoing>,
+    pub tx: Outbox,
     pub subs: Subscriptions,
     pub subscription: u64,
     /// The id of the `subscribe` request.
@@ -99,7 +99,7 @@ async fn fetch(ctx: &Context, watch: &Arc<Watch>) -> Result<(u64, Data), Request
     .await
 }
 
-pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, mut inflight: InFlight) {
+pub async fn run(ctx: Context, slot: Slot, mut inflight: InFlight) {
     let mut reg = Registration {
         shared: ctx.shared.clone(),
         subs: ctx.subs.clone(),
@@ -146,6 +146,12 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, mut inflight: InFlig
     // `subscribed`: resumed, or with the data afresh. A pattern query is registered anew, so
     // it has no history to resume from: it starts with its rows at registration.
     let mut last_rows: Option<QueryResult> = None;
+    // Why `since` could not be honoured, said in `subscribed` so that the client knows its
+    // copy is replaced rather than continued.
+    let not_resumed = match &start {
+        Start::Fresh(Some(why)) => Some(why.reason()),
+        _ => None,
+    };
     let (mut seen, first) = match (start, ctx.since, registered) {
         (_, _, Some(r)) => {
             (r.version, Message::subscribed(ctx.request, ctx.subscription, r.version, false, Data::Query(r.result)))
@@ -166,7 +172,9 @@ pub async fn run(ctx: Context, slot: OwnedPermit<Outgoing>, mut inflight: InFlig
                 if let Data::Query(rows) = &data {
                     last_rows = Some(rows.clone());
                 }
-                (version, Message::subscribed(ctx.request, ctx.subscription, version, false, data))
+                let mut m = Message::subscribed(ctx.request, ctx.subscription, version, false, data);
+                m.reason = not_resumed.map(str::to_string);
+                (version, m)
             }
             Err(e) => {
                 inflight.fail();

@@ -122,6 +122,42 @@ pub const KEYS: &[Key] = &[
         ..key("limits.history", "ESPALIER_HISTORY_COMMITS", "--history", Kind::Whole, "10000")
     },
     Key {
+        about: "bytes of history kept (each commit's changes with their old and new values)",
+        ..key("limits.history_bytes", "ESPALIER_HISTORY_BYTES", "--history-bytes", Kind::Whole, "67108864")
+    },
+    Key {
+        about: "outbound bytes one session may hold unsent; past it the session is not read",
+        ..key(
+            "limits.session_queue_bytes",
+            "ESPALIER_SESSION_QUEUE_BYTES",
+            "--session-queue-bytes",
+            Kind::Whole,
+            "16777216",
+        )
+    },
+    Key {
+        about: "outbound bytes all sessions may hold unsent; past it the largest holder is closed",
+        ..key("limits.max_queued_bytes", "ESPALIER_MAX_QUEUED_BYTES", "--max-queued-bytes", Kind::Whole, "268435456")
+    },
+    Key {
+        about: "a session that sends nothing (not even a pong) or reads nothing this long is closed, in ms",
+        ..key("limits.idle_timeout_ms", "ESPALIER_IDLE_TIMEOUT_MS", "--idle-timeout-ms", Kind::Whole, "60000")
+    },
+    Key {
+        about: "a connection's first request (upgrade or HTTP, with its token) must arrive within this, in ms",
+        ..key("limits.request_timeout_ms", "ESPALIER_REQUEST_TIMEOUT_MS", "--request-timeout-ms", Kind::Whole, "10000")
+    },
+    Key {
+        about: "open connections from one IP address",
+        ..key(
+            "limits.max_connections_per_address",
+            "ESPALIER_MAX_CONNECTIONS_PER_ADDRESS",
+            "--max-connections-per-address",
+            Kind::Whole,
+            "256",
+        )
+    },
+    Key {
         about: "how long shutdown waits for requests in flight, in milliseconds",
         ..key("limits.shutdown_grace_ms", "ESPALIER_SHUTDOWN_GRACE_MS", "--shutdown-grace-ms", Kind::Whole, "10000")
     },
@@ -463,6 +499,12 @@ pub fn resolve(layers: &[&Layer]) -> Result<Settings, ServerError> {
         subscriber_queue: size("limits.subscriber_queue")?,
         history_commits: size("limits.history")?,
         history_changes: ServerLimits::default().history_changes,
+        history_bytes: size("limits.history_bytes")?,
+        session_queue_bytes: size("limits.session_queue_bytes")?,
+        max_queued_bytes: size("limits.max_queued_bytes")?,
+        idle_timeout: Duration::from_millis(whole("limits.idle_timeout_ms")),
+        request_timeout: Duration::from_millis(whole("limits.request_timeout_ms")),
+        max_connections_per_address: size("limits.max_connections_per_address")?,
         shutdown_grace: Duration::from_millis(whole("limits.shutdown_grace_ms")),
     };
     // The address: the host from the highest layer whose `listen` names one; the port from the

@@ -1,9 +1,11 @@
 //! Integration tests: a real server on a free loopback port, driven by the Rust client (and
 //! raw WebSocket / HTTP for what a client would never send).
 
+mod admission;
 mod auth;
 mod common;
 mod console;
+mod errors;
 mod frames;
 mod http;
 mod limits;
