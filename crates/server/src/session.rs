@@ -182,14 +182,23 @@ async fn close(sink: &mut SplitSink<WebSocket, WsMessage>, code: u16, reason: St
     .await;
 }
 
-/// Gives up on the client: says why if it can, and returns, which drops the queue and with it
-/// the memory it held.
-async fn give_up(sink: &mut SplitSink<WebSocket, WsMessage>, stop: Stop, budget: &Budget, stall: Duration) {
+/// Gives up on the client: drops what is queued for it (giving the memory back at once), then
+/// says why if the client takes it.
+async fn give_up(
+    sink: &mut SplitSink<WebSocket, WsMessage>,
+    inbox: &mut Inbox,
+    fed: &mut Vec<Charge>,
+    stop: Stop,
+    stall: Duration,
+) {
+    let held = inbox.budget.queued_bytes();
+    inbox.rx.close();
+    while inbox.rx.try_recv().is_ok() {}
+    fed.clear();
     let reason = match stop {
-        Stop::Evicted => format!(
-            "slow_reader: {} bytes of replies unread while the server's total was over max_queued_bytes",
-            budget.queued_bytes()
-        ),
+        Stop::Evicted => {
+            format!("slow_reader: {held} bytes of replies unread while the server's total was over max_queued_bytes")
+        }
         Stop::Stalled => format!("slow_reader: the client took nothing for {stall:?} (idle_timeout_ms)"),
         Stop::Failed => return,
     };
@@ -204,7 +213,9 @@ async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut inbox: Inbox,
     loop {
         let first = tokio::select! {
             biased;
-            _ = budget.evict_signal.notified() => return give_up(&mut sink, Stop::Evicted, &budget, stall).await,
+            _ = budget.evict_signal.notified() => {
+                return give_up(&mut sink, &mut inbox, &mut fed, Stop::Evicted, stall).await;
+            }
             q = inbox.rx.recv() => match q {
                 Some(q) => q,
                 None => return,
@@ -221,7 +232,7 @@ async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut inbox: Inbox,
             };
             fed.extend(charge);
             if let Err(stop) = guarded(&budget, stall, sink.feed(msg)).await {
-                return give_up(&mut sink, stop, &budget, stall).await;
+                return give_up(&mut sink, &mut inbox, &mut fed, stop, stall).await;
             }
             written += 1;
             if written < MAX_BATCH {
@@ -229,7 +240,7 @@ async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut inbox: Inbox,
             }
         }
         if let Err(stop) = guarded(&budget, stall, sink.flush()).await {
-            return give_up(&mut sink, stop, &budget, stall).await;
+            return give_up(&mut sink, &mut inbox, &mut fed, stop, stall).await;
         }
         fed.clear();
     }
