@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use espalier_bench::suite::{load_suite, parse_suite, InitValue, Scale, Suite, SuiteError};
+use espalier_bench::suite::{load_suite, parse_suite, BenchWord, InitValue, Scale, Suite, SuiteError};
 
 fn benchmarks_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benchmarks")
@@ -253,4 +253,34 @@ fn the_language_reference_examples_parse() {
         rest = &body[end + 3..];
     }
     assert!(blocks >= 2, "found {blocks} examples");
+}
+
+/// `index` and `random` belong to the benchmark language: the instruction parser refuses them
+/// (crates/instruction/tests/parse_errors.rs), a repeat body reads them, and each stands as a
+/// `$parameter` in the checked plan, drawn before every run.
+#[test]
+fn benchmark_values_are_the_benchmark_languages() {
+    let src = format!(
+        "{MODEL}initialize ( 'd' -> dictionary 10 ( ) )\nrepeat 10 (\n    update . 'd' : random ( 'n' -> number index ),\n    \
+         update ( 'd' -> dictionary random 5 remove )\n)\n"
+    );
+    let suite = parse_suite(&src, "ok").unwrap_or_else(|e| panic!("{e}"));
+    let words: Vec<Vec<BenchWord>> =
+        suite.benchmarks[0].instructions.iter().map(|i| i.values.iter().map(|v| v.word.clone()).collect()).collect();
+    assert_eq!(words, [vec![BenchWord::Random(None), BenchWord::Index], vec![BenchWord::Random(Some(5))]]);
+    // A bound of 0, at the number.
+    let src = format!("{MODEL}initialize ( )\nrepeat 1 ( update ( 'd' -> dictionary random 0 remove ) )\n");
+    error_at(&src, 6, 46, "`random` needs a positive bound, not 0");
+    // No bound where a number is meant; keys of a collection `initialize` leaves empty.
+    let src = format!(
+        "{MODEL}initialize ( 'd' -> dictionary 3 ( ) )\nrepeat 1 ( update . 'd' : \"1\" ( 'n' -> number random ) )\n"
+    );
+    error_at(&src, 6, 47, "needs an upper bound");
+    let src = format!("{MODEL}initialize ( )\nrepeat 1 ( get . 'd' : random )\n");
+    error_at(&src, 6, 24, "gives none");
+    // Not in pattern queries.
+    let src = format!(
+        "{MODEL}initialize ( 'd' -> dictionary 3 ( ) )\nrepeat 1 ( collection match x in . 'd' where x number : 'n' == index select 'k' -> x )\n"
+    );
+    error_at(&src, 6, 64, "cannot be used in a pattern query");
 }

@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use espalier_schema::Span;
 
-/// A key, a number or a text value that may be given literally, as a parameter (in commands
-/// and queries), or — only in benchmark files — as `index` / `random N`.
+/// A key, a number or a text value, given literally or as a `$parameter`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Value {
@@ -19,9 +18,14 @@ pub enum Value {
     Compound(Vec<Value>),
     /// `$name`
     Param(String),
-    /// `index` — the repetition counter of a benchmark (rejected outside benchmarks).
+    /// Not a value of the instruction language: no parser makes it, [`crate::validate`] and
+    /// the checker refuse it ("`index` is only allowed in benchmark files"). The benchmark
+    /// language's `index` is a `$parameter` (`crates/bench/src/suite/values.rs`). Left only
+    /// while `crates/server/src/exec.rs` still names it; to be removed with that.
+    #[doc(hidden)]
     Index,
-    /// `random` / `random N` — a random entry, state or number below N (benchmarks only).
+    /// As [`Value::Index`], for the benchmark language's `random`.
+    #[doc(hidden)]
     Random(Option<i64>),
 }
 

@@ -14,7 +14,7 @@ use crate::ast::{Instruction, Value};
 use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan};
-use crate::run::{apply, run_match, run_query, BenchValues, Bindings, Nav, ParamValue, QueryResult};
+use crate::run::{apply, run_match, run_query, Bindings, Nav, ParamValue, QueryResult};
 use crate::InstructionError;
 
 /// The reply to one instruction.
@@ -239,27 +239,53 @@ impl Engine {
         self.run(&plan, params, None)
     }
 
-    /// Runs a checked plan. Read-only plans read a snapshot; anything that writes runs as one
-    /// atomic request through group commit.
+    /// Runs a checked plan with values for its `$parameters`. Read-only plans read a snapshot
+    /// and stop with a `limit` error soon after `cancel` is set; anything that writes runs as
+    /// one atomic request through group commit (and is not cancelled once started).
     pub fn run(
         &self,
         plan: &Plan,
         params: &HashMap<String, ParamValue>,
-        bench: Option<&mut (dyn BenchValues + 'static)>,
+        cancel: Option<&AtomicBool>,
     ) -> Result<Reply, InstructionError> {
         if plan.is_read_only() {
-            return self.read_snapshot(plan, &mut Bindings { params, bench, cancel: None });
+            return self.read_snapshot(plan, &mut Bindings { params, cancel });
         }
-        let mut bench = bench;
         let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
-            let mut b = Bindings { params, bench: bench.as_deref_mut(), cancel: None };
+            let mut b = Bindings { params, cancel: None };
             self.write_request(g, plan, &mut b)
         })?;
         Ok(stamped(committed))
     }
 
+    /// Runs a checked plan as [`Engine::run`] does, then rolls its writes back: the reply (or
+    /// error) says what the plan would have done, and nothing of it stays (no version is
+    /// used). The benchmark runner warms mutations up with it.
+    pub fn run_rolled_back(
+        &self,
+        plan: &Plan,
+        params: &HashMap<String, ParamValue>,
+    ) -> Result<Reply, InstructionError> {
+        if plan.is_read_only() {
+            return self.run(plan, params, None);
+        }
+        let mut outcome = None;
+        let rolled_back = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<(), InstructionError> {
+            let mut b = Bindings { params, cancel: None };
+            outcome = Some(self.write_request(g, plan, &mut b));
+            // An error rolls the request back; this one is only a signal.
+            Err(InstructionError::value("rolled back"))
+        });
+        match (outcome, rolled_back) {
+            (Some(reply), Err(_)) => reply,
+            // The write queue failed before (or instead of) running the closure.
+            (None, Err(e)) => Err(e),
+            (_, Ok(_)) => Err(InstructionError::value("a rolled-back request committed")),
+        }
+    }
+
     /// Runs a read-only plan on a fresh snapshot.
-    fn read_snapshot(&self, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
+    fn read_snapshot(&self, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
         let snap = self.db.snapshot()?;
         self.read(&Nav { graph: snap.graph() }, plan, b)
     }
@@ -273,7 +299,7 @@ impl Engine {
         cancel: &AtomicBool,
     ) -> Result<Reply, InstructionError> {
         assert!(plan.is_read_only(), "writes are never cancelled once started");
-        self.read_snapshot(plan, &mut Bindings { params, bench: None, cancel: Some(cancel) })
+        self.read_snapshot(plan, &mut Bindings { params, cancel: Some(cancel) })
     }
 
     /// Runs a mutating `plan` without waiting for its commit: `done` gets the reply on the
@@ -288,14 +314,14 @@ impl Engine {
         assert!(!plan.is_read_only(), "reads need no commit");
         let engine = self.clone();
         let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
-            let mut b = Bindings { params: &params, bench: None, cancel: None };
+            let mut b = Bindings { params: &params, cancel: None };
             engine.write_request(g, &plan, &mut b)
         };
         let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| done(r.map(stamped));
         self.db.write_detached(write, lead_here, finish);
     }
 
-    fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_, '_>) -> Result<Reply, InstructionError> {
+    fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
         match plan {
             Plan::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),
             Plan::Match(m) => Ok(Reply::Query(run_match(nav.graph, m, b)?)),
@@ -316,7 +342,7 @@ impl Engine {
         &self,
         g: &mut WriteGraph<'_, '_>,
         plan: &Plan,
-        b: &mut Bindings<'_, '_>,
+        b: &mut Bindings<'_>,
     ) -> Result<Reply, InstructionError> {
         let reply = self.write(g, plan, b)?;
         g.check_unique()?;
@@ -325,12 +351,7 @@ impl Engine {
 
     /// Runs `plan` inside the write transaction; mutations reply `Done` with version 0, which
     /// [`stamp`] fills in after commit.
-    fn write(
-        &self,
-        g: &mut WriteGraph<'_, '_>,
-        plan: &Plan,
-        b: &mut Bindings<'_, '_>,
-    ) -> Result<Reply, InstructionError> {
+    fn write(&self, g: &mut WriteGraph<'_, '_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
         match plan {
             Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
             Plan::Update { path, items, .. } => {
@@ -361,7 +382,7 @@ impl Engine {
                     };
                     params.insert(arg.clone(), v);
                 }
-                let mut inner = Bindings { params: &params, bench: b.bench.as_deref_mut(), cancel: None };
+                let mut inner = Bindings { params: &params, cancel: None };
                 for plan in &cmd.plans {
                     self.write(g, plan, &mut inner)?;
                 }

@@ -248,7 +248,7 @@ impl Registered {
     /// not describe); the changes from the matches before.
     pub fn load(&mut self, graph: Graph<'_>, version: u64) -> Result<RowChanges> {
         let found = {
-            let mut b = Bindings { params: &self.params, bench: None, cancel: None };
+            let mut b = Bindings { params: &self.params, cancel: None };
             let m = Matcher::new(graph, &self.plan, &mut b)?;
             collect(&m, &self.plan.block, &[])?
         };
@@ -278,7 +278,7 @@ impl Registered {
         if touched.all {
             return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
         }
-        let mut b = Bindings { params: &self.params, bench: None, cancel: None };
+        let mut b = Bindings { params: &self.params, cancel: None };
         let plan = &self.plan;
         let m = Matcher::new(graph, plan, &mut b)?;
         let mut types = RecordTypes::default();

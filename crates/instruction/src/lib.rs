@@ -13,8 +13,8 @@ mod validate;
 
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
-pub use run::{BenchValues, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
-pub use validate::{validate, validate_benchmark, Invalid};
+pub use run::{ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
+pub use validate::{validate, Invalid};
 
 use espalier_data::DataError;
 use espalier_transaction::TxError;

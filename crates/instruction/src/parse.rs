@@ -11,7 +11,7 @@ use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
 use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
-use crate::validate::{rule, validate, validate_benchmark, Invalid};
+use crate::validate::{rule, validate, Invalid};
 
 mod pattern;
 pub use pattern::{MAX_REPEAT, RESERVED};
@@ -19,26 +19,35 @@ pub use pattern::{MAX_REPEAT, RESERVED};
 /// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
 pub const MAX_DEPTH: usize = 64;
 
-/// What the parser accepts beyond the client language.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ParseOptions {
-    /// Accept `index`, `random` and `random N` as values (benchmark `repeat` bodies only).
-    pub allow_bench_values: bool,
+/// Words that a language built on this one adds as values, such as the benchmark files'
+/// `index` and `random` (`crates/bench`, `docs/benchmark-language.md`). The instruction
+/// language itself has none: what such a word stands for reaches the AST as an ordinary
+/// value (the benchmark runner uses `$parameters`).
+pub trait ValueWords {
+    /// At a value whose first token, `tokens[0]`, is a word: the value and how many tokens it
+    /// took (at least one), `Ok(None)` if the word is not one of these, or the index of the
+    /// offending token and the message.
+    fn value(&self, tokens: &[Token]) -> Result<Option<(Value, usize)>, (usize, String)>;
+
+    /// The words, for "expected a value" messages: e.g. "`index` or `random`".
+    fn describe(&self) -> &str;
 }
 
-impl ParseOptions {
-    /// Instructions sent by clients: no `index` / `random`.
-    pub const CLIENT: ParseOptions = ParseOptions { allow_bench_values: false };
-    /// Instructions inside a benchmark file.
-    pub const BENCHMARK: ParseOptions = ParseOptions { allow_bench_values: true };
+/// What the parser accepts beyond the client language.
+#[derive(Clone, Copy, Default)]
+pub struct ParseOptions<'w> {
+    /// Extra value words (none for instructions sent by clients).
+    pub values: Option<&'w dyn ValueWords>,
+}
 
-    /// The rules of [`crate::validate`] for these options.
-    pub fn validate(&self, instr: &Instruction) -> Result<(), Invalid> {
-        if self.allow_bench_values {
-            validate_benchmark(instr)
-        } else {
-            validate(instr)
-        }
+impl ParseOptions<'static> {
+    /// Instructions sent by clients: the instruction language only.
+    pub const CLIENT: ParseOptions<'static> = ParseOptions { values: None };
+}
+
+impl std::fmt::Debug for ParseOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParseOptions").field("values", &self.values.map(|v| v.describe())).finish()
     }
 }
 
@@ -61,7 +70,7 @@ pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction
         };
         return Err(parser.error(next.span, what));
     }
-    opts.validate(&instr.item).map_err(|e| invalid_at(source, e))?;
+    validate(&instr.item).map_err(|e| invalid_at(source, e))?;
     Ok(instr.item)
 }
 
@@ -75,7 +84,7 @@ pub fn parse_instructions(source: &str, opts: ParseOptions) -> Result<Vec<Locate
         return Err(parser.error(next.span, format!("unexpected {}", next.kind.describe())));
     }
     for instr in &list {
-        opts.validate(&instr.item).map_err(|e| invalid_at(source, e))?;
+        validate(&instr.item).map_err(|e| invalid_at(source, e))?;
     }
     Ok(list)
 }
@@ -85,14 +94,9 @@ pub(crate) fn invalid_at(source: &str, e: Invalid) -> ParseError {
     ParseError(Diagnostic::new(source, e.span, e.message))
 }
 
-/// Reads the JSON form (serde's externally tagged form of [`Instruction`]) as a client sends
-/// it: `index` and `random` are rejected.
+/// Reads the JSON form (serde's externally tagged form of [`Instruction`]) and checks the
+/// rules of the text form on it ([`crate::validate`]); spans of the result are empty.
 pub fn parse_json(json: &str) -> Result<Instruction, ParseError> {
-    parse_json_with(json, ParseOptions::CLIENT)
-}
-
-/// [`parse_json`] with options; spans of the result are empty.
-pub fn parse_json_with(json: &str, opts: ParseOptions) -> Result<Instruction, ParseError> {
     let instr: Instruction = serde_json::from_str(json).map_err(|e| {
         // serde reports line and byte column; turn them into an offset so the diagnostic
         // reports the same place in characters, like every other error.
@@ -102,7 +106,7 @@ pub fn parse_json_with(json: &str, opts: ParseOptions) -> Result<Instruction, Pa
         let reason = full.strip_suffix(&suffix).unwrap_or(&full);
         ParseError(Diagnostic::new(json, Span::new(offset, offset), format!("invalid JSON instruction: {reason}")))
     })?;
-    opts.validate(&instr).map_err(|e| invalid_at(json, e))?;
+    validate(&instr).map_err(|e| invalid_at(json, e))?;
     Ok(instr)
 }
 
@@ -129,7 +133,7 @@ pub struct Parser<'a> {
     source: &'a str,
     tokens: &'a [Token],
     pos: usize,
-    opts: ParseOptions,
+    opts: ParseOptions<'a>,
     depth: usize,
     /// Span of the last consumed token: the end of every `Located` span.
     last: Span,
@@ -142,7 +146,7 @@ type PResult<T> = std::result::Result<T, ParseError>;
 const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
 
 impl<'a> Parser<'a> {
-    pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions) -> Parser<'a> {
+    pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions<'a>) -> Parser<'a> {
         let end = tokens.last().map_or(0, |t| t.span.end);
         let eof = Token { kind: TokenKind::Eof, span: Span { start: end, end } };
         let first = tokens.first().map_or(eof.span, |t| t.span);
@@ -389,25 +393,14 @@ impl<'a> Parser<'a> {
             TokenKind::Int(i) => Value::Int(*i),
             TokenKind::Param(p) => Value::Param(p.clone()),
             TokenKind::LBracket => return self.compound(),
-            TokenKind::Word(w) if w == "index" || w == "random" => {
-                if !self.opts.allow_bench_values {
+            TokenKind::Word(w) => {
+                if let Some(v) = self.word_value()? {
+                    return Ok(v);
+                }
+                if w == "index" || w == "random" {
                     return Err(self.error(tok.span, rule::bench_value(w)));
                 }
-                self.bump();
-                if w == "index" {
-                    return Ok(Value::Index);
-                }
-                return match self.peek().kind {
-                    TokenKind::Int(n) if n > 0 => {
-                        self.bump();
-                        Ok(Value::Random(Some(n)))
-                    }
-                    TokenKind::Int(n) => {
-                        let at = self.peek().span;
-                        Err(self.error(at, rule::random_bound(n)))
-                    }
-                    _ => Ok(Value::Random(None)),
-                };
+                return Err(self.expected(&self.what_value()));
             }
             TokenKind::Name(n) => {
                 return Err(self.error(
@@ -418,17 +411,37 @@ impl<'a> Parser<'a> {
                     ),
                 ))
             }
-            _ => {
-                let what = if self.opts.allow_bench_values {
-                    "a value (a \"string\", a number, a $parameter, `[ … ]`, `index` or `random`)"
-                } else {
-                    "a value (a \"string\", a number, a $parameter or `[ … ]`)"
-                };
-                return Err(self.expected(what));
-            }
+            _ => return Err(self.expected(&self.what_value())),
         };
         self.bump();
         Ok(value)
+    }
+
+    /// "a value (…)" with the words of [`ParseOptions::values`].
+    fn what_value(&self) -> String {
+        match self.opts.values {
+            Some(words) => format!("a value (a \"string\", a number, a $parameter, `[ … ]`, {})", words.describe()),
+            None => "a value (a \"string\", a number, a $parameter or `[ … ]`)".to_string(),
+        }
+    }
+
+    /// The value of an extra word ([`ParseOptions::values`]) at the next token, if it is one.
+    fn word_value(&mut self) -> PResult<Option<Value>> {
+        let Some(words) = self.opts.values else { return Ok(None) };
+        let rest = self.tokens.get(self.pos..).unwrap_or_default();
+        match words.value(rest) {
+            Ok(Some((value, taken))) => {
+                for _ in 0..taken.max(1) {
+                    self.bump();
+                }
+                Ok(Some(value))
+            }
+            Ok(None) => Ok(None),
+            Err((at, message)) => {
+                let span = rest.get(at).map_or(self.peek().span, |t| t.span);
+                Err(self.error(span, message))
+            }
+        }
     }
 
     /// `[ value , value … ]`
@@ -600,7 +613,8 @@ impl<'a> Parser<'a> {
         self.block()
     }
 
-    /// A state: a `'Name'`, or a value (`random` in benchmarks, a `$parameter` in commands).
+    /// A state: a `'Name'`, or a value (a `$parameter` in commands; an extra word of
+    /// [`ParseOptions::values`], such as a benchmark's `random`).
     fn state_value(&mut self, stategroup: &str) -> PResult<Value> {
         match &self.peek().kind {
             TokenKind::Name(n) => {
@@ -608,12 +622,18 @@ impl<'a> Parser<'a> {
                 self.bump();
                 Ok(Value::Text(n))
             }
-            TokenKind::Str(_) | TokenKind::Param(_) | TokenKind::Word(_) | TokenKind::Int(_) | TokenKind::LBracket => {
-                if matches!(&self.peek().kind, TokenKind::Word(w) if w != "index" && w != "random") {
-                    return Err(self.expected(&format!("a state name for '{stategroup}'")));
+            TokenKind::Word(w) => {
+                let w = w.clone();
+                if let Some(v) = self.word_value()? {
+                    return Ok(v);
                 }
-                self.value()
+                if w == "index" || w == "random" {
+                    let at = self.peek().span;
+                    return Err(self.error(at, rule::bench_value(&w)));
+                }
+                Err(self.expected(&format!("a state name for '{stategroup}'")))
             }
+            TokenKind::Str(_) | TokenKind::Param(_) | TokenKind::Int(_) | TokenKind::LBracket => self.value(),
             _ => Err(self.expected(&format!("a state name for '{stategroup}'"))),
         }
     }
@@ -1083,6 +1103,7 @@ fn write_value(out: &mut String, v: &Value) {
             out.push('$');
             out.push_str(p);
         }
+        // No parser makes these any more (see `ast::Value`); printed as written before.
         Value::Index => out.push_str("index"),
         Value::Random(None) => out.push_str("random"),
         Value::Random(Some(n)) => {

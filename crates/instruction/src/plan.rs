@@ -9,10 +9,12 @@ use espalier_schema::{NodeTypeId, ParamKind, PropertyId, PropertyKind, Schema, S
 use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Step, Value};
 
 mod pattern;
+mod uses;
 pub use pattern::{
     reverse, Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn,
     PVar, PlanLine, PlanOp, UpFrom,
 };
+pub use uses::{ValueRole, ValueUse};
 
 /// A check failure: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +26,12 @@ pub struct CheckError {
 
 fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CheckError> {
     Err(CheckError { span, message: message.into() })
+}
+
+/// The error for the benchmark language's words, which `crate::validate` keeps out of every
+/// instruction before it is checked (a plan is never built with them).
+fn bench_word(v: &Value) -> String {
+    crate::validate::rule::bench_value(if matches!(v, Value::Index) { "index" } else { "random" })
 }
 
 /// Declared parameters in scope (a command's), or `None` for free-standing instructions whose
@@ -123,10 +131,8 @@ pub enum POp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StateChoice {
     Fixed(StateIndex),
-    /// A benchmark's `random`: any state.
-    Random,
-    /// `$p` naming the state at run time.
-    Param(String),
+    /// `$p` naming the state at run time (always a [`Value::Param`]).
+    Param(Value),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -397,9 +403,9 @@ impl<'s> Checker<'s> {
                 }
                 Ok(())
             }
-            Value::Int(_) | Value::Text(_) | Value::Index | Value::Random(_) if arity == 1 => Ok(()),
-            Value::Random(None) => Ok(()), // a random existing entry, whatever its key's shape
+            Value::Int(_) | Value::Text(_) if arity == 1 => Ok(()),
             Value::Param(p) => self.param_fits(p, ParamKind::Text, span),
+            Value::Index | Value::Random(_) => err(span, bench_word(key)),
             _ => err(span, format!("key needs {arity} components: write [\"a\", \"b\"]")),
         }
     }
@@ -419,12 +425,12 @@ impl<'s> Checker<'s> {
 
     fn value_fits(&self, value: &Value, kind: ParamKind, span: Span, what: &str) -> Result<(), CheckError> {
         match (value, kind) {
-            (Value::Int(_), _) | (Value::Index, _) | (Value::Random(Some(_)), _) => Ok(()),
+            (Value::Int(_), _) => Ok(()),
             (Value::Text(_), ParamKind::Text) => Ok(()),
             (Value::Text(t), ParamKind::Number) => err(span, format!("{what} is a number, not the text {t:?}")),
             (Value::Param(p), k) => self.param_fits(p, k, span),
             (Value::Compound(_), _) => err(span, format!("{what} takes one value, not a compound key")),
-            (Value::Random(None), _) => err(span, format!("{what}: `random` needs an upper bound here: `random 100`")),
+            (Value::Index | Value::Random(_), _) => err(span, bench_word(value)),
         }
     }
 
@@ -487,10 +493,9 @@ impl<'s> Checker<'s> {
                         let i = self.state_index(p, name, span)?;
                         (StateChoice::Fixed(i), Some(states[i as usize].node))
                     }
-                    Value::Random(None) => (StateChoice::Random, None),
                     Value::Param(name) => {
                         self.param_fits(name, ParamKind::Text, span)?;
-                        (StateChoice::Param(name.clone()), None)
+                        (StateChoice::Param(state.clone()), None)
                     }
                     _ => return err(span, "a state is named by its 'Name'"),
                 };

@@ -28,17 +28,9 @@ pub enum ParamValue {
     Text(String),
 }
 
-/// What `index` and `random` mean while running: the benchmark's iteration and random source.
-pub trait BenchValues: Send {
-    fn index(&self) -> u64;
-    /// A uniform number in `0..bound`.
-    fn below(&mut self, bound: u64) -> u64;
-}
-
 /// Values a plan refers to at run time.
-pub struct Bindings<'p, 'b> {
+pub struct Bindings<'p> {
     pub params: &'p HashMap<String, ParamValue>,
-    pub bench: Option<&'b mut (dyn BenchValues + 'static)>,
     /// Set by someone else to stop a read (the server, past its query time limit).
     pub cancel: Option<&'p AtomicBool>,
 }
@@ -56,26 +48,7 @@ pub(crate) fn must_stop(cancel: Option<&AtomicBool>, visited: u64) -> bool {
     visited.is_multiple_of(CANCEL_CHECK_EVERY) && cancel.is_some_and(|c| c.load(Ordering::Relaxed))
 }
 
-impl Bindings<'_, '_> {
-    fn index(&self) -> Result<u64, InstructionError> {
-        self.bench
-            .as_ref()
-            .map(|b| b.index())
-            .ok_or_else(|| InstructionError::value("`index` is only meaningful in a benchmark"))
-    }
-
-    fn below(&mut self, bound: u64) -> Result<u64, InstructionError> {
-        // The parser and `validate` reject `random 0`; a plan built otherwise gets an error,
-        // not a panic.
-        if bound == 0 {
-            return Err(InstructionError::value(crate::validate::rule::random_bound(0)));
-        }
-        match self.bench.as_mut() {
-            Some(b) => Ok(b.below(bound)),
-            None => Err(InstructionError::value("`random` is only meaningful in a benchmark")),
-        }
-    }
-
+impl Bindings<'_> {
     fn param(&self, name: &str) -> Result<&ParamValue, InstructionError> {
         self.params.get(name).ok_or_else(|| InstructionError::value(format!("no value given for parameter ${name}")))
     }
@@ -83,8 +56,6 @@ impl Bindings<'_, '_> {
     pub fn number(&mut self, v: &Value) -> Result<i64, InstructionError> {
         match v {
             Value::Int(i) => Ok(*i),
-            Value::Index => Ok(self.index()? as i64),
-            Value::Random(Some(n)) => Ok(self.below(*n as u64)? as i64),
             Value::Param(p) => match self.param(p)? {
                 ParamValue::Int(i) => Ok(*i),
                 ParamValue::Text(t) => t
@@ -106,7 +77,7 @@ impl Bindings<'_, '_> {
         }
     }
 
-    /// A key: its components as text. `random` without a bound is resolved by the caller.
+    /// A key: its components as text.
     pub fn key(&mut self, v: &Value) -> Result<Vec<String>, InstructionError> {
         match v {
             Value::Compound(parts) => parts.iter().map(|p| self.text(p)).collect(),
@@ -174,7 +145,7 @@ impl<'g> Nav<'g> {
         owner: NodeRef,
         property: PropertyId,
         key: &Value,
-        b: &mut Bindings<'_, '_>,
+        b: &mut Bindings<'_>,
     ) -> Result<NodeRef, InstructionError> {
         Ok(self.entry_view(owner, property, key, b)?.node)
     }
@@ -185,23 +156,8 @@ impl<'g> Nav<'g> {
         owner: NodeRef,
         property: PropertyId,
         key: &Value,
-        b: &mut Bindings<'_, '_>,
+        b: &mut Bindings<'_>,
     ) -> Result<NodeView<'g>, InstructionError> {
-        if let Value::Random(None) = key {
-            let count = self.graph.count(owner, property)?;
-            if count == 0 {
-                return Err(DataError::KeyMissing {
-                    collection: self.graph.collection_path(owner, property),
-                    key: "(random: the collection is empty)".into(),
-                }
-                .into());
-            }
-            let n = b.below(count)?;
-            let found = self.graph.entry_views(owner, property)?.nth(n as usize).transpose()?;
-            return found
-                .map(|(_, e)| e)
-                .ok_or_else(|| InstructionError::Data(DataError::Corrupt("entry count exceeds entries".into())));
-        }
         if !matches!(self.schema().property(property).kind, PropertyKind::Matrix { .. }) {
             // The common case — a dictionary key given literally or as a text parameter — is
             // looked up without copying the key.
@@ -270,7 +226,7 @@ impl<'g> Nav<'g> {
     }
 
     /// Follows a node path from the root.
-    pub fn walk(&self, path: &[PStep], b: &mut Bindings<'_, '_>) -> Result<NodeRef, InstructionError> {
+    pub fn walk(&self, path: &[PStep], b: &mut Bindings<'_>) -> Result<NodeRef, InstructionError> {
         Ok(self.walk_view(path, b)?.0)
     }
 
@@ -279,7 +235,7 @@ impl<'g> Nav<'g> {
     pub(crate) fn walk_view(
         &self,
         path: &[PStep],
-        b: &mut Bindings<'_, '_>,
+        b: &mut Bindings<'_>,
     ) -> Result<(NodeRef, Option<NodeView<'g>>), InstructionError> {
         let mut at = NodeRef::ROOT;
         let mut view: Option<NodeView<'g>> = None;
@@ -361,11 +317,7 @@ enum Resolved {
     Key(Comparison, Vec<String>),
 }
 
-pub(crate) fn run_query(
-    nav: &Nav<'_>,
-    q: &QueryPlan,
-    b: &mut Bindings<'_, '_>,
-) -> Result<QueryResult, InstructionError> {
+pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> Result<QueryResult, InstructionError> {
     let (context, context_view) = nav.walk_view(&q.path, b)?;
     // Most queries filter nothing: then no per-query allocation for the filters.
     let filters: Vec<Option<Resolved>> = if q.projections.iter().all(|p| p.filter.is_none()) {
@@ -542,7 +494,7 @@ pub(crate) fn apply(
     node: NodeRef,
     items: &[PItem],
     init: bool,
-    b: &mut Bindings<'_, '_>,
+    b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {
     for item in items {
         apply_item(g, node, item, init, b)?;
@@ -555,7 +507,7 @@ fn apply_item(
     node: NodeRef,
     item: &PItem,
     init: bool,
-    b: &mut Bindings<'_, '_>,
+    b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {
     let p = item.property;
     match &item.op {
@@ -588,10 +540,6 @@ fn apply_item(
         POp::AddEntry { key, items } => {
             let entry = match &g.schema.property(p).kind {
                 PropertyKind::Matrix { target, .. } => {
-                    if let Value::Random(None) = key {
-                        let name = &g.schema.property(p).name;
-                        return Err(InstructionError::value(format!("matrix '{name}' needs `random N` keys")));
-                    }
                     let k = b.key(key)?;
                     let t = g.graph().resolve(node, target, &k)?;
                     g.add_entry(node, p, EntryKey::Target(t.id))?
@@ -624,12 +572,8 @@ fn apply_item(
         POp::SwitchState { state, items } => {
             let index = match state {
                 StateChoice::Fixed(i) => *i,
-                StateChoice::Random => {
-                    let PropertyKind::StateGroup { states } = &g.schema.property(p).kind else { unreachable!() };
-                    b.below(states.len() as u64)? as StateIndex
-                }
-                StateChoice::Param(name) => {
-                    let s = b.text(&Value::Param(name.clone()))?;
+                StateChoice::Param(value) => {
+                    let s = b.text(value)?;
                     g.schema.state_index(p, &s).ok_or_else(|| {
                         InstructionError::value(format!(
                             "stategroup '{}' has no state '{s}'",
@@ -661,7 +605,7 @@ fn choose_state(
     index: StateIndex,
     items: &[PItem],
     init: bool,
-    b: &mut Bindings<'_, '_>,
+    b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {
     let (current, child) = g.view(node)?.state(p)?;
     let child = if init && current == index { child } else { g.switch_state(node, p, index)? };

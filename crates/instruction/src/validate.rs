@@ -39,10 +39,6 @@ pub(crate) mod rule {
         format!("`{word}` is only allowed in benchmark files")
     }
 
-    pub fn random_bound(n: i64) -> String {
-        format!("`random` needs a positive bound, not {n}")
-    }
-
     /// `in_repeat`: the bound of a `repeat MIN to MAX` step (not of `shortest … max N`).
     pub fn repetitions(n: impl std::fmt::Display, in_repeat: bool) -> String {
         let rule = if in_repeat { format!(" (need MIN <= MAX <= {MAX_REPEAT})") } else { String::new() };
@@ -60,13 +56,7 @@ pub(crate) mod rule {
 
 /// Checks the rules of the text form on `instr`; the first broken one is the error.
 pub fn validate(instr: &Instruction) -> Result {
-    Validator { depth: 0, allow_bench_values: false }.instruction(instr, Span::default())
-}
-
-/// [`validate`] for the instructions of a benchmark file, where `index` and `random` are
-/// values too.
-pub fn validate_benchmark(instr: &Instruction) -> Result {
-    Validator { depth: 0, allow_bench_values: true }.instruction(instr, Span::default())
+    Validator { depth: 0 }.instruction(instr, Span::default())
 }
 
 type Result<T = ()> = std::result::Result<T, Invalid>;
@@ -84,7 +74,6 @@ fn is_word(name: &str) -> bool {
 
 struct Validator {
     depth: usize,
-    allow_bench_values: bool,
 }
 
 impl Validator {
@@ -176,10 +165,9 @@ impl Validator {
                 }
                 self.nested(span, |v| parts.iter().try_for_each(|p| v.value(p, span)))
             }
-            Value::Index if !self.allow_bench_values => invalid(span, rule::bench_value("index")),
-            Value::Random(_) if !self.allow_bench_values => invalid(span, rule::bench_value("random")),
-            Value::Random(Some(n)) if *n <= 0 => invalid(span, rule::random_bound(*n)),
-            Value::Index | Value::Random(_) => Ok(()),
+            // The benchmark language's words; the instruction language has no such values.
+            Value::Index => invalid(span, rule::bench_value("index")),
+            Value::Random(_) => invalid(span, rule::bench_value("random")),
         }
     }
 

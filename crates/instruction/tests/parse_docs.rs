@@ -1,7 +1,7 @@
 //! Keeps docs/instructions.md true: every ```alan block parses, and the ```json block that
 //! follows one decodes to the same instruction.
 
-use espalier_instruction::parse::{clear_spans, parse_instruction, parse_json_with, to_text, ParseOptions};
+use espalier_instruction::parse::{clear_spans, parse_instruction, parse_json, to_text, ParseOptions};
 
 const DOC: &str = include_str!("../../../docs/instructions.md");
 
@@ -25,13 +25,13 @@ fn doc_examples_parse_and_match_their_json() {
         if *lang != "alan" {
             continue;
         }
-        let mut text = parse_instruction(body, ParseOptions::BENCHMARK).unwrap_or_else(|e| panic!("{e}\n{body}"));
+        let mut text = parse_instruction(body, ParseOptions::CLIENT).unwrap_or_else(|e| panic!("{e}\n{body}"));
         clear_spans(&mut text);
-        let mut again = parse_instruction(&to_text(&text), ParseOptions::BENCHMARK).unwrap();
+        let mut again = parse_instruction(&to_text(&text), ParseOptions::CLIENT).unwrap();
         clear_spans(&mut again);
         assert_eq!(again, text, "{body}");
         if let Some(("json", json)) = blocks.get(i + 1).map(|(l, b)| (*l, b)) {
-            let from_json = parse_json_with(json, ParseOptions::BENCHMARK).unwrap_or_else(|e| panic!("{e}\n{json}"));
+            let from_json = parse_json(json).unwrap_or_else(|e| panic!("{e}\n{json}"));
             assert_eq!(from_json, text, "{body}\n{json}");
             // The JSON shown is exactly what serde produces, so clients can copy it.
             assert_eq!(&serde_json::to_string_pretty(&text).unwrap(), json, "{body}");

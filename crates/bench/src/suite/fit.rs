@@ -17,11 +17,12 @@
 use std::collections::HashMap;
 
 use espalier_instruction::ast::Value;
-use espalier_instruction::plan::{PItem, POp, PStep, Plan};
+use espalier_instruction::plan::{Plan, ValueRole};
 use espalier_schema::{PropertyId, PropertyKind, Schema};
 
 use super::run::scaled_repeat;
-use super::{is_nested, key_dictionaries, Benchmark, Scale, Suite};
+use super::values::word_of;
+use super::{is_nested, key_dictionaries, BenchValue, BenchWord, Benchmark, Scale, Suite};
 
 /// A benchmark's repetitions at a scale.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,17 +70,20 @@ fn fit(
     let schema = &suite.schema;
     let mut uses = Vec::new();
     for i in &bench.instructions {
-        key_uses(schema, &i.plan, &mut uses);
+        let mut keys = Vec::new();
+        key_uses(schema, &i.plan, &mut keys);
+        uses.extend(keys.into_iter().map(|k| (k, &i.values)));
     }
-    for u in uses {
+    for (u, values) in uses {
         let Some(&size) = sizes.get(&u.collection).filter(|&&n| n > 0) else { continue };
         let nested = is_nested(schema, u.collection);
         let scaled = scale.apply(size, nested);
         let name = &schema.property(u.collection).name;
         let flag = if nested { "--nested-scale" } else { "--scale" };
         let factor = if nested { scale.nested } else { scale.outer };
+        let index = matches!(word_of(values, u.key), Some(BenchValue { word: BenchWord::Index, .. }));
         match u.key {
-            Value::Index => {
+            _ if index => {
                 if written <= size && asked > scaled && scaled < fitted.repeat {
                     fitted.repeat = scaled;
                     fitted.note = Some(format!(
@@ -117,26 +121,21 @@ fn literal_number(v: &Value) -> Option<u64> {
     }
 }
 
+/// The keys of `plan` that must name existing entries, by the checker's account of its values
+/// ([`Plan::value_uses`]): entry steps, updates and removals, a new matrix entry's target and a
+/// reference's new target (compared keys need not exist).
 fn key_uses<'p>(schema: &Schema, plan: &'p Plan, out: &mut Vec<KeyUse<'p>>) {
-    match plan {
-        Plan::Update { path, items, .. } => {
-            steps(path, out);
-            self::items(schema, items, out);
-        }
-        Plan::Query(q) => {
-            steps(&q.path, out);
-            steps(&q.select, out);
-        }
-        Plan::Get { path, .. } => steps(path, out),
-        Plan::Match(_) | Plan::Command { .. } => {}
-        Plan::Transaction(list) => list.iter().for_each(|p| key_uses(schema, p, out)),
-    }
-}
-
-fn steps<'p>(steps: &'p [PStep], out: &mut Vec<KeyUse<'p>>) {
-    for s in steps {
-        if let PStep::Entry { property, key: Some(key), .. } = s {
-            out.push(KeyUse { collection: *property, key });
+    for u in plan.value_uses(schema) {
+        match u.role {
+            ValueRole::EntryKey { collection } => out.push(KeyUse { collection, key: u.value }),
+            // A new dictionary entry's key is free; a new matrix entry's key names its target.
+            ValueRole::NewKey { collection } => {
+                if matches!(schema.property(collection).kind, PropertyKind::Matrix { .. }) {
+                    targets(schema, collection, u.value, out);
+                }
+            }
+            ValueRole::TargetKey { reference } => targets(schema, reference, u.value, out),
+            ValueRole::ComparedKey { .. } | ValueRole::Number | ValueRole::Text | ValueRole::State { .. } => {}
         }
     }
 }
@@ -150,30 +149,6 @@ fn targets<'p>(schema: &Schema, p: PropertyId, key: &'p Value, out: &mut Vec<Key
             out.extend(parts.iter().zip(&dicts).map(|(key, &collection)| KeyUse { collection, key }))
         }
         key => out.extend(dicts.first().map(|&collection| KeyUse { collection, key })),
-    }
-}
-
-fn items<'p>(schema: &Schema, items: &'p [PItem], out: &mut Vec<KeyUse<'p>>) {
-    for it in items {
-        match &it.op {
-            POp::SetReference(v) => targets(schema, it.property, v, out),
-            POp::Group(is) | POp::SwitchState { items: is, .. } | POp::UpdateState { items: is, .. } => {
-                self::items(schema, is, out)
-            }
-            POp::AddEntry { key, items: is } => {
-                // A new dictionary entry's key is free; a new matrix entry's key names its target.
-                if matches!(schema.property(it.property).kind, PropertyKind::Matrix { .. }) {
-                    targets(schema, it.property, key, out);
-                }
-                self::items(schema, is, out);
-            }
-            POp::UpdateEntry { key, items: is } => {
-                out.push(KeyUse { collection: it.property, key });
-                self::items(schema, is, out);
-            }
-            POp::RemoveEntry { key } => out.push(KeyUse { collection: it.property, key }),
-            POp::SetNumber(_) | POp::AddNumber(_) | POp::SetText(_) => {}
-        }
     }
 }
 

@@ -21,9 +21,10 @@
 //!   (page cache dropped before every sample).
 //! - [`report`]: statistics per instruction, the JSON and Markdown reports, `--compare`;
 //!   [`chart`]: box-plot SVGs like the thesis's figures 7.1–7.4.
-//! - For peers that replay a suite on another system: [`bind_plan`] gives an instruction's
-//!   plan with its `random` keys fitted to the dataset, and [`benchmark_rng`] the generator
-//!   its `random` values come from.
+//! - For peers that replay a suite on another system: [`draws`] gives how an instruction's
+//!   `index` and `random` values are drawn at a scale (each stands as a `$parameter` in its
+//!   checked plan; [`Draws::fill`] sets them), and [`benchmark_rng`] the generator they are
+//!   drawn from.
 //!
 //! **Scaling.** [`Scale::outer`] multiplies the sizes of the outermost collections (those not
 //! inside an entry of another collection), so the data grows linearly with it; B7 is B6 at a
@@ -41,6 +42,7 @@ pub mod parse;
 pub mod report;
 mod run;
 pub mod sys;
+mod values;
 
 pub mod chart;
 
@@ -48,9 +50,9 @@ pub use dataset::{build_dataset, create_dataset, mix, BuildError, BuildOptions, 
 pub use fit::{fit_benchmarks, Fitted};
 pub use parse::{load_suite, parse_suite, SuiteError};
 pub use run::{
-    benchmark_rng, bind_plan, run_suite, scaled_repeat, ColdOptions, InstructionRun, Mode, RunError, RunOptions,
-    SuiteRun,
+    benchmark_rng, run_suite, scaled_repeat, ColdOptions, InstructionRun, Mode, RunError, RunOptions, SuiteRun,
 };
+pub use values::{draws, BenchValue, BenchWord, Draw, Draws};
 
 use espalier_instruction::plan::Plan;
 use espalier_schema::{ParentLink, PropertyId, PropertyKind, Schema, Span, StateIndex};
@@ -137,7 +139,10 @@ pub struct BenchInstruction {
     pub name: String,
     /// The instruction as written.
     pub text: String,
+    /// Checked once, with a `$parameter` standing for each `index` and `random`.
     pub plan: Plan,
+    /// The `index` and `random` values written in it, by the parameter standing for each.
+    pub values: Vec<BenchValue>,
     pub span: Span,
 }
 

@@ -11,6 +11,7 @@ use espalier_instruction::plan::Checker;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, NodeTypeId, PropertyKind, Schema, Span, ROOT};
 
+use super::values::{self, Words};
 use super::{BenchInstruction, Benchmark, InitItem, InitValue, StateInit, Suite};
 
 /// Deepest nesting of `( … )` in `initialize` (the schema's own nesting is bounded likewise).
@@ -110,7 +111,21 @@ pub fn parse_suite(source: &str, name: &str) -> Result<Suite, SuiteError> {
     let mut p = SuiteParser { source, tokens: &tokens, pos: init_at + 1, schema: &schema, depth: 0 };
     let init = p.init_block(ROOT, "`initialize`").map_err(fail)?;
     let benchmarks = p.benchmarks(name).map_err(fail)?;
-    Ok(Suite { name: name.to_string(), source: source.to_string(), model: model.to_string(), schema, init, benchmarks })
+    let suite = Suite {
+        name: name.to_string(),
+        source: source.to_string(),
+        model: model.to_string(),
+        schema,
+        init,
+        benchmarks,
+    };
+    // Every `index` and `random` can be drawn (at the written sizes; scaling keeps that).
+    let sizes = suite.collection_sizes();
+    for i in suite.benchmarks.iter().flat_map(|b| &b.instructions) {
+        values::draws(&i.plan, &i.values, &suite.schema, &sizes, super::Scale::default())
+            .map_err(|(span, message)| fail(Diagnostic::new(source, span, message)))?;
+    }
+    Ok(suite)
 }
 
 struct SuiteParser<'a> {
@@ -642,10 +657,12 @@ impl<'a> SuiteParser<'a> {
                 }
             }
             let open = self.expect(TokenKind::LParen, "`(` with the instructions to repeat")?.span;
-            let mut parser = Parser::new(self.source, self.tokens, ParseOptions::BENCHMARK);
+            let words = Words::default();
+            let mut parser = Parser::new(self.source, self.tokens, ParseOptions { values: Some(&words) });
             parser.set_pos(self.pos);
             let list = parser.instruction_list().map_err(|e| e.0)?;
             self.pos = parser.pos();
+            let mut read = words.take();
             if list.is_empty() {
                 return Err(self.error(open, "a `repeat` needs at least one instruction"));
             }
@@ -664,6 +681,10 @@ impl<'a> SuiteParser<'a> {
             let several = list.len() > 1;
             let mut instructions = Vec::with_capacity(list.len());
             for (i, instr) in list.into_iter().enumerate() {
+                espalier_instruction::validate(&instr.item).map_err(|e| {
+                    let span = if e.span == Span::default() { instr.span } else { e.span };
+                    self.error(span, e.message)
+                })?;
                 let plan = checker.check(&instr.item, instr.span).map_err(|e| {
                     let span = if e.span == Span::default() { instr.span } else { e.span };
                     self.error(span, e.message)
@@ -676,7 +697,10 @@ impl<'a> SuiteParser<'a> {
                     .collect::<Vec<_>>()
                     .join(" ");
                 let iname = if several { format!("{name}[{}]", i + 1) } else { name.clone() };
-                instructions.push(BenchInstruction { name: iname, text, plan, span: instr.span });
+                // The values written inside this instruction (they were read in order).
+                let inside = read.iter().take_while(|v| v.span.end <= instr.span.end).count();
+                let values = read.drain(..inside).collect();
+                instructions.push(BenchInstruction { name: iname, text, plan, values, span: instr.span });
             }
             let span = start.to(self.tokens[self.pos.saturating_sub(1)].span);
             out.push(Benchmark { name, repeat, expect, allow, instructions, span });

@@ -2,10 +2,11 @@
 //! of every benchmark, hot and (optionally) cold.
 //!
 //! **Hot.** The data file is read once (so it is in the page cache), every instruction runs
-//! `warmup` times untimed — mutations inside a transaction that is then rolled back, so the
-//! data the timed runs see is the data `initialize` made — and then the `repeat` loop runs,
-//! each instruction timed on its own with [`Instant`] (the sample covers `Engine::run` of the
-//! checked plan and dropping its reply).
+//! `warmup` times untimed — mutations rolled back ([`Engine::run_rolled_back`]), so the data
+//! the timed runs see is the data `initialize` made — and then the `repeat` loop runs, each
+//! instruction timed on its own with [`Instant`] (the sample covers `Engine::run` of the
+//! checked plan and dropping its reply; its `index` and `random` parameters are drawn before
+//! the sample starts).
 //!
 //! **Cold.** Before the hot run a copy of the freshly built data file is made. The cold phase
 //! runs on that copy the first `samples` iterations of every benchmark (same `index` and
@@ -18,16 +19,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use espalier_instruction::plan::{PItem, POp, PStep, Plan};
-use espalier_instruction::{ast::Value, BenchValues, Engine, ParamValue, Reply};
-use espalier_schema::{PropertyId, Schema};
+use espalier_instruction::plan::Plan;
+use espalier_instruction::{Engine, ParamValue, Reply};
 use espalier_transaction::{DatabaseOptions, Durability};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{mix, SplitMix};
 use super::sys::{self, DropMethod, Memory};
-use super::{create_dataset, is_nested, key_dictionaries, BuildError, BuildOptions, DatasetStats, Scale, Suite};
+use super::{create_dataset, BuildError, BuildOptions, DatasetStats, Draws, Scale, Suite};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -171,19 +171,22 @@ fn engine_err(context: impl Into<String>) -> impl FnOnce(espalier_instruction::I
     move |e| RunError::Engine { context, reason: e.to_string() }
 }
 
-/// The benchmark's `index` and `random`.
+/// The benchmark's `index` and `random`: the repetition, the generator, and the parameters
+/// standing for them.
 struct Values {
     index: u64,
     rng: SplitMix,
+    params: HashMap<String, ParamValue>,
 }
 
-impl BenchValues for Values {
-    fn index(&self) -> u64 {
-        self.index
+impl Values {
+    fn new(rng: SplitMix) -> Values {
+        Values { index: 0, rng, params: HashMap::new() }
     }
 
-    fn below(&mut self, bound: u64) -> u64 {
-        self.rng.below(bound)
+    /// Draws the values of one run of an instruction.
+    fn fill(&mut self, draws: &Draws) {
+        draws.fill(self.index, &mut self.rng, &mut self.params);
     }
 }
 
@@ -200,126 +203,6 @@ pub fn scaled_repeat(n: u64, f: f64) -> u64 {
     } else {
         (r as u64).min(super::parse::MAX_REPEAT)
     }
-}
-
-/// `plan` with its key bounds fitted to the dataset: `random` on an entry step or entry
-/// operation becomes `random <scaled size>` (keys are "0" … "N-1"), and `random N` used as a
-/// key scales with the collection whose key it is. Number bounds are left alone.
-pub fn bind_plan(plan: &Plan, schema: &Schema, sizes: &HashMap<PropertyId, u64>, scale: Scale) -> Plan {
-    let binder = Binder { schema, sizes, scale };
-    let mut plan = plan.clone();
-    binder.plan(&mut plan);
-    plan
-}
-
-struct Binder<'a> {
-    schema: &'a Schema,
-    sizes: &'a HashMap<PropertyId, u64>,
-    scale: Scale,
-}
-
-impl Binder<'_> {
-    fn plan(&self, plan: &mut Plan) {
-        match plan {
-            Plan::Update { path, items, .. } => {
-                self.steps(path);
-                self.items(items);
-            }
-            Plan::Query(q) => {
-                self.steps(&mut q.path);
-                self.steps(&mut q.select);
-            }
-            Plan::Get { path, .. } => self.steps(path),
-            // Pattern queries take no `index` / `random` values (the checker rejects them).
-            Plan::Match(_) => {}
-            Plan::Command { .. } => {}
-            Plan::Transaction(list) => list.iter_mut().for_each(|p| self.plan(p)),
-        }
-    }
-
-    fn steps(&self, steps: &mut [PStep]) {
-        for s in steps {
-            if let PStep::Entry { property, key: Some(k), .. } = s {
-                self.entry_key(*property, k);
-            }
-        }
-    }
-
-    fn items(&self, items: &mut [PItem]) {
-        for it in items {
-            match &mut it.op {
-                POp::SetReference(v) => self.reference_key(it.property, v),
-                POp::Group(is) | POp::SwitchState { items: is, .. } | POp::UpdateState { items: is, .. } => {
-                    self.items(is)
-                }
-                POp::AddEntry { key, items } | POp::UpdateEntry { key, items } => {
-                    self.entry_key(it.property, key);
-                    self.items(items);
-                }
-                POp::RemoveEntry { key } => self.entry_key(it.property, key),
-                POp::SetNumber(_) | POp::AddNumber(_) | POp::SetText(_) => {}
-            }
-        }
-    }
-
-    fn scaled_size(&self, collection: PropertyId) -> Option<i64> {
-        let n = *self.sizes.get(&collection).filter(|&&n| n > 0)?;
-        Some(self.scale.apply(n, is_nested(self.schema, collection)) as i64)
-    }
-
-    fn entry_key(&self, collection: PropertyId, v: &mut Value) {
-        if let Value::Random(None) = v {
-            if let Some(n) = self.scaled_size(collection) {
-                *v = Value::Random(Some(n));
-            }
-            return;
-        }
-        self.key_bounds(collection, v);
-    }
-
-    fn reference_key(&self, reference: PropertyId, v: &mut Value) {
-        if let Value::Random(None) = v {
-            let dicts = key_dictionaries(self.schema, reference);
-            if let [d] = dicts.as_slice() {
-                if let Some(n) = self.scaled_size(*d) {
-                    *v = Value::Random(Some(n));
-                }
-            }
-            return;
-        }
-        self.key_bounds(reference, v);
-    }
-
-    fn key_bounds(&self, p: PropertyId, v: &mut Value) {
-        let dicts = key_dictionaries(self.schema, p);
-        let scale = |d: PropertyId, n: &mut i64| {
-            if *n > 0 {
-                *n = self.scale.apply(*n as u64, is_nested(self.schema, d)) as i64;
-            }
-        };
-        match v {
-            Value::Random(Some(n)) => {
-                if let Some(&d) = dicts.first() {
-                    scale(d, n);
-                }
-            }
-            Value::Compound(parts) => {
-                for (part, &d) in parts.iter_mut().zip(&dicts) {
-                    if let Value::Random(Some(n)) = part {
-                        scale(d, n);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A plan that runs `plan` and then fails, so a write transaction rolls back: the warm-up of
-/// a mutation leaves no trace. (No command can have this name: names come from the schema
-/// notation, which has no NUL.)
-fn rolled_back(plan: &Plan) -> Plan {
-    Plan::Transaction(vec![plan.clone(), Plan::Command { name: "\0warm-up rollback".into(), args: Vec::new() }])
 }
 
 fn bar(show: bool, len: u64, prefix: String) -> ProgressBar {
@@ -339,7 +222,8 @@ fn bar(show: bool, len: u64, prefix: String) -> ProgressBar {
 /// One benchmark ready to run.
 struct Prepared<'s> {
     bench: &'s super::Benchmark,
-    plans: Vec<Plan>,
+    /// The checked plans, with how their `index` and `random` values are drawn.
+    plans: Vec<(&'s Plan, Draws)>,
     repeat: u64,
 }
 
@@ -366,17 +250,17 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     let fitted = super::fit_benchmarks(suite, opts.scale, opts.repeat_scale, &opts.only)
         .map_err(|e| RunError::Options(format!("{}: {e}", suite.name)))?;
     let notes: Vec<String> = fitted.iter().filter_map(|f| f.note.clone()).collect();
-    let prepared: Vec<Prepared<'_>> = suite
-        .benchmarks
-        .iter()
-        .filter(|b| opts.only.is_empty() || opts.only.contains(&b.name))
-        .zip(&fitted)
-        .map(|(bench, fit)| Prepared {
-            bench,
-            plans: bench.instructions.iter().map(|i| bind_plan(&i.plan, &suite.schema, &sizes, opts.scale)).collect(),
-            repeat: fit.repeat,
-        })
-        .collect();
+    let mut prepared: Vec<Prepared<'_>> = Vec::new();
+    let chosen = suite.benchmarks.iter().filter(|b| opts.only.is_empty() || opts.only.contains(&b.name));
+    for (bench, fit) in chosen.zip(&fitted) {
+        let mut plans = Vec::with_capacity(bench.instructions.len());
+        for i in &bench.instructions {
+            let d = super::draws(&i.plan, &i.values, &suite.schema, &sizes, opts.scale)
+                .map_err(|(_, m)| RunError::Options(format!("{}: {}: {m}", suite.name, i.name)))?;
+            plans.push((&i.plan, d));
+        }
+        prepared.push(Prepared { bench, plans, repeat: fit.repeat });
+    }
 
     let mut tmp = tempfile::Builder::new();
     tmp.prefix("espalier-bench-");
@@ -492,16 +376,15 @@ pub fn benchmark_rng(seed: u64, bench: &str) -> SplitMix {
 }
 
 fn warm_up(engine: &Engine, p: &Prepared<'_>, opts: &RunOptions) -> Result<(), RunError> {
-    let params: HashMap<String, ParamValue> = HashMap::new();
     // A separate stream: the timed runs draw the same values with or without warm-up.
-    let mut values = Values { index: 0, rng: SplitMix::new(seed_of(opts.seed, &p.bench.name) ^ 0x5741_524d) };
-    let wrapped: Vec<Plan> =
-        p.plans.iter().map(|plan| if plan.is_read_only() { plan.clone() } else { rolled_back(plan) }).collect();
+    let mut values = Values::new(SplitMix::new(seed_of(opts.seed, &p.bench.name) ^ 0x5741_524d));
     for i in 0..opts.warmup.min(p.repeat) {
         values.index = i;
-        for plan in &wrapped {
-            // Outcomes do not matter here: a warm-up mutation always fails by design.
-            let _ = engine.run(plan, &params, Some(&mut values));
+        for (plan, draws) in &p.plans {
+            values.fill(draws);
+            // Outcomes do not matter here; mutations are rolled back, so the timed runs see
+            // the data `initialize` made.
+            let _ = engine.run_rolled_back(plan, &values.params);
         }
     }
     Ok(())
@@ -528,10 +411,9 @@ fn timed(
     engine: &Engine,
     plan: &Plan,
     params: &HashMap<String, ParamValue>,
-    values: &mut Values,
 ) -> (Duration, Result<Option<u64>, &'static str>) {
     let start = Instant::now();
-    let reply = engine.run(plan, params, Some(values));
+    let reply = engine.run(plan, params, None);
     let outcome = match &reply {
         Ok(Reply::Query(q)) => Ok(Some(q.total)),
         Ok(_) => Ok(None),
@@ -542,13 +424,13 @@ fn timed(
 }
 
 fn measure_hot(engine: &Engine, p: &Prepared<'_>, seed: u64, pb: &ProgressBar) -> Vec<InstructionRun> {
-    let params = HashMap::new();
-    let mut values = Values { index: 0, rng: benchmark_rng(seed, &p.bench.name) };
+    let mut values = Values::new(benchmark_rng(seed, &p.bench.name));
     let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Hot, p.repeat)).collect();
     for i in 0..p.repeat {
         values.index = i;
-        for (plan, run) in p.plans.iter().zip(runs.iter_mut()) {
-            let (elapsed, outcome) = timed(engine, plan, &params, &mut values);
+        for ((plan, draws), run) in p.plans.iter().zip(runs.iter_mut()) {
+            values.fill(draws);
+            let (elapsed, outcome) = timed(engine, plan, &values.params);
             record(run, elapsed, outcome);
         }
         if i % 64 == 63 || i + 1 == p.repeat {
@@ -568,15 +450,15 @@ fn measure_cold(
     samples: u64,
     pb: &ProgressBar,
 ) -> Result<(Vec<InstructionRun>, Option<(DropMethod, Option<f64>)>), RunError> {
-    let params = HashMap::new();
     let n = p.repeat.min(samples);
-    let mut values = Values { index: 0, rng: benchmark_rng(seed, &p.bench.name) };
+    let mut values = Values::new(benchmark_rng(seed, &p.bench.name));
     let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Cold, n)).collect();
     let data_file = dir.join("data.mdb");
     let mut method = None;
     for i in 0..n {
         values.index = i;
-        for (plan, run) in p.plans.iter().zip(runs.iter_mut()) {
+        for ((plan, draws), run) in p.plans.iter().zip(runs.iter_mut()) {
+            values.fill(draws);
             if let Some(e) = engine.take() {
                 e.database()
                     .store()
@@ -589,7 +471,7 @@ fn measure_cold(
                 method = Some((dropped, sys::cached_fraction(&data_file)));
             }
             let e = Engine::open(dir, db_options.clone()).map_err(engine_err("reopening the database"))?;
-            let (elapsed, outcome) = timed(&e, plan, &params, &mut values);
+            let (elapsed, outcome) = timed(&e, plan, &values.params);
             record(run, elapsed, outcome);
             *engine = Some(e);
             pb.inc(1);

@@ -189,7 +189,7 @@ const MAX_CACHED: usize = 100_000;
 pub(crate) fn run_match(
     graph: Graph<'_>,
     plan: &MatchPlan,
-    b: &mut Bindings<'_, '_>,
+    b: &mut Bindings<'_>,
 ) -> std::result::Result<QueryResult, InstructionError> {
     let exec = Exec::new(graph, plan, b)?;
     let mut acc = Accumulator::new(plan);
@@ -219,7 +219,7 @@ pub(crate) struct Matcher<'g, 'p> {
 }
 
 impl<'g, 'p> Matcher<'g, 'p> {
-    pub(crate) fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b, '_>) -> Result<Self> {
+    pub(crate) fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b>) -> Result<Self> {
         Ok(Matcher { exec: Exec::new(graph, plan, b)? })
     }
 
@@ -263,7 +263,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
 
 impl<'g, 'p> Exec<'g, 'p> {
     /// An executor for `plan`, its literals and parameters resolved.
-    fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b, '_>) -> Result<Self> {
+    fn new<'b: 'p>(graph: Graph<'g>, plan: &'p MatchPlan, b: &mut Bindings<'b>) -> Result<Self> {
         let mut lits = Vec::with_capacity(plan.values.len());
         for (v, kind) in &plan.values {
             lits.push(match kind {
