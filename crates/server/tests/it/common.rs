@@ -126,3 +126,16 @@ pub async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 pub fn params(pairs: &[(&str, &str)]) -> Option<espalier_protocol::Params> {
     Some(pairs.iter().map(|(k, v)| (k.to_string(), espalier_protocol::ParamValue::Text(v.to_string()))).collect())
 }
+
+/// A `kB` line of /proc/self/status, in bytes (the server runs in this process).
+pub fn status_bytes(name: &str) -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}"));
+    let kib: usize = line[name.len()..].trim().trim_end_matches("kB").trim().parse().expect("a number of kB");
+    kib * 1024
+}
+
+/// Anonymous resident memory: the heap, without the database's mapped pages.
+pub fn rss_anon() -> usize {
+    status_bytes("RssAnon:")
+}

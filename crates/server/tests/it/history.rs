@@ -38,13 +38,13 @@ async fn large_texts_do_not_pile_up_in_the_history() {
     let server = start_with(|c| limits(c, |l| l.history_bytes = HISTORY_BYTES)).await;
     let client = server.client().await;
     let first = client.status().await.unwrap().version.unwrap();
-    let before = crate::memory::rss_anon();
+    let before = rss_anon();
     for i in 0..UPDATES {
         let text = char::from(b'a' + (i % 26) as u8).to_string().repeat(TEXT);
         client.execute(&format!("update . 'Clients' : \"c1\" ( 'Name' -> text \"{text}\" )"), None).await.unwrap();
     }
     let last = client.status().await.unwrap().version.unwrap();
-    let grown = crate::memory::rss_anon().saturating_sub(before);
+    let grown = rss_anon().saturating_sub(before);
     eprintln!("{UPDATES} updates of a {TEXT}-byte text: anonymous RSS grew by {:.1} MiB", grown as f64 / 1048576.0);
     // Not asserted: the allocator keeps some of what the requests used (about as much grew
     // with no history at all); the history's own bytes are, below.

@@ -10,7 +10,6 @@ mod frames;
 mod history;
 mod http;
 mod limits;
-mod memory;
 mod operations;
 mod requests;
 mod shutdown;
