@@ -1131,8 +1131,20 @@ impl KeyIndexWriter {
 
     /// Publishes the writer's version: the returned `Arc` never changes.
     pub fn publish(&mut self) -> Arc<KeyIndex> {
+        Arc::new(self.publish_version())
+    }
+
+    /// [`KeyIndexWriter::publish`] without the `Arc` (the root is shared either way).
+    pub fn publish_version(&mut self) -> KeyIndex {
         self.current.version += 1;
-        Arc::new(self.current.clone())
+        self.current.clone()
+    }
+
+    /// Makes `version` (a savepoint: an earlier [`KeyIndexWriter::current`] cloned, or a
+    /// published version) the writer's version again, undoing every change since. Constant
+    /// time: the nodes are shared.
+    pub fn rollback_to(&mut self, version: &KeyIndex) {
+        self.current = version.clone();
     }
 }
 

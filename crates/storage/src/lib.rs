@@ -13,6 +13,7 @@ mod undo;
 /// The new storage engine's structures (`docs/storage.md`); nothing uses them yet.
 pub mod key_index;
 pub mod table;
+pub mod tables;
 
 pub use lock::{DirLock, HeldBy, Holder, LockError, LOCK_FILE};
 pub use store::{Durability, Prefix, ReadTxn, Reader, Savepoint, Scan, Store, StoreOptions, WriteTxn};

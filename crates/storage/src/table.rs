@@ -579,6 +579,17 @@ fn bitmap_word(page: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(page[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
 }
 
+/// A row that recovery cannot put where the log says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    /// Row 0 means "no row"; rows above [`MAX_ROW`] do not exist.
+    #[error("row {row} is out of range")]
+    OutOfRange { row: u32 },
+    /// The bytes are not one row wide.
+    #[error("row {row} given {len} bytes; the table's rows are {width} bytes")]
+    Width { row: u32, len: usize, width: usize },
+}
+
 /// The one writer of a table: its private version, and the rows waiting to be reused.
 pub struct TableWriter {
     current: TableVersion,
@@ -586,6 +597,28 @@ pub struct TableWriter {
     free: Vec<u32>,
     /// Rows freed while version `.0` was the last published one, oldest first.
     pending: Vec<(u64, Vec<u32>)>,
+    /// How to undo the changes to `free` and `pending` since the last publish, newest last:
+    /// a savepoint rolls back by restoring its version and undoing these down to its mark.
+    undo: Vec<FreeUndo>,
+}
+
+/// One change to a writer's free rows, as its undo.
+#[derive(Debug, Clone, Copy)]
+enum FreeUndo {
+    /// `insert` took this row from `free`: put it back.
+    Took(u32),
+    /// `free` pushed a row on `free` (before the first publish): pop it.
+    Freed,
+    /// `free` pushed a row on the last `pending` list: pop it (and the list, if it was new).
+    Pending { new_list: bool },
+}
+
+/// Where [`TableWriter::rollback_to`] returns a table to: its version then (sharing every
+/// page) and how much of the free-row undo journal existed.
+#[derive(Debug, Clone)]
+pub struct TableSavepoint {
+    version: TableVersion,
+    undo: usize,
 }
 
 impl fmt::Debug for TableWriter {
@@ -601,7 +634,94 @@ impl fmt::Debug for TableWriter {
 impl TableWriter {
     /// An empty table of rows `width` bytes wide (see [`Layout::new`] for the bounds).
     pub fn new(width: usize) -> TableWriter {
-        TableWriter { current: TableVersion::empty(Layout::new(width)), free: Vec::new(), pending: Vec::new() }
+        TableWriter {
+            current: TableVersion::empty(Layout::new(width)),
+            free: Vec::new(),
+            pending: Vec::new(),
+            undo: Vec::new(),
+        }
+    }
+
+    /// A point to roll back to: constant time (the version's directory root is shared, so the
+    /// first later write to each page copies it once).
+    pub fn savepoint(&self) -> TableSavepoint {
+        TableSavepoint { version: self.current.clone(), undo: self.undo.len() }
+    }
+
+    /// Undoes every insert, write and free since `sp` (taken since the last publish).
+    pub fn rollback_to(&mut self, sp: &TableSavepoint) {
+        debug_assert!(sp.undo <= self.undo.len(), "savepoint from before the last publish");
+        while self.undo.len() > sp.undo {
+            match self.undo.pop() {
+                Some(FreeUndo::Took(row)) => self.free.push(row),
+                Some(FreeUndo::Freed) => {
+                    self.free.pop();
+                }
+                Some(FreeUndo::Pending { new_list }) => {
+                    if new_list {
+                        self.pending.pop();
+                    } else if let Some((_, rows)) = self.pending.last_mut() {
+                        rows.pop();
+                    }
+                }
+                None => break,
+            }
+        }
+        self.current = sp.version.clone();
+    }
+
+    /// Undoes everything since the last publish: the writer's version becomes `published`
+    /// (the version the last [`TableWriter::publish`] or [`TableWriter::publish_version`]
+    /// returned).
+    pub fn rollback_to_published(&mut self, published: &TableVersion) {
+        let sp = TableSavepoint { version: published.clone(), undo: 0 };
+        self.rollback_to(&sp);
+    }
+
+    /// Recovery: makes `row` live holding `bytes` (a row of the table's width), whether it is
+    /// live or not, extending the table to it. Free rows are not kept while replaying: call
+    /// [`TableWriter::rebuild_free`] when done.
+    pub fn put_at(&mut self, row: u32, bytes: &[u8]) -> Result<(), RowError> {
+        if row == 0 || row > MAX_ROW {
+            return Err(RowError::OutOfRange { row });
+        }
+        if bytes.len() != self.current.width() {
+            return Err(RowError::Width { row, len: bytes.len(), width: self.current.width() });
+        }
+        if row >= self.current.end {
+            self.current.end = row + 1;
+        }
+        let layout = self.current.layout;
+        let (page, slot) = self.slot_mut(row);
+        let was_live = page[slot >> 3] & (1 << (slot & 7)) != 0;
+        page[slot >> 3] |= 1 << (slot & 7);
+        let start = layout.bitmap_bytes() + slot * layout.width();
+        page[start..start + layout.width()].copy_from_slice(bytes);
+        if !was_live {
+            self.current.live += 1;
+        }
+        Ok(())
+    }
+
+    /// Recovery: makes `row` not live (zeroed), if it is.
+    pub fn clear_at(&mut self, row: u32) {
+        if !self.current.is_live(row) {
+            return;
+        }
+        let layout = self.current.layout;
+        let (page, slot) = self.slot_mut(row);
+        page[slot >> 3] &= !(1 << (slot & 7));
+        let start = layout.bitmap_bytes() + slot * layout.width();
+        page[start..start + layout.width()].fill(0);
+        self.current.live -= 1;
+    }
+
+    /// Recovery: every row below the end that is not live becomes free (nothing can see them:
+    /// no snapshot exists yet).
+    pub fn rebuild_free(&mut self) {
+        self.free = (1..self.current.end).rev().filter(|&r| !self.current.is_live(r)).collect();
+        self.pending.clear();
+        self.undo.clear();
     }
 
     /// The writer's version as it is now (not published): what its own reads see.
@@ -627,7 +747,10 @@ impl TableWriter {
     /// a batch writes, as it does for memory).
     pub fn insert(&mut self) -> u32 {
         let row = match self.free.pop() {
-            Some(row) => row,
+            Some(row) => {
+                self.undo.push(FreeUndo::Took(row));
+                row
+            }
             None => {
                 let row = self.current.end;
                 assert!(row <= MAX_ROW, "a table holds at most {MAX_ROW} rows");
@@ -687,11 +810,18 @@ impl TableWriter {
         let seen_until = self.current.version;
         if seen_until == 0 {
             self.free.push(row);
+            self.undo.push(FreeUndo::Freed);
             return true;
         }
         match self.pending.last_mut() {
-            Some((v, rows)) if *v == seen_until => rows.push(row),
-            _ => self.pending.push((seen_until, vec![row])),
+            Some((v, rows)) if *v == seen_until => {
+                rows.push(row);
+                self.undo.push(FreeUndo::Pending { new_list: false });
+            }
+            _ => {
+                self.pending.push((seen_until, vec![row]));
+                self.undo.push(FreeUndo::Pending { new_list: true });
+            }
         }
         true
     }
@@ -701,6 +831,8 @@ impl TableWriter {
     /// `v` was the last published one are reused once `oldest > v` (rows freed before the
     /// first publish at once: nobody can have seen them).
     pub fn release_before(&mut self, oldest: u64) {
+        // Inside a batch the rows it freed stay pending: a rollback may still take them back.
+        let oldest = if self.undo.is_empty() { oldest } else { oldest.min(self.current.version) };
         let ready = self.pending.iter().take_while(|(v, _)| *v < oldest).count();
         if ready == 0 {
             return;
@@ -720,8 +852,15 @@ impl TableWriter {
     /// Publishes the writer's version: the returned `Arc` never changes. The writer goes on
     /// with the next version, sharing every page until it writes it.
     pub fn publish(&mut self) -> Arc<TableVersion> {
+        Arc::new(self.publish_version())
+    }
+
+    /// [`TableWriter::publish`] without the `Arc`, for a caller that keeps many tables'
+    /// versions in one shared value.
+    pub fn publish_version(&mut self) -> TableVersion {
         self.current.version += 1;
-        Arc::new(self.current.clone())
+        self.undo.clear();
+        self.current.clone()
     }
 
     /// The page and slot of `row` for writing: the page and the directory nodes above it are

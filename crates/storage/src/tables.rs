@@ -1,0 +1,519 @@
+//! The database on tables (`docs/storage.md`): a table per node type, key indexes, the string
+//! table and meta values, changed by one [`Writer`] and read through immutable [`Snapshot`]s;
+//! durable through the redo log.
+//!
+//! This layer does not know the schema: the layer above gives the [`Shape`] (how many tables,
+//! their row widths, how many key indexes) and an opaque catalog (the schema text), which the
+//! manifest keeps so that the layer above can compute the same shape when it opens.
+//!
+//! # Directory
+//!
+//! - `manifest`: magic, format, the shape, the catalog; crc32c. Written once at create (a
+//!   temporary file, fsynced, renamed, the directory fsynced).
+//! - `lock`: the directory lock ([`DirLock`]).
+//! - `log/`: the redo log ([`crate::log`]); every commit since create. Recovery replays it.
+//!
+//! Checkpoints (tables written to files, the log before them dropped) are the next step of
+//! `docs/storage.md`'s plan; until then open replays the whole log.
+
+mod blobs;
+pub mod redo;
+mod strings;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::key_index::{KeyIndex, KeyIndexWriter};
+use crate::log::{LogError, LogOptions, LogReader, LogWriter, Tail};
+use crate::table::{RowError, TableVersion, TableWriter, MAX_ROW_WIDTH};
+use crate::{DirLock, Durability, Holder, LockError};
+
+pub use redo::DecodeError;
+pub use strings::{StringError, StringsVersion};
+pub use writer::{Savepoint, Writer};
+
+/// The manifest's file name in the database directory.
+pub const MANIFEST: &str = "manifest";
+const MAGIC: &[u8; 8] = b"ESPTAB01";
+/// Longest catalog kept in the manifest.
+pub const MAX_CATALOG: usize = 16 << 20;
+/// Most tables and key indexes a shape may have.
+pub const MAX_STRUCTURES: usize = 1 << 20;
+
+/// What the layer above stores: the row width of each table (0 for a number that has no
+/// table), and the number of key indexes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Shape {
+    /// Row width of table `i` in bytes (0: no table).
+    pub tables: Vec<u32>,
+    /// Key indexes `0..indexes`.
+    pub indexes: u32,
+}
+
+/// Read access to one version: a [`Snapshot`] or the [`Writer`]'s own (which sees its writes).
+pub trait Read {
+    /// Table `table`'s version (`None` for a number that is not a table).
+    fn table(&self, table: u32) -> Option<&TableVersion>;
+    /// Key index `index`.
+    fn index(&self, index: u32) -> Option<&KeyIndex>;
+    /// The bytes of string `id` (empty for 0), `None` if it is not stored.
+    fn string(&self, id: u64) -> Option<&[u8]>;
+    /// How many slots hold string `id`.
+    fn string_count(&self, id: u64) -> Option<u64>;
+    /// Meta value `name`.
+    fn meta(&self, name: &[u8]) -> Option<&[u8]>;
+    /// The layer above's version of the last commit seen.
+    fn version(&self) -> u64;
+
+    /// Row `row` of table `table`, if live.
+    #[inline]
+    fn row(&self, table: u32, row: u32) -> Option<&[u8]> {
+        self.table(table)?.row(row)
+    }
+}
+
+/// One published version: never changes, however the writer goes on.
+#[derive(Debug)]
+pub struct Snapshot {
+    tables: Vec<TableVersion>,
+    indexes: Vec<KeyIndex>,
+    strings: StringsVersion,
+    meta: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
+    version: u64,
+    /// Publishes before and including this one (row reuse waits for the oldest held).
+    publish: u64,
+}
+
+impl Read for Snapshot {
+    #[inline]
+    fn table(&self, table: u32) -> Option<&TableVersion> {
+        self.tables.get(table as usize)
+    }
+
+    #[inline]
+    fn index(&self, index: u32) -> Option<&KeyIndex> {
+        self.indexes.get(index as usize)
+    }
+
+    fn string(&self, id: u64) -> Option<&[u8]> {
+        self.strings.get(id)
+    }
+
+    fn string_count(&self, id: u64) -> Option<u64> {
+        self.strings.count(id)
+    }
+
+    fn meta(&self, name: &[u8]) -> Option<&[u8]> {
+        self.meta.get(name).map(Vec::as_slice)
+    }
+
+    fn version(&self) -> u64 {
+        self.version
+    }
+}
+
+impl Snapshot {
+    /// The string table (for checks: every string with its count).
+    pub fn strings(&self) -> &StringsVersion {
+        &self.strings
+    }
+
+    /// Bytes the data would take on disk: rows, key index nodes, strings.
+    pub fn disk_bytes(&self) -> u64 {
+        self.tables.iter().map(TableVersion::disk_bytes).sum::<u64>()
+            + self.indexes.iter().map(KeyIndex::disk_bytes).sum::<u64>()
+            + self.strings.disk_bytes()
+    }
+}
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    /// The directory holds no database (no manifest).
+    #[error("{} is not an Espalier database directory (no {MANIFEST}); run `espalier init` first", .0.display())]
+    NotADatabase(PathBuf),
+    /// A database is already there.
+    #[error("{} already holds a database", .0.display())]
+    Exists(PathBuf),
+    /// The manifest does not verify or is of another format.
+    #[error("the manifest {} is damaged or of another format: {why}", .path.display())]
+    Manifest { path: PathBuf, why: String },
+    /// The shape the layer above computed differs from the one the database was made with.
+    #[error("the database's tables ({stored}) differ from the schema's ({given})")]
+    ShapeMismatch { stored: String, given: String },
+    /// A shape out of bounds.
+    #[error("invalid shape: {0}")]
+    Shape(String),
+    /// The log is damaged before its end: recovery stops rather than serve a guess.
+    #[error("the log is damaged at {} offset {offset} after version {version}, and valid records follow (from version {resumes_at}): the database is not opened; `espalier check` reports it", .segment.display())]
+    Corrupt { segment: PathBuf, offset: u64, version: u64, resumes_at: u64 },
+    /// A committed operation that cannot be replayed.
+    #[error("log record of version {log_version} cannot be replayed: {why}")]
+    Replay { log_version: u64, why: String },
+    /// The directory lock.
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    /// The log (I/O, full disk, a failed fsync).
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// A file other than the log.
+    #[error("I/O error on {}: {source}", .path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// An earlier log failure stopped writes; reopen the database.
+    #[error("writes are stopped by an earlier failure: {reason}; reopen the database to recover")]
+    Poisoned { reason: String },
+    /// Bad arguments from the layer above.
+    #[error("no table {table}")]
+    NoTable { table: u32 },
+    #[error("no key index {index}")]
+    NoIndex { index: u32 },
+    #[error("row {row} of table {table} is not live")]
+    NoRow { table: u32, row: u32 },
+    #[error("table {table} has rows of {width} bytes, given {len}")]
+    Width { table: u32, len: usize, width: usize },
+    #[error("table {table} is full")]
+    TableFull { table: u32 },
+    #[error("a key of {len} bytes is over the key index's limit")]
+    KeyTooLong { len: usize },
+    #[error(transparent)]
+    String(#[from] StringError),
+}
+
+impl From<RowError> for TablesError {
+    fn from(e: RowError) -> Self {
+        TablesError::Shape(e.to_string())
+    }
+}
+
+/// How a database is opened.
+#[derive(Debug, Clone)]
+pub struct TablesOptions {
+    /// When a commit is durable.
+    pub durability: Durability,
+    /// Who holds the directory lock.
+    pub holder: Holder,
+    /// Log segment size.
+    pub segment_size: u64,
+}
+
+impl Default for TablesOptions {
+    fn default() -> Self {
+        TablesOptions { durability: Durability::Sync, holder: Holder::Process, segment_size: 64 << 20 }
+    }
+}
+
+/// What recovery found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// Commits replayed.
+    pub commits: u64,
+    /// Bytes of log read.
+    pub log_bytes: u64,
+    /// A torn last write was cut at (segment, offset).
+    pub torn: Option<(PathBuf, u64)>,
+}
+
+/// An open database on tables: the lock, the writer, the published version.
+pub struct Tables {
+    dir: PathBuf,
+    lock: DirLock,
+    writer: Mutex<Writer>,
+    slot: Arc<Mutex<Arc<Snapshot>>>,
+    catalog: Vec<u8>,
+    recovered: Recovered,
+}
+
+impl std::fmt::Debug for Tables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tables").field("dir", &self.dir).finish()
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TablesError + '_ {
+    move |source| TablesError::Io { path: path.to_path_buf(), source }
+}
+
+fn check_shape(shape: &Shape) -> Result<(), TablesError> {
+    if shape.tables.len() > MAX_STRUCTURES || shape.indexes as usize > MAX_STRUCTURES {
+        return Err(TablesError::Shape(format!(
+            "{} tables and {} key indexes; at most {MAX_STRUCTURES} of each",
+            shape.tables.len(),
+            shape.indexes
+        )));
+    }
+    if let Some(w) = shape.tables.iter().find(|&&w| w as usize > MAX_ROW_WIDTH) {
+        return Err(TablesError::Shape(format!("a row of {w} bytes is wider than {MAX_ROW_WIDTH}")));
+    }
+    Ok(())
+}
+
+fn encode_manifest(shape: &Shape, catalog: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(32 + shape.tables.len() * 4 + catalog.len());
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&(shape.tables.len() as u32).to_le_bytes());
+    for w in &shape.tables {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    b.extend_from_slice(&shape.indexes.to_le_bytes());
+    b.extend_from_slice(&(catalog.len() as u64).to_le_bytes());
+    b.extend_from_slice(catalog);
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn decode_manifest(path: &Path, b: &[u8]) -> Result<(Shape, Vec<u8>), TablesError> {
+    let bad = |why: &str| TablesError::Manifest { path: path.to_path_buf(), why: why.to_string() };
+    let (body, crc) = b.split_at_checked(b.len().saturating_sub(4)).ok_or_else(|| bad("too short"))?;
+    if b.len() < 4 + MAGIC.len() || crc32c::crc32c(body).to_le_bytes() != crc {
+        return Err(bad("checksum mismatch"));
+    }
+    if &body[..8] != MAGIC {
+        return Err(bad("not a manifest of this format"));
+    }
+    let mut at = 8;
+    let mut take = |n: usize| -> Result<&[u8], TablesError> {
+        let s = body.get(at..at + n).ok_or_else(|| bad("truncated"))?;
+        at += n;
+        Ok(s)
+    };
+    let u32_of = |s: &[u8]| u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+    let n = u32_of(take(4)?) as usize;
+    if n > MAX_STRUCTURES {
+        return Err(bad("too many tables"));
+    }
+    let mut tables = Vec::with_capacity(n);
+    for _ in 0..n {
+        tables.push(u32_of(take(4)?));
+    }
+    let indexes = u32_of(take(4)?);
+    let len = take(8)?;
+    let len = u64::from_le_bytes(len.try_into().map_err(|_| bad("truncated"))?) as usize;
+    if len > MAX_CATALOG {
+        return Err(bad("catalog too large"));
+    }
+    let catalog = take(len)?.to_vec();
+    Ok((Shape { tables, indexes }, catalog))
+}
+
+/// Writes `bytes` to `dir/name` atomically: a temporary file, fsynced, renamed, the directory
+/// fsynced.
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), TablesError> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    Ok(())
+}
+
+fn empty_structures(shape: &Shape) -> (Vec<TableWriter>, Vec<KeyIndexWriter>) {
+    // A number without a table gets a one-byte table nobody writes: indexes stay positions.
+    let tables = shape.tables.iter().map(|&w| TableWriter::new((w as usize).max(1))).collect();
+    let indexes = (0..shape.indexes).map(|_| KeyIndexWriter::new()).collect();
+    (tables, indexes)
+}
+
+impl Tables {
+    /// Whether `dir` holds a database on tables.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(MANIFEST).exists()
+    }
+
+    /// Reads the catalog (and shape) from the manifest of the database in `dir`, without
+    /// opening it.
+    pub fn read_manifest(dir: &Path) -> Result<(Shape, Vec<u8>), TablesError> {
+        let path = dir.join(MANIFEST);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TablesError::NotADatabase(dir.to_path_buf()))
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        decode_manifest(&path, &bytes)
+    }
+
+    /// Creates an empty database in `dir` (made if missing) with `shape` and `catalog`.
+    pub fn create(dir: &Path, shape: Shape, catalog: &[u8], options: TablesOptions) -> Result<Tables, TablesError> {
+        check_shape(&shape)?;
+        if catalog.len() > MAX_CATALOG {
+            return Err(TablesError::Shape(format!("a catalog of {} bytes is over {MAX_CATALOG}", catalog.len())));
+        }
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock = DirLock::acquire(dir, options.holder)?;
+        if Tables::exists(dir) {
+            return Err(TablesError::Exists(dir.to_path_buf()));
+        }
+        write_atomic(dir, MANIFEST, &encode_manifest(&shape, catalog))?;
+        Tables::start(dir, lock, shape, catalog.to_vec(), options)
+    }
+
+    /// Opens the database in `dir`, checking that its shape is `shape`; recovers it from the
+    /// log (a torn last write is cut; damage before the end refuses to open).
+    pub fn open(dir: &Path, shape: Shape, options: TablesOptions) -> Result<Tables, TablesError> {
+        check_shape(&shape)?;
+        if !Tables::exists(dir) {
+            return Err(TablesError::NotADatabase(dir.to_path_buf()));
+        }
+        let lock = DirLock::acquire(dir, options.holder)?;
+        let (stored, catalog) = Tables::read_manifest(dir)?;
+        if stored != shape {
+            return Err(TablesError::ShapeMismatch { stored: format!("{stored:?}"), given: format!("{shape:?}") });
+        }
+        Tables::start(dir, lock, shape, catalog, options)
+    }
+
+    fn start(
+        dir: &Path,
+        lock: DirLock,
+        shape: Shape,
+        catalog: Vec<u8>,
+        options: TablesOptions,
+    ) -> Result<Tables, TablesError> {
+        let (mut tables, mut indexes) = empty_structures(&shape);
+        let mut strings = strings::StringsWriter::default();
+        let mut meta = BTreeMap::new();
+        let mut version = 0;
+        let mut reader = LogReader::open(dir, 1)?;
+        let mut commit: Vec<u8> = Vec::new();
+        let mut commits = 0;
+        while let Some(record) = reader.next_record()? {
+            let (flags, ops) = record
+                .payload
+                .split_first()
+                .ok_or(TablesError::Replay { log_version: record.version, why: "empty payload".into() })?;
+            if flags & redo::FIRST != 0 {
+                commit.clear();
+            }
+            commit.extend_from_slice(ops);
+            if flags & redo::LAST != 0 {
+                let mut r =
+                    Replay { tables: &mut tables, indexes: &mut indexes, strings: &mut strings, meta: &mut meta };
+                version = r.apply(&commit).map_err(|why| TablesError::Replay { log_version: record.version, why })?;
+                commit.clear();
+                commits += 1;
+            }
+        }
+        let end = reader.end()?;
+        let torn = match &end.tail {
+            Tail::Clean => None,
+            Tail::Torn { segment, offset } => Some((segment.clone(), *offset)),
+            Tail::Corrupt { segment, offset, version, resumes_at } => {
+                return Err(TablesError::Corrupt {
+                    segment: segment.clone(),
+                    offset: *offset,
+                    version: *version,
+                    resumes_at: *resumes_at,
+                })
+            }
+        };
+        // A commit whose last record is missing was never acknowledged: cut it with the tail.
+        end.cut()?;
+        // Records of a commit whose last record is missing (a crash between two appends of
+        // one large commit) were never acknowledged: `commit` holds them and is dropped; the
+        // next commit's first record tells replay to drop them again on the next open.
+        let next = end.last_version.map_or(1, |v| v + 1);
+        for t in &mut tables {
+            t.rebuild_free();
+        }
+        strings.rebuild_free();
+        let log_options =
+            LogOptions { durability: options.durability, segment_size: options.segment_size, ..LogOptions::default() };
+        let log = LogWriter::open(dir, log_options, next)?;
+        let writer = Writer::new(tables, indexes, strings, meta, version, log);
+        let slot = writer.slot.clone();
+        Ok(Tables {
+            dir: dir.to_path_buf(),
+            lock,
+            writer: Mutex::new(writer),
+            slot,
+            catalog,
+            recovered: Recovered { commits, log_bytes: end.bytes, torn },
+        })
+    }
+
+    /// The database directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory lock (a server records its address in it).
+    pub fn dir_lock(&self) -> &DirLock {
+        &self.lock
+    }
+
+    /// The catalog given at create.
+    pub fn catalog(&self) -> &[u8] {
+        &self.catalog
+    }
+
+    /// What recovery found when this database was opened.
+    pub fn recovered(&self) -> &Recovered {
+        &self.recovered
+    }
+
+    /// The last published version, for reading.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The writer (one at a time).
+    pub fn writer(&self) -> MutexGuard<'_, Writer> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Applies a commit's operations to the structures being recovered.
+struct Replay<'a> {
+    tables: &'a mut Vec<TableWriter>,
+    indexes: &'a mut Vec<KeyIndexWriter>,
+    strings: &'a mut strings::StringsWriter,
+    meta: &'a mut BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Replay<'_> {
+    /// Applies `ops`; returns the commit's version.
+    fn apply(&mut self, ops: &[u8]) -> Result<u64, String> {
+        use redo::Op;
+        let mut read = redo::Ops::new(ops);
+        let mut version = None;
+        for _ in 0..=ops.len() {
+            let Some(op) = read.next_op().map_err(|e| e.to_string())? else {
+                return version.ok_or_else(|| "a commit without its version".to_string());
+            };
+            match op {
+                Op::Put { table, row, bytes } => {
+                    let t = self.tables.get_mut(table as usize).ok_or(format!("no table {table}"))?;
+                    t.put_at(row, bytes).map_err(|e| e.to_string())?;
+                }
+                Op::Free { table, row } => {
+                    self.tables.get_mut(table as usize).ok_or(format!("no table {table}"))?.clear_at(row);
+                }
+                Op::KeyPut { index, owner, row, key } => {
+                    let i = self.indexes.get_mut(index as usize).ok_or(format!("no key index {index}"))?;
+                    i.insert(owner, key, row).map_err(|e| format!("key of {} bytes", e.len))?;
+                }
+                Op::KeyRemove { index, owner, key } => {
+                    self.indexes.get_mut(index as usize).ok_or(format!("no key index {index}"))?.remove(owner, key);
+                }
+                Op::StringStored { id, bytes } => self.strings.put_at(id, 1, bytes).map_err(|e| e.to_string())?,
+                Op::StringCount { id, count } => self.strings.set_count_at(id, count).map_err(|e| e.to_string())?,
+                Op::StringFreed { id } => self.strings.clear_at(id),
+                Op::Meta { name, value } => {
+                    self.meta.insert(name.to_vec(), value.to_vec());
+                }
+                Op::Version(v) => version = Some(v),
+            }
+        }
+        Err("too many operations".into())
+    }
+}
+
+#[cfg(test)]
+mod tests;

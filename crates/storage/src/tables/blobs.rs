@@ -1,0 +1,120 @@
+//! A persistent map from a `u32` id to bytes: the texts of the string table. A 64-way radix
+//! tree whose nodes are shared between versions (`Arc`); a write copies the path to its leaf
+//! where a published version still shares it, so a version handed out never changes.
+
+use std::sync::Arc;
+
+const SHIFT: u32 = 6;
+const FANOUT: usize = 1 << SHIFT;
+
+#[derive(Clone)]
+enum Node {
+    Inner(Vec<Option<Arc<Node>>>),
+    Leaf(Vec<Option<Arc<[u8]>>>),
+}
+
+impl Node {
+    fn new(level: u32) -> Node {
+        if level == 0 {
+            Node::Leaf(vec![None; FANOUT])
+        } else {
+            Node::Inner(vec![None; FANOUT])
+        }
+    }
+}
+
+#[inline]
+fn slot(id: u32, level: u32) -> usize {
+    ((u64::from(id) >> (SHIFT * level)) as usize) & (FANOUT - 1)
+}
+
+/// One version of the map; cloning it is constant time and shares every node.
+#[derive(Clone, Default)]
+pub struct Blobs {
+    root: Option<Arc<Node>>,
+    /// Levels above the leaves.
+    height: u32,
+}
+
+impl std::fmt::Debug for Blobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blobs").field("height", &self.height).finish()
+    }
+}
+
+impl Blobs {
+    /// The bytes under `id`.
+    pub fn get(&self, id: u32) -> Option<&[u8]> {
+        if u64::from(id) >> (SHIFT * (self.height + 1)) != 0 {
+            return None;
+        }
+        let mut node = self.root.as_deref()?;
+        let mut level = self.height;
+        loop {
+            match node {
+                Node::Inner(children) => {
+                    node = children[slot(id, level)].as_deref()?;
+                    level = level.checked_sub(1)?;
+                }
+                Node::Leaf(blobs) => return blobs[slot(id, 0)].as_deref(),
+            }
+        }
+    }
+
+    /// Puts `bytes` under `id` (or removes it with `None`).
+    pub fn set(&mut self, id: u32, bytes: Option<Arc<[u8]>>) {
+        while u64::from(id) >> (SHIFT * (self.height + 1)) != 0 {
+            if let Some(old) = self.root.take() {
+                let mut up = Node::new(self.height + 1);
+                if let Node::Inner(children) = &mut up {
+                    children[0] = Some(old);
+                }
+                self.root = Some(Arc::new(up));
+            }
+            self.height += 1;
+        }
+        let height = self.height;
+        let mut node = Arc::make_mut(self.root.get_or_insert_with(|| Arc::new(Node::new(height))));
+        let mut level = height;
+        loop {
+            match node {
+                Node::Inner(children) => {
+                    let below = level.saturating_sub(1);
+                    node = Arc::make_mut(children[slot(id, level)].get_or_insert_with(|| Arc::new(Node::new(below))));
+                    level = below;
+                }
+                Node::Leaf(blobs) => {
+                    blobs[slot(id, 0)] = bytes;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #[test]
+        fn matches_a_map_and_versions_never_change(ops in proptest::collection::vec((0u32..5000, proptest::option::of(0u8..255)), 0..300)) {
+            let mut blobs = Blobs::default();
+            let mut model: BTreeMap<u32, u8> = BTreeMap::new();
+            let mut kept: Vec<(Blobs, BTreeMap<u32, u8>)> = Vec::new();
+            for (i, (id, v)) in ops.into_iter().enumerate() {
+                blobs.set(id, v.map(|b| Arc::from(vec![b; 3])));
+                match v { Some(b) => { model.insert(id, b); } None => { model.remove(&id); } }
+                if i % 17 == 0 { kept.push((blobs.clone(), model.clone())); }
+            }
+            kept.push((blobs, model));
+            for (version, model) in &kept {
+                for id in 0..5000u32 {
+                    prop_assert_eq!(version.get(id).map(|b| b[0]), model.get(&id).copied());
+                }
+            }
+        }
+    }
+}

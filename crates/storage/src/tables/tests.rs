@@ -1,0 +1,324 @@
+//! The database on tables against a model: random writes, savepoints, rollbacks, commits and
+//! reopenings; every snapshot keeps what it saw, and recovery gives back every commit.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const WIDTHS: [u32; 3] = [16, 40, 0];
+
+fn shape() -> Shape {
+    Shape { tables: WIDTHS.to_vec(), indexes: 2 }
+}
+
+fn options() -> TablesOptions {
+    TablesOptions { durability: Durability::None, segment_size: 1 << 20, ..TablesOptions::default() }
+}
+
+/// What a version holds, read back whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Model {
+    rows: BTreeMap<(u32, u32), Vec<u8>>,
+    keys: BTreeMap<(u32, u32, Vec<u8>), u32>,
+    strings: BTreeMap<u64, (u64, Vec<u8>)>,
+    meta: BTreeMap<Vec<u8>, Vec<u8>>,
+    version: u64,
+}
+
+fn read_all(r: &dyn Read, strings: &StringsVersion) -> Model {
+    let mut m = Model { version: r.version(), ..Model::default() };
+    for (t, w) in WIDTHS.iter().enumerate() {
+        if *w == 0 {
+            continue;
+        }
+        for (row, bytes) in r.table(t as u32).unwrap().rows() {
+            m.rows.insert((t as u32, row), bytes.to_vec());
+        }
+    }
+    for i in 0..2 {
+        for e in r.index(i).unwrap().iter() {
+            m.keys.insert((i, e.owner, e.key.to_vec()), e.row);
+        }
+    }
+    for (id, count, bytes) in strings.iter() {
+        m.strings.insert(id, (count, bytes.to_vec()));
+    }
+    for name in [&b"a"[..], b"b"] {
+        if let Some(v) = r.meta(name) {
+            m.meta.insert(name.to_vec(), v.to_vec());
+        }
+    }
+    m
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Insert(u8, u8),
+    Put(u8, u8, u8),
+    Free(u8, u8),
+    KeyPut(u8, u8, u8),
+    KeyRemove(u8, u8),
+    Acquire(u8),
+    Release(u8),
+    Meta(bool, u8),
+    Savepoint,
+    Rollback,
+    Commit,
+    Abort,
+    Snapshot,
+    Reopen,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..2, any::<u8>()).prop_map(|(t, b)| Step::Insert(t, b)),
+        3 => (0u8..2, any::<u8>(), any::<u8>()).prop_map(|(t, r, b)| Step::Put(t, r, b)),
+        2 => (0u8..2, any::<u8>()).prop_map(|(t, r)| Step::Free(t, r)),
+        3 => (0u8..2, 0u8..4, any::<u8>()).prop_map(|(i, o, k)| Step::KeyPut(i, o, k)),
+        2 => (0u8..2, any::<u8>()).prop_map(|(i, k)| Step::KeyRemove(i, k)),
+        3 => (0u8..6).prop_map(Step::Acquire),
+        2 => any::<u8>().prop_map(Step::Release),
+        1 => (any::<bool>(), any::<u8>()).prop_map(|(n, v)| Step::Meta(n, v)),
+        1 => Just(Step::Savepoint),
+        1 => Just(Step::Rollback),
+        3 => Just(Step::Commit),
+        1 => Just(Step::Abort),
+        1 => Just(Step::Snapshot),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+fn row_bytes(table: u32, b: u8) -> Vec<u8> {
+    vec![b; WIDTHS[table as usize] as usize]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn tables_match_the_model_and_snapshots_never_change(steps in proptest::collection::vec(step(), 1..120)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Tables::create(dir.path(), shape(), b"catalog", options()).unwrap();
+        let mut committed = Model::default();
+        let mut version = 0;
+        let mut savepoints: Vec<(Savepoint, Model)> = Vec::new();
+        let mut kept: Vec<(Arc<Snapshot>, Model)> = Vec::new();
+        let mut live: Vec<(u32, u32)> = Vec::new();
+        for s in steps {
+            let mut w = db.writer();
+            live.retain(|&(t, r)| w.row(t, r).is_some());
+            let rows_of = |t: u32, live: &[(u32, u32)]| live.iter().filter(|(tt, _)| *tt == t).map(|(_, r)| *r).collect::<Vec<_>>();
+            match s {
+                Step::Insert(t, b) => {
+                    let t = u32::from(t);
+                    let row = w.insert(t, &row_bytes(t, b)).unwrap();
+                    live.push((t, row));
+                }
+                Step::Put(t, r, b) => {
+                    let t = u32::from(t);
+                    let rows = rows_of(t, &live);
+                    if let Some(&row) = rows.get(r as usize % rows.len().max(1)) {
+                        if w.row(t, row).is_some() { w.put(t, row, &row_bytes(t, b)).unwrap(); }
+                    }
+                }
+                Step::Free(t, r) => {
+                    let t = u32::from(t);
+                    let rows = rows_of(t, &live);
+                    if let Some(&row) = rows.get(r as usize % rows.len().max(1)) {
+                        w.free(t, row).unwrap();
+                    }
+                }
+                Step::KeyPut(i, o, k) => { w.index_put(u32::from(i), u32::from(o), &[k], u32::from(k) + 1).unwrap(); }
+                Step::KeyRemove(i, k) => { w.index_remove(u32::from(i), u32::from(k % 4), &[k]).unwrap(); }
+                Step::Acquire(n) => { w.acquire(format!("text {n}").as_bytes()).unwrap(); }
+                Step::Release(n) => {
+                    let ids: Vec<u64> = w.strings.current().iter().map(|(id, _, _)| id).collect();
+                    if let Some(&id) = ids.get(n as usize % ids.len().max(1)) { w.release(id).unwrap(); }
+                }
+                Step::Meta(name, v) => { w.set_meta(if name { b"a" } else { b"b" }, &[v]).unwrap(); }
+                Step::Savepoint => {
+                    let m = read_all(&*w, &w.strings.current());
+                    savepoints.push((w.savepoint(), m));
+                }
+                Step::Rollback => {
+                    if let Some((sp, m)) = savepoints.pop() {
+                        w.rollback_to(&sp);
+                        let mut now = read_all(&*w, &w.strings.current());
+                        now.version = m.version;
+                        prop_assert_eq!(now, m);
+                    }
+                }
+                Step::Commit => {
+                    version += 1;
+                    let snap = w.commit(version).unwrap();
+                    committed = read_all(&*snap, snap.strings());
+                    prop_assert_eq!(committed.version, version);
+                    savepoints.clear();
+                }
+                Step::Abort => {
+                    w.abort();
+                    let now = read_all(&*w, &w.strings.current());
+                    prop_assert_eq!(&now, &committed);
+                    savepoints.clear();
+                }
+                Step::Snapshot => {
+                    drop(w);
+                    let snap = db.snapshot();
+                    let m = read_all(&*snap, snap.strings());
+                    prop_assert_eq!(&m, &committed);
+                    kept.push((snap, m));
+                }
+                Step::Reopen => {
+                    drop(w);
+                    drop(db);
+                    kept.clear();
+                    savepoints.clear();
+                    db = Tables::open(dir.path(), shape(), options()).unwrap();
+                    let snap = db.snapshot();
+                    prop_assert_eq!(read_all(&*snap, snap.strings()), committed.clone());
+                }
+            }
+        }
+        for (snap, m) in &kept {
+            prop_assert_eq!(&read_all(&**snap, snap.strings()), m);
+        }
+        db.writer().abort();
+        drop(db);
+        let db = Tables::open(dir.path(), shape(), options()).unwrap();
+        let snap = db.snapshot();
+        prop_assert_eq!(read_all(&*snap, snap.strings()), committed);
+    }
+}
+
+#[test]
+fn the_shape_and_the_catalog_are_kept_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Tables::create(dir.path(), shape(), b"the schema", options()).unwrap());
+    let (stored, catalog) = Tables::read_manifest(dir.path()).unwrap();
+    assert_eq!(stored, shape());
+    assert_eq!(catalog, b"the schema");
+    let other = Shape { tables: vec![16], indexes: 0 };
+    assert!(matches!(Tables::open(dir.path(), other, options()), Err(TablesError::ShapeMismatch { .. })));
+    assert!(matches!(Tables::create(dir.path(), shape(), b"x", options()), Err(TablesError::Exists(_))));
+    let empty = tempfile::tempdir().unwrap();
+    assert!(matches!(Tables::open(empty.path(), shape(), options()), Err(TablesError::NotADatabase(_))));
+}
+
+#[test]
+fn a_second_open_is_refused_by_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+    assert!(matches!(Tables::open(dir.path(), shape(), options()), Err(TablesError::Locked(_))));
+    drop(db);
+    Tables::open(dir.path(), shape(), options()).unwrap();
+}
+
+#[test]
+fn a_damaged_manifest_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Tables::create(dir.path(), shape(), b"catalog", options()).unwrap());
+    let path = dir.path().join(MANIFEST);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let e = Tables::open(dir.path(), shape(), options()).unwrap_err();
+    assert!(matches!(e, TablesError::Manifest { .. }), "{e}");
+}
+
+#[test]
+fn a_commit_larger_than_a_log_record_is_replayed_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = vec![7u8; 9 << 20];
+    {
+        let db =
+            Tables::create(dir.path(), shape(), b"", TablesOptions { segment_size: 64 << 20, ..options() }).unwrap();
+        let mut w = db.writer();
+        let a = w.acquire(&big).unwrap();
+        let mut other = big.clone();
+        other[0] = 8;
+        w.acquire(&other).unwrap();
+        w.commit(1).unwrap();
+        assert_eq!(w.string(a).map(<[u8]>::len), Some(big.len()));
+    }
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(snap.version(), 1);
+    assert_eq!(snap.strings().iter().count(), 2);
+}
+
+#[test]
+fn a_torn_last_write_is_cut_and_the_commits_before_it_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+        let mut w = db.writer();
+        w.insert(0, &[1; 16]).unwrap();
+        w.commit(1).unwrap();
+        w.insert(0, &[2; 16]).unwrap();
+        w.commit(2).unwrap();
+    }
+    // Tear the last record: flip a byte of its payload.
+    let seg = std::fs::read_dir(dir.path().join("log")).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap();
+    bytes[end] ^= 0xFF;
+    std::fs::write(&seg, &bytes).unwrap();
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    assert!(db.recovered().torn.is_some());
+    let snap = db.snapshot();
+    assert_eq!(snap.version(), 1);
+    assert_eq!(snap.table(0).unwrap().len(), 1);
+    // The writer continues after the cut.
+    let mut w = db.writer();
+    w.insert(0, &[3; 16]).unwrap();
+    w.commit(2).unwrap();
+    drop(w);
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    assert_eq!(db.snapshot().table(0).unwrap().len(), 2);
+}
+
+#[test]
+fn a_failed_fsync_fails_the_commit_and_stops_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db =
+        Tables::create(dir.path(), shape(), b"", TablesOptions { durability: Durability::Sync, ..options() }).unwrap();
+    let mut w = db.writer();
+    w.insert(0, &[1; 16]).unwrap();
+    w.commit(1).unwrap();
+    w.log_faults().fail_next_sync();
+    w.insert(0, &[2; 16]).unwrap();
+    let e = w.commit(2).unwrap_err();
+    assert!(matches!(e, TablesError::Log(_)), "{e}");
+    assert!(matches!(w.insert(0, &[3; 16]), Err(TablesError::Poisoned { .. })));
+    assert_eq!(db.snapshot().version(), 1);
+    assert_eq!(w.table(0).unwrap().len(), 1, "the failed commit's writes are undone");
+}
+
+#[test]
+fn rows_are_reused_only_after_the_snapshots_that_saw_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+    let row = {
+        let mut w = db.writer();
+        let row = w.insert(0, &[1; 16]).unwrap();
+        w.commit(1).unwrap();
+        row
+    };
+    let seen = db.snapshot();
+    {
+        let mut w = db.writer();
+        w.free(0, row).unwrap();
+        w.commit(2).unwrap();
+        let again = w.insert(0, &[2; 16]).unwrap();
+        assert_ne!(again, row, "a snapshot still sees row {row}");
+        w.commit(3).unwrap();
+    }
+    assert_eq!(seen.row(0, row), Some(&[1u8; 16][..]));
+    drop(seen);
+    let mut w = db.writer();
+    w.commit(4).unwrap();
+    assert_eq!(w.insert(0, &[3; 16]).unwrap(), row, "reused once nobody sees it");
+}

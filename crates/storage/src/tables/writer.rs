@@ -1,0 +1,346 @@
+//! [`Writer`]: the one writer of a database on tables. Every change goes through it: it applies
+//! the change to its private version of each structure and appends the redo operation; a
+//! commit writes the operations to the log (one append, one `fdatasync` in `sync` mode) and
+//! then publishes the new version as a [`Snapshot`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use crate::key_index::{KeyIndex, KeyIndexWriter};
+use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
+use crate::table::{TableSavepoint, TableVersion, TableWriter, MAX_ROW};
+
+use super::redo::{self, Op, RedoBuf};
+use super::strings::{StringChange, StringsSavepoint, StringsWriter};
+use super::{Read, Snapshot, TablesError};
+
+/// Bytes of operations per log record (the first payload byte says whether the commit ends).
+const CHUNK: usize = MAX_PAYLOAD - 1;
+
+/// Where [`Writer::rollback_to`] returns to: every structure's version then (constant time per
+/// structure: roots are shared) and the length of the redo operations.
+#[derive(Debug, Clone)]
+pub struct Savepoint {
+    tables: Vec<TableSavepoint>,
+    indexes: Vec<KeyIndex>,
+    strings: StringsSavepoint,
+    meta: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
+    redo: usize,
+}
+
+/// The one writer (see the module doc).
+pub struct Writer {
+    pub(super) tables: Vec<TableWriter>,
+    pub(super) indexes: Vec<KeyIndexWriter>,
+    pub(super) strings: StringsWriter,
+    pub(super) meta: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
+    redo: RedoBuf,
+    pub(super) log: LogWriter,
+    /// The last published version (what an abort returns to), and where readers find it.
+    published: Arc<Snapshot>,
+    pub(super) slot: Arc<Mutex<Arc<Snapshot>>>,
+    /// Published versions that readers may still hold, oldest first (rows they can see are
+    /// not reused: [`TableWriter::release_before`]).
+    held: VecDeque<Arc<Snapshot>>,
+    /// Why writing stopped (a failed log write or `fdatasync`); every later write fails.
+    poisoned: Option<String>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("tables", &self.tables.len()).field("indexes", &self.indexes.len()).finish()
+    }
+}
+
+impl Read for Writer {
+    fn table(&self, table: u32) -> Option<&TableVersion> {
+        self.tables.get(table as usize).map(TableWriter::current)
+    }
+
+    fn index(&self, index: u32) -> Option<&KeyIndex> {
+        self.indexes.get(index as usize).map(KeyIndexWriter::current)
+    }
+
+    fn string(&self, id: u64) -> Option<&[u8]> {
+        self.strings.get(id)
+    }
+
+    fn string_count(&self, id: u64) -> Option<u64> {
+        self.strings.count(id)
+    }
+
+    fn meta(&self, name: &[u8]) -> Option<&[u8]> {
+        self.meta.get(name).map(Vec::as_slice)
+    }
+
+    fn version(&self) -> u64 {
+        self.published.version
+    }
+}
+
+impl Writer {
+    /// A writer over recovered structures; publishes them as the first snapshot.
+    pub(super) fn new(
+        mut tables: Vec<TableWriter>,
+        mut indexes: Vec<KeyIndexWriter>,
+        mut strings: StringsWriter,
+        meta: BTreeMap<Vec<u8>, Vec<u8>>,
+        version: u64,
+        log: LogWriter,
+    ) -> Writer {
+        let meta = Arc::new(meta);
+        let first = Arc::new(Snapshot {
+            tables: tables.iter_mut().map(TableWriter::publish_version).collect(),
+            indexes: indexes.iter_mut().map(KeyIndexWriter::publish_version).collect(),
+            strings: strings.publish_version(),
+            meta: meta.clone(),
+            version,
+            publish: 1,
+        });
+        Writer {
+            tables,
+            indexes,
+            strings,
+            meta,
+            redo: RedoBuf::default(),
+            log,
+            published: first.clone(),
+            slot: Arc::new(Mutex::new(first.clone())),
+            held: VecDeque::from([first]),
+            poisoned: None,
+        }
+    }
+
+    fn check(&self) -> Result<(), TablesError> {
+        match &self.poisoned {
+            Some(reason) => Err(TablesError::Poisoned { reason: reason.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn table_mut(&mut self, table: u32) -> Result<&mut TableWriter, TablesError> {
+        self.tables.get_mut(table as usize).ok_or(TablesError::NoTable { table })
+    }
+
+    fn index_mut(&mut self, index: u32) -> Result<&mut KeyIndexWriter, TablesError> {
+        self.indexes.get_mut(index as usize).ok_or(TablesError::NoIndex { index })
+    }
+
+    /// A new row of `table` holding `bytes` (one row wide); returns its row.
+    pub fn insert(&mut self, table: u32, bytes: &[u8]) -> Result<u32, TablesError> {
+        self.check()?;
+        let t = self.table_mut(table)?;
+        if bytes.len() != t.current().width() {
+            return Err(TablesError::Width { table, len: bytes.len(), width: t.current().width() });
+        }
+        if t.current().len() >= MAX_ROW - 1 {
+            return Err(TablesError::TableFull { table });
+        }
+        let row = t.insert_row(bytes);
+        self.redo.push(Op::Put { table, row, bytes });
+        Ok(row)
+    }
+
+    /// Overwrites live row `row` of `table` with `bytes`.
+    pub fn put(&mut self, table: u32, row: u32, bytes: &[u8]) -> Result<(), TablesError> {
+        self.check()?;
+        let t = self.table_mut(table)?;
+        let width = t.current().width();
+        let slot = t.row_mut(row).ok_or(TablesError::NoRow { table, row })?;
+        if bytes.len() != width {
+            return Err(TablesError::Width { table, len: bytes.len(), width });
+        }
+        slot.copy_from_slice(bytes);
+        self.redo.push(Op::Put { table, row, bytes });
+        Ok(())
+    }
+
+    /// Frees row `row` of `table`; false if it was not live.
+    pub fn free(&mut self, table: u32, row: u32) -> Result<bool, TablesError> {
+        self.check()?;
+        let freed = self.table_mut(table)?.free(row);
+        if freed {
+            self.redo.push(Op::Free { table, row });
+        }
+        Ok(freed)
+    }
+
+    /// Puts `row` under `(owner, key)` in key index `index`; returns the row it replaced.
+    pub fn index_put(&mut self, index: u32, owner: u32, key: &[u8], row: u32) -> Result<Option<u32>, TablesError> {
+        self.check()?;
+        let old = self.index_mut(index)?.insert(owner, key, row).map_err(|e| TablesError::KeyTooLong { len: e.len })?;
+        self.redo.push(Op::KeyPut { index, owner, row, key });
+        Ok(old)
+    }
+
+    /// Removes `(owner, key)` from key index `index`; returns the row it held.
+    pub fn index_remove(&mut self, index: u32, owner: u32, key: &[u8]) -> Result<Option<u32>, TablesError> {
+        self.check()?;
+        let old = self.index_mut(index)?.remove(owner, key);
+        if old.is_some() {
+            self.redo.push(Op::KeyRemove { index, owner, key });
+        }
+        Ok(old)
+    }
+
+    /// Takes one more hold on `text` (storing it if new); returns its id (0 for "").
+    pub fn acquire(&mut self, text: &[u8]) -> Result<u64, TablesError> {
+        self.check()?;
+        let (id, change) = self.strings.acquire(text);
+        self.note_string(change, text);
+        Ok(id)
+    }
+
+    /// Lets go of one hold on string `id` (freed when none is left).
+    pub fn release(&mut self, id: u64) -> Result<(), TablesError> {
+        self.check()?;
+        let change = self.strings.release(id)?;
+        self.note_string(change, &[]);
+        Ok(())
+    }
+
+    fn note_string(&mut self, change: Option<StringChange>, text: &[u8]) {
+        match change {
+            Some(StringChange::Stored(id)) => self.redo.push(Op::StringStored { id, bytes: text }),
+            Some(StringChange::Count(id, count)) => self.redo.push(Op::StringCount { id, count }),
+            Some(StringChange::Freed(id)) => self.redo.push(Op::StringFreed { id }),
+            None => {}
+        }
+    }
+
+    /// Sets meta value `name` (the catalog, counters of the layer above).
+    pub fn set_meta(&mut self, name: &[u8], value: &[u8]) -> Result<(), TablesError> {
+        self.check()?;
+        Arc::make_mut(&mut self.meta).insert(name.to_vec(), value.to_vec());
+        self.redo.push(Op::Meta { name, value });
+        Ok(())
+    }
+
+    /// Whether anything was written since the last commit.
+    pub fn is_dirty(&self) -> bool {
+        !self.redo.is_empty()
+    }
+
+    /// Bytes of redo operations since the last commit.
+    pub fn pending_bytes(&self) -> usize {
+        self.redo.len()
+    }
+
+    /// A point to roll back to.
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            tables: self.tables.iter().map(TableWriter::savepoint).collect(),
+            indexes: self.indexes.iter().map(|i| i.current().clone()).collect(),
+            strings: self.strings.savepoint(),
+            meta: self.meta.clone(),
+            redo: self.redo.len(),
+        }
+    }
+
+    /// Undoes every change since `sp`.
+    pub fn rollback_to(&mut self, sp: &Savepoint) {
+        for (t, s) in self.tables.iter_mut().zip(&sp.tables) {
+            t.rollback_to(s);
+        }
+        for (i, s) in self.indexes.iter_mut().zip(&sp.indexes) {
+            i.rollback_to(s);
+        }
+        self.strings.rollback_to(&sp.strings);
+        self.meta = sp.meta.clone();
+        self.redo.truncate(sp.redo);
+    }
+
+    /// Undoes everything since the last commit.
+    pub fn abort(&mut self) {
+        let published = self.published.clone();
+        for (t, v) in self.tables.iter_mut().zip(&published.tables) {
+            t.rollback_to_published(v);
+        }
+        for (i, v) in self.indexes.iter_mut().zip(&published.indexes) {
+            i.rollback_to(v);
+        }
+        self.strings.rollback_to_published(&published.strings);
+        self.meta = published.meta.clone();
+        self.redo.clear();
+    }
+
+    /// Makes everything since the last commit durable (per the log's durability mode) as
+    /// `version` of the layer above, then publishes it. On a log failure the changes are
+    /// undone, the writer is poisoned (every later write fails; reopen to recover) and the
+    /// error returned: a commit never pretends.
+    pub fn commit(&mut self, version: u64) -> Result<Arc<Snapshot>, TablesError> {
+        self.check()?;
+        self.redo.push(Op::Version(version));
+        if let Err(e) = self.append() {
+            self.abort();
+            self.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        self.redo.clear();
+        Ok(self.publish(version))
+    }
+
+    /// Writes the redo operations as log records: chunks of at most [`CHUNK`] bytes, each
+    /// after a byte saying whether the commit ends there; one append per [`MAX_BATCH_BYTES`].
+    fn append(&mut self) -> Result<(), TablesError> {
+        let ops = self.redo.bytes();
+        let chunks: Vec<&[u8]> = ops.chunks(CHUNK).collect();
+        let mut batch = LogBatch::new();
+        let mut payload = Vec::with_capacity(ops.len().min(CHUNK) + 1);
+        for (next, (i, chunk)) in (self.log.next_version()..).zip(chunks.iter().enumerate()) {
+            payload.clear();
+            let first = if i == 0 { redo::FIRST } else { 0 };
+            payload.push(first | if i + 1 == chunks.len() { redo::LAST } else { 0 });
+            payload.extend_from_slice(chunk);
+            if !batch.is_empty() && batch.encoded_len() + payload.len() + 64 > MAX_BATCH_BYTES {
+                self.log.append(&mut batch)?;
+                batch.clear();
+            }
+            batch.push(next, &payload)?;
+        }
+        self.log.append(&mut batch)?;
+        Ok(())
+    }
+
+    fn publish(&mut self, version: u64) -> Arc<Snapshot> {
+        let publish = self.published.publish + 1;
+        let snapshot = Arc::new(Snapshot {
+            tables: self.tables.iter_mut().map(TableWriter::publish_version).collect(),
+            indexes: self.indexes.iter_mut().map(KeyIndexWriter::publish_version).collect(),
+            strings: self.strings.publish_version(),
+            meta: self.meta.clone(),
+            version,
+            publish,
+        });
+        debug_assert!(self.tables.iter().all(|t| t.current().version() == publish), "tables publish together");
+        self.published = snapshot.clone();
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = snapshot.clone();
+        self.held.push_back(snapshot.clone());
+        // Versions only this list holds are gone for readers: rows they alone saw are free.
+        while self.held.len() > 1 && self.held.front().is_some_and(|s| Arc::strong_count(s) == 1) {
+            self.held.pop_front();
+        }
+        let oldest = self.held.front().map_or(publish, |s| s.publish);
+        for t in &mut self.tables {
+            t.release_before(oldest);
+        }
+        self.strings.release_before(oldest);
+        snapshot
+    }
+
+    /// The last published version.
+    pub fn published(&self) -> &Arc<Snapshot> {
+        &self.published
+    }
+
+    /// Why writes stopped, if they did.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    /// Test hook: the log's fault injection.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn log_faults(&self) -> Arc<crate::log::Faults> {
+        self.log.faults()
+    }
+}
