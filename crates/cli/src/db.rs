@@ -16,7 +16,7 @@ pub const DEMO_DATA: &str = include_str!("../../../demo/data.alan");
 
 /// Opens the database at `--db`, with a helpful message if there is none.
 pub fn open(g: &Global) -> Result<Engine, Failure> {
-    if !g.db.join("data.mdb").exists() {
+    if !espalier_transaction::Database::exists(&g.db) {
         return Err(Failure::other(format!(
             "no database at {}; create one with `espalier init --demo` or `espalier init --schema FILE` \
              (or point --db / ESPALIER_DB at an existing one)",
@@ -32,7 +32,7 @@ pub fn open(g: &Global) -> Result<Engine, Failure> {
 
 /// Fails if `path` already holds anything (a database or other files).
 pub fn refuse_existing(path: &Path) -> Result<(), Failure> {
-    if path.join("data.mdb").exists() {
+    if espalier_transaction::Database::exists(path) {
         return Err(Failure::other(format!(
             "{} already holds a database; refusing to overwrite it (remove it or choose another --db)",
             path.display()
@@ -84,7 +84,7 @@ pub fn create_atomically(
         let engine = Engine::create(staging.path(), schema_source, g.options())
             .map_err(|e| Failure::other(format!("creating the database: {e}")))?;
         fill(&engine)?;
-        engine.database().store().sync().map_err(|e| Failure::other(format!("syncing the new database: {e}")))?;
+        engine.database().sync().map_err(|e| Failure::other(format!("syncing the new database: {e}")))?;
     }
     // Checked again: someone may have created it meanwhile.
     refuse_existing(target)?;

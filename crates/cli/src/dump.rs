@@ -150,11 +150,7 @@ pub(crate) fn import_to(g: &Global, target: &Path, path: &Path) -> Result<Import
 /// from where the exported database was and exporting the import gives the same bytes. Only
 /// for a database no one else has open (the import's staging directory).
 fn restore_version(engine: &espalier_instruction::Engine, version: u64) -> Result<(), String> {
-    let store = engine.database().store();
-    let mut txn = store.write().map_err(|e| e.to_string())?;
-    txn.put(espalier_storage::Table::Meta, espalier_data::meta::VERSION, &version.to_le_bytes())
-        .map_err(|e| e.to_string())?;
-    txn.commit().map_err(|e| e.to_string())
+    engine.database().set_version(version).map_err(|e| e.to_string())
 }
 
 /// The `schema` member of a dump, read without reading the data after it (the exporter writes

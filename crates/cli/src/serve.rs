@@ -279,7 +279,7 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
         }),
         ..g.clone()
     };
-    if args.demo && !g.db.join("data.mdb").exists() {
+    if args.demo && !espalier_transaction::Database::exists(&g.db) {
         db::create_atomically(g, &g.db, db::DEMO_SCHEMA, "demo/factory.alan", |engine| {
             db::run_all(engine, db::DEMO_DATA, &Default::default(), |_| {})
         })?;
@@ -299,7 +299,7 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
         let server = Server::bind(engine, config).await.map_err(|e| Failure::other(e.to_string()))?;
         let addr = server.local_addr().map_err(|e| Failure::other(e.to_string()))?;
         // Whoever else opens the database is refused with this address to go to instead.
-        if let Err(e) = opened.database().store().dir_lock().set_holder(Holder::Server { listen: addr }) {
+        if let Err(e) = opened.database().dir_lock().set_holder(Holder::Server { listen: addr }) {
             log::warn("could not record the server's address in the lock file", &[("error", &e)]);
         }
         let handle = server.shutdown_handle();

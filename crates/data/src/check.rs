@@ -1,11 +1,12 @@
 //! `check`: verifies that the stored graph is consistent — the records form one tree under
 //! the root that agrees with the schema, and every derived structure (entry counts, the
-//! Entries and Links tables, string reference counts and the string index) matches the data.
+//! collections' key indexes, the reverse-link key indexes, the schema indexes and the string
+//! counts) matches the data.
 //!
 //! Derived properties are computed again from scratch and compared with their stored values.
 //!
-//! Two passes: a walk from the root that checks every slot, then a scan of every table that
-//! checks each row stands for something the walk reached. Both directions use point lookups,
+//! Two passes: a walk from the root that checks every slot, then a scan of every table and key
+//! index that checks each row stands for something the walk reached. Both directions use point lookups,
 //! so memory is bounded by one map of string id → (count, first holder) (about 40 bytes per
 //! distinct stored string), the recursion depth of the schema, and at most [`MAX_PROBLEMS`]
 //! problem sentences.
@@ -13,12 +14,12 @@
 use std::collections::HashMap;
 
 use espalier_schema::{NodeTypeId, ParentLink, PropertyId, PropertyKind, Storage};
-use espalier_storage::Table;
+use espalier_storage::key_index::KeyIndex;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::graph::Graph;
-use crate::keys::{self, meta, u64_be, u64_le};
-use crate::record::{self, Header, NodeId, NodeRef, HEADER, NO_PARENT, ROOT_ID};
+use crate::keys::{self, meta, u64_be};
+use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
 use crate::{DataError, Result};
 
 /// Problems described in a report; the rest are only counted.
@@ -26,21 +27,19 @@ pub const MAX_PROBLEMS: usize = 1000;
 /// Progress is reported every this many records or table rows.
 pub const PROGRESS_EVERY: u64 = 10_000;
 const MAX_DEPTH: usize = 1024;
-/// Start key of a whole-table scan (LMDB rejects an empty key; no stored key is empty).
-const FIRST: &[u8] = &[0];
 
 /// What `check` saw. The database is consistent when `problems` is empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckReport {
-    /// Rows of the Nodes table.
+    /// Rows of the tables (records).
     pub records: u64,
-    /// Rows of the Entries table.
+    /// Keys of the collections' key indexes (entries).
     pub entries: u64,
-    /// Rows of the Links table.
+    /// Keys of the reverse-link key indexes.
     pub links: u64,
-    /// Rows of the Strings table.
+    /// Stored strings.
     pub strings: u64,
-    /// Rows of the Indexes table.
+    /// Keys of the schema indexes.
     pub index_rows: u64,
     /// One sentence per problem, naming the node path where there is one.
     pub problems: Vec<String>,
@@ -105,7 +104,6 @@ pub fn check(graph: &Graph, progress: &mut dyn FnMut(u64)) -> Result<CheckReport
     c.scan_links()?;
     c.scan_indexes()?;
     c.scan_strings()?;
-    c.scan_string_index()?;
     c.check_meta()?;
     let mut report = std::mem::take(&mut c.report);
     report.problems = std::mem::take(&mut c.problems);
@@ -119,7 +117,7 @@ pub fn check(graph: &Graph, progress: &mut dyn FnMut(u64)) -> Result<CheckReport
 fn soft<T>(r: Result<T>) -> Result<std::result::Result<T, String>> {
     match r {
         Ok(v) => Ok(Ok(v)),
-        Err(DataError::Storage(e)) => Err(DataError::Storage(e)),
+        Err(DataError::Tables(e)) => Err(DataError::Tables(e)),
         Err(DataError::Corrupt(m)) => Ok(Err(m)),
         Err(e) => Ok(Err(e.to_string())),
     }
@@ -139,7 +137,7 @@ fn show_compound(key: &[String]) -> String {
     }
 }
 
-impl Checker<'_, '_> {
+impl<'g> Checker<'g, '_> {
     fn problem(&mut self, sentence: String) {
         if self.problems.len() < MAX_PROBLEMS {
             self.problems.push(sentence);
@@ -190,43 +188,70 @@ impl Checker<'_, '_> {
     }
 
     /// Checks a record reached through a slot whose header fields were already verified,
-    /// then its slots. `key` is the entry key the slot expects, for entries.
+    /// then its slots. `key` is the entry key its collection's key index has, for entries.
     fn record(&mut self, node: NodeRef, rec: &[u8], key: Option<&[u8]>, place: &dyn Fn() -> String) -> Result<()> {
-        let size = self.g.schema.record_size(node.ty) as usize;
-        let stored_key = rec.get(HEADER + size..);
-        match (stored_key, key) {
-            (None, _) => {
-                self.problem(format!(
-                    "{}: record {} is {} bytes, shorter than its type's layout",
-                    place(),
-                    node.id,
-                    rec.len()
-                ));
-                return Ok(());
+        let width = record::row_width(self.g.schema, node.ty);
+        if rec.len() != width {
+            self.problem(format!(
+                "{}: record {} is {} bytes, but its type's rows are {width}",
+                place(),
+                node.id,
+                rec.len()
+            ));
+            return Ok(());
+        }
+        if let Some(want) = key {
+            match self.stored_key(node, rec)? {
+                Ok(k) if k == want => {}
+                Ok(k) => {
+                    self.problem(format!(
+                        "{}: record {} stores key {} but its collection's key index has key {}",
+                        place(),
+                        node.id,
+                        show_key(&k),
+                        show_key(want)
+                    ));
+                    return Ok(());
+                }
+                Err(m) => {
+                    self.problem(format!("{}: record {}: {m}", place(), node.id));
+                    return Ok(());
+                }
             }
-            (Some(k), None) if !k.is_empty() => {
-                self.problem(format!(
-                    "{}: record {} has {} bytes after its layout but is no entry",
-                    place(),
-                    node.id,
-                    k.len()
-                ));
-            }
-            (Some(k), Some(want)) if k != want => {
-                self.problem(format!(
-                    "{}: record {} stores key {} but its Entries row has key {}",
-                    place(),
-                    node.id,
-                    show_key(k),
-                    show_key(want)
-                ));
-                return Ok(());
-            }
-            _ => {}
         }
         self.reached += 1;
         self.tick();
         self.slots(node, rec)
+    }
+
+    /// The key entry `node` (record `rec`) stores, as its collection's key index orders it: a
+    /// dictionary key's text (the string is counted as held), a matrix key's target id.
+    fn stored_key(&mut self, node: NodeRef, rec: &[u8]) -> Result<std::result::Result<Vec<u8>, String>> {
+        let slot = match soft(record::key_slot(self.g.schema, rec))? {
+            Ok(v) => v,
+            Err(m) => return Ok(Err(m)),
+        };
+        match self.g.schema.node_type(node.ty).parent {
+            espalier_schema::ParentLink::DictionaryEntry { property } => {
+                if slot != 0 {
+                    self.strings.entry(slot).or_insert((0, node, property)).0 += 1;
+                }
+                Ok(match self.g.txn.string(slot) {
+                    Some(b) => Ok(b.to_vec()),
+                    None => Err(format!("its key is string {slot}, which is not stored")),
+                })
+            }
+            _ => Ok(Ok(slot.to_be_bytes().to_vec())),
+        }
+    }
+
+    /// Whether the reverse-link key index of `p` has the link `source → target`.
+    fn has_link(&self, target: NodeId, source: NodeId, p: PropertyId) -> bool {
+        self.g
+            .txn
+            .index(keys::links_index(self.g.schema, p))
+            .and_then(|i| i.get(record::row_of(target), &keys::link_key(source)))
+            == Some(record::row_of(source))
     }
 
     /// Checks the slots of logical node `node` (stored in `rec`, the record `node.id`).
@@ -266,7 +291,7 @@ impl Checker<'_, '_> {
                         continue;
                     }
                     if self.link_target(node, p, value, target)? {
-                        if self.g.txn.get(Table::Links, &keys::link(value, node.id, p))?.is_some() {
+                        if self.has_link(value, node.id, p) {
                             self.links_reached += 1;
                         } else {
                             self.problem(format!(
@@ -434,32 +459,26 @@ impl Checker<'_, '_> {
             _ => unreachable!("called for collections"),
         };
         let mut rows = 0u64;
-        let prefix = keys::collection(owner.id, p);
-        for item in self.g.txn.prefix(Table::Entries, &prefix)? {
-            let (k, v) = item?;
+        let entries: Vec<(Vec<u8>, u32)> = match self.g.txn.index(keys::entries_index(p)) {
+            Some(index) => index.entries(record::row_of(owner.id)).map(|e| (e.key.to_vec(), e.row)).collect(),
+            None => {
+                self.problem(format!("{}: the collection has no key index", self.place(owner, p)));
+                return Ok(());
+            }
+        };
+        for (key, row) in entries {
+            let key = &key[..];
             rows += 1;
-            let key = &k[prefix.len()..];
-            let Some(id) = u64_le(v) else {
-                self.problem(format!(
-                    "{}: the Entries row for key {} has a short value",
-                    self.place(owner, p),
-                    show_key(key)
-                ));
-                continue;
-            };
+            let id = record::id_of(entry_ty, row);
             let entry = NodeRef { id, ty: entry_ty };
             if let Some(target) = matrix {
                 let Some(target_id) = u64_be(key).filter(|_| key.len() == 8) else {
-                    self.problem(format!(
-                        "{}: a matrix Entries row has a key of {} bytes",
-                        self.place(owner, p),
-                        key.len()
-                    ));
+                    self.problem(format!("{}: a matrix key has {} bytes", self.place(owner, p), key.len()));
                     continue;
                 };
                 // A matrix key is resolved from the node that declares the matrix.
                 if self.link_target(owner, p, target_id, target)? {
-                    if self.g.txn.get(Table::Links, &keys::link(target_id, id, p))?.is_some() {
+                    if self.has_link(target_id, id, p) {
                         self.links_reached += 1;
                     } else {
                         self.problem(format!(
@@ -469,7 +488,7 @@ impl Checker<'_, '_> {
                     }
                 }
             }
-            if let Some((_, rec)) = record::split_entry_value(v) {
+            if let Some(rec) = self.g.find_record(id)? {
                 self.entry_indexes(entry, p, rec)?;
             }
             let before = self.reached;
@@ -495,29 +514,25 @@ impl Checker<'_, '_> {
     /// Returns how many records hang under the root through their headers.
     fn scan_nodes(&mut self) -> Result<u64> {
         let mut attached = 0u64;
-        let mut max_id = 0;
-        for item in self.g.txn.scan(Table::Nodes, FIRST)? {
-            let (k, _) = item?;
-            self.report.records += 1;
-            self.tick();
-            let Some(id) = u64_be(k).filter(|_| k.len() == 8) else {
-                self.problem(format!("the Nodes table has a malformed key {k:?}"));
+        for t in 0..self.g.schema.types.len() as u32 {
+            let Some(table) = self.g.txn.table(t) else { continue };
+            if record::row_width(self.g.schema, t) == 0 {
+                if !table.is_empty() {
+                    self.problem(format!("the table of node type {t} has rows, but the type has no records"));
+                }
                 continue;
-            };
-            max_id = max_id.max(id);
-            if let Some(rec) = self.g.find_record(id)? {
+            }
+            for (row, rec) in table.rows() {
+                let id = record::id_of(t, row);
+                self.report.records += 1;
+                self.tick();
                 if !matches!(record::header(rec), Ok(h) if self.valid_type(h.ty)) {
                     self.damaged = true;
                 }
-            }
-            match self.attachment(id)? {
-                Ok(()) => attached += 1,
-                Err(why) => self.problem(format!("record {id} is not reachable from the root: {why}")),
-            }
-        }
-        if let Some(next) = self.meta_counter(meta::NEXT_NODE)? {
-            if next <= max_id {
-                self.problem(format!("the next record id is {next} but record {max_id} exists"));
+                match self.attachment(id)? {
+                    Ok(()) => attached += 1,
+                    Err(why) => self.problem(format!("record {id} is not reachable from the root: {why}")),
+                }
             }
         }
         Ok(attached)
@@ -532,7 +547,10 @@ impl Checker<'_, '_> {
                 return Ok(Err(self.missing(at)?));
             };
             let h = match record::header(rec) {
-                Ok(h) if self.valid_type(h.ty) => h,
+                Ok(h) if self.valid_type(h.ty) && h.ty == record::table_of(at) => h,
+                Ok(h) if self.valid_type(h.ty) => {
+                    return Ok(Err(format!("record {at} has type {} but is in the table of type {}", h.ty, record::table_of(at))))
+                }
                 Ok(h) => return Ok(Err(format!("record {at} has unknown type {}", h.ty))),
                 Err(e) => return Ok(Err(e.to_string())),
             };
@@ -574,16 +592,27 @@ impl Checker<'_, '_> {
                     }
                 }
                 _ => {
-                    let key = match record::key(schema, rec) {
+                    let slot = match record::key_slot(schema, rec) {
                         Ok(k) => k,
                         Err(e) => return Ok(Err(e.to_string())),
                     };
-                    let row = self.g.txn.get(Table::Entries, &keys::entry(h.parent, property, key))?;
-                    if row.and_then(u64_le) != Some(at) {
+                    let key = match schema.node_type(h.ty).parent {
+                        ParentLink::DictionaryEntry { .. } => match self.g.txn.string(slot) {
+                            Some(b) => b.to_vec(),
+                            None => return Ok(Err(format!("record {at}'s key is string {slot}, which is not stored"))),
+                        },
+                        _ => slot.to_be_bytes().to_vec(),
+                    };
+                    let row = self
+                        .g
+                        .txn
+                        .index(keys::entries_index(property))
+                        .and_then(|i| i.get(record::row_of(h.parent), &key));
+                    if row != Some(record::row_of(at)) {
                         return Ok(Err(format!(
                             "record {at} is an entry with key {} of '{}' in record {}, but that collection has no \
                              Entries row for it",
-                            show_key(key),
+                            show_key(&key),
                             schema.property(property).name,
                             h.parent
                         )));
@@ -595,89 +624,71 @@ impl Checker<'_, '_> {
         Ok(Err(format!("its ancestry is deeper than {MAX_DEPTH}")))
     }
 
-    /// Why record `id` cannot be read: absent, or an entry whose Entries row (which holds
-    /// its record) is gone or belongs to another id.
+    /// Why record `id` cannot be read.
     fn missing(&self, id: NodeId) -> Result<String> {
-        Ok(match self.g.txn.get(Table::Nodes, &keys::node(id))?.and_then(record::as_locator) {
-            Some(entries_key) => {
-                let (owner, property, key) = (
-                    u64_be(entries_key).unwrap_or(0),
-                    entries_key.get(8..12).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-                    entries_key.get(12..).unwrap_or_default(),
-                );
-                let name = self.g.schema.properties.get(property as usize).map_or("?", |p| p.name.as_str());
-                format!(
-                    "record {id} is the entry with key {} of '{name}' in record {owner}, but the Entries row that holds \
-                     it is missing or holds another record",
-                    show_key(key)
-                )
-            }
-            None => format!("its ancestor record {id} is missing"),
-        })
+        Ok(format!("its ancestor record {id} is missing"))
     }
 
     fn owner_name(&self, owner: NodeId, p: PropertyId) -> String {
         collection_name(self.g, self.damaged, NodeRef { id: owner, ty: self.g.schema.property(p).owner }, p)
     }
 
+    /// Key index `index` of the snapshot (borrowed from it, not from the checker), or a
+    /// problem saying it is missing.
+    fn key_index(&mut self, index: u32, what: &str) -> Option<&'g KeyIndex> {
+        let found = self.g.txn.index(index);
+        if found.is_none() {
+            self.problem(format!("the key index of {what} is missing"));
+        }
+        found
+    }
+
     fn scan_entries(&mut self) -> Result<()> {
         let schema = self.g.schema;
         let mut valid = 0u64;
-        for item in self.g.txn.scan(Table::Entries, FIRST)? {
-            let (k, v) = item?;
-            self.report.entries += 1;
-            self.tick();
-            let (Some(owner), Some(p)) =
-                (u64_be(k), k.get(8..12).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
-            else {
-                self.problem(format!("the Entries table has a malformed key {k:?}"));
-                continue;
-            };
-            let key = &k[12..];
-            let Some(prop) = schema.properties.get(p as usize) else {
-                self.problem(format!("an Entries row of record {owner} names unknown property {p}"));
-                continue;
-            };
+        for prop in &schema.properties {
+            let p = prop.id;
             let entry_ty = match prop.kind {
                 PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => node,
-                _ => {
+                _ => continue,
+            };
+            let Some(index) = self.key_index(keys::entries_index(p), &format!("collection '{}'", prop.name)) else {
+                continue;
+            };
+            for e in index.iter() {
+                self.report.entries += 1;
+                self.tick();
+                let owner = record::id_of(prop.host, e.owner);
+                let owner_ok = match self.g.find_record(owner)? {
+                    Some(rec) => matches!(record::header(rec), Ok(h) if h.ty == prop.host),
+                    None => false,
+                };
+                if !owner_ok {
                     self.problem(format!(
-                        "an Entries row of record {owner} names '{}', which is no collection",
+                        "an Entries row with key {} of '{}' belongs to record {owner}, which does not exist or has no \
+                         such collection",
+                        show_key(e.key),
                         prop.name
                     ));
                     continue;
                 }
-            };
-            let owner_ok = match self.g.find_record(owner)? {
-                Some(rec) => matches!(record::header(rec), Ok(h) if h.ty == prop.host),
-                None => false,
-            };
-            if !owner_ok {
-                self.problem(format!(
-                    "an Entries row with key {} of '{}' belongs to record {owner}, which does not exist or has no such \
-                     collection",
-                    show_key(key),
-                    prop.name
-                ));
-                continue;
-            }
-            let (id, row_record) = record::split_entry_value(v).unwrap_or((0, &[]));
-            // The row's record must be the one its id's locator leads to (no two rows share an id).
-            let ok = match self.g.find_record(id)? {
-                Some(rec) if std::ptr::eq(rec, row_record) || rec == row_record => {
-                    matches!(record::header(rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
-                        && record::key(schema, rec).ok() == Some(key)
+                let id = record::id_of(entry_ty, e.row);
+                let ok = match self.g.find_record(id)? {
+                    Some(rec) => {
+                        matches!(record::header(rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
+                            && self.key_of(entry_ty, rec).as_deref() == Some(e.key)
+                    }
+                    None => false,
+                };
+                if ok {
+                    valid += 1;
+                } else {
+                    self.problem(format!(
+                        "{}: the Entries row for key {} points to record {id}, which is missing or is not that entry",
+                        self.owner_name(owner, p),
+                        show_key(e.key)
+                    ));
                 }
-                _ => false,
-            };
-            if ok {
-                valid += 1;
-            } else {
-                self.problem(format!(
-                    "{}: the Entries row for key {} points to record {id}, which is missing or is not that entry",
-                    self.owner_name(owner, p),
-                    show_key(key)
-                ));
             }
         }
         if valid != self.entries_reached {
@@ -689,52 +700,63 @@ impl Checker<'_, '_> {
         Ok(())
     }
 
+    /// The key bytes an entry record of type `ty` stores (without counting anything).
+    fn key_of(&self, ty: NodeTypeId, rec: &[u8]) -> Option<Vec<u8>> {
+        let slot = record::key_slot(self.g.schema, rec).ok()?;
+        match self.g.schema.node_type(ty).parent {
+            ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
+            _ => Some(slot.to_be_bytes().to_vec()),
+        }
+    }
+
     fn scan_links(&mut self) -> Result<()> {
         let schema = self.g.schema;
         let mut valid = 0u64;
-        for item in self.g.txn.scan(Table::Links, FIRST)? {
-            let (k, _) = item?;
-            self.report.links += 1;
-            self.tick();
-            let Some((target, source, p)) = keys::parse_link(k) else {
-                self.problem(format!("the Links table has a malformed key {k:?}"));
+        for prop in &schema.properties {
+            let p = prop.id;
+            let target_ty = match &prop.kind {
+                PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => target.entry_type,
+                _ => continue,
+            };
+            let Some(index) = self.key_index(keys::links_index(schema, p), &format!("the links of '{}'", prop.name))
+            else {
                 continue;
             };
-            let Some(prop) = schema.properties.get(p as usize) else {
-                self.problem(format!("a Links row from record {source} names unknown property {p}"));
-                continue;
-            };
-            let rec = self.g.find_record(source)?;
-            let header = rec.and_then(|r| record::header(r).ok());
-            let (ok, referrer) = match &prop.kind {
-                PropertyKind::Reference { .. } => {
-                    let node = NodeRef { id: source, ty: prop.owner };
-                    let ok = header.is_some_and(|h| h.ty == prop.host)
-                        && rec.and_then(|r| record::read_u64(r, record::slot(schema, p)).ok()) == Some(target);
-                    (ok, node)
-                }
-                PropertyKind::Matrix { node: ty, .. } => {
-                    let node = NodeRef { id: source, ty: *ty };
-                    let ok = header.is_some_and(|h| h.ty == *ty && h.parent_property == p)
-                        && rec.and_then(|r| record::key(schema, r).ok()) == Some(&target.to_be_bytes()[..]);
-                    (ok, node)
-                }
-                _ => {
+            for e in index.iter() {
+                self.report.links += 1;
+                self.tick();
+                let target = record::id_of(target_ty, e.owner);
+                let Some(source) = u64_be(e.key).filter(|&s| e.key.len() == 8 && record::row_of(s) == e.row) else {
+                    self.problem(format!("the links of '{}' have a malformed key {:?}", prop.name, e.key));
+                    continue;
+                };
+                let rec = self.g.find_record(source)?;
+                let header = rec.and_then(|r| record::header(r).ok());
+                let (ok, referrer) = match &prop.kind {
+                    PropertyKind::Reference { .. } => {
+                        let node = NodeRef { id: source, ty: prop.owner };
+                        let ok = header.is_some_and(|h| h.ty == prop.host)
+                            && rec.and_then(|r| record::read_u64(r, record::slot(schema, p)).ok()) == Some(target);
+                        (ok, node)
+                    }
+                    PropertyKind::Matrix { node: ty, .. } => {
+                        let node = NodeRef { id: source, ty: *ty };
+                        let ok = header.is_some_and(|h| h.ty == *ty && h.parent_property == p)
+                            && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target);
+                        (ok, node)
+                    }
+                    _ => continue,
+                };
+                if ok {
+                    valid += 1;
+                } else {
+                    let what = if rec.is_some() { self.describe(referrer) } else { format!("record {source}") };
                     self.problem(format!(
-                        "a Links row from record {source} names '{}', which is no reference",
+                        "the reverse-link index (Links) says {what} refers to record {target} through '{}', but it does \
+                         not",
                         prop.name
                     ));
-                    continue;
                 }
-            };
-            if ok {
-                valid += 1;
-            } else {
-                let what = if rec.is_some() { self.describe(referrer) } else { format!("record {source}") };
-                self.problem(format!(
-                    "the reverse-link index (Links) says {what} refers to record {target} through '{}', but it does not",
-                    prop.name
-                ));
             }
         }
         if valid != self.links_reached {
@@ -757,7 +779,9 @@ impl Checker<'_, '_> {
                     continue;
                 }
             };
-            if self.g.txn.get(Table::Indexes, &crate::index::row(n, value.as_value(), entry.id))?.is_some() {
+            let key = crate::index::row(value.as_value(), entry.id);
+            let index = self.g.txn.index(keys::schema_index(schema, n));
+            if index.and_then(|i| i.get(0, &key)) == Some(record::row_of(entry.id)) {
                 self.index_rows_reached += 1;
             } else {
                 self.problem(format!(
@@ -774,14 +798,15 @@ impl Checker<'_, '_> {
 
     /// Every index row must stand for an entry the walk found under it (counted there).
     fn scan_indexes(&mut self) -> Result<()> {
-        let indexes = self.g.schema.indexes.len();
-        for item in self.g.txn.scan(Table::Indexes, FIRST)? {
-            let (k, _) = item?;
-            self.report.index_rows += 1;
-            self.tick();
-            let n = k.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-            if n.is_none_or(|n| (n as usize) >= indexes) || crate::index::row_entry(k).is_err() {
-                self.problem(format!("the Indexes table has a row {k:?} of no declared index"));
+        let schema = self.g.schema;
+        for n in 0..schema.indexes.len() as u32 {
+            let Some(index) = self.key_index(keys::schema_index(schema, n), &format!("index {n}")) else { continue };
+            for e in index.iter() {
+                self.report.index_rows += 1;
+                self.tick();
+                if e.owner != 0 || crate::index::row_entry(e.key).is_err() {
+                    self.problem(format!("index {n} has a malformed row {:?}", e.key));
+                }
             }
         }
         if self.report.index_rows != self.index_rows_reached {
@@ -794,20 +819,12 @@ impl Checker<'_, '_> {
     }
 
     fn scan_strings(&mut self) -> Result<()> {
-        let mut max_id = 0;
-        for item in self.g.txn.scan(Table::Strings, FIRST)? {
-            let (k, v) = item?;
+        let strings = self.g.txn.string_table();
+        // Equal texts must share one copy: ids by the hash of their text.
+        let mut by_hash: HashMap<u64, Vec<u64>> = HashMap::new();
+        for (id, count, bytes) in strings.iter() {
             self.report.strings += 1;
             self.tick();
-            let Some(id) = u64_be(k).filter(|_| k.len() == 8) else {
-                self.problem(format!("the Strings table has a malformed key {k:?}"));
-                continue;
-            };
-            max_id = max_id.max(id);
-            let (Some(count), Some(bytes)) = (u64_le(v), v.get(8..)) else {
-                self.problem(format!("string {id} has no reference count"));
-                continue;
-            };
             let text = String::from_utf8_lossy(bytes);
             if std::str::from_utf8(bytes).is_err() {
                 self.problem(format!("string {id} is not UTF-8"));
@@ -830,9 +847,14 @@ impl Checker<'_, '_> {
                     text
                 ));
             }
-            if self.g.txn.get(Table::StringIndex, &string_index_key(xxh3_64(bytes), id))?.is_none() {
-                self.problem(format!("string {id} {:?} is missing from the string index", text));
+            let twins = by_hash.entry(xxh3_64(bytes)).or_default();
+            if let Some(other) = twins.iter().find(|&&o| strings.get(o) == Some(bytes)) {
+                self.problem(format!(
+                    "strings {other} and {id} hold the same text {:?}; equal texts must share one copy",
+                    text
+                ));
             }
+            twins.push(id);
         }
         let mut missing: Vec<(u64, (u64, NodeRef, PropertyId))> = self.strings.drain().collect();
         missing.sort_by_key(|(id, _)| *id);
@@ -841,85 +863,17 @@ impl Checker<'_, '_> {
             let more = if n > 1 { format!(" (and {} more text slots)", n - 1) } else { String::new() };
             self.problem(format!("{place}: holds string {id}, which is not stored{more}"));
         }
-        if let Some(next) = self.meta_counter(meta::NEXT_STRING)? {
-            if next <= max_id {
-                self.problem(format!("the next string id is {next} but string {max_id} exists"));
-            }
-        }
         Ok(())
-    }
-
-    fn scan_string_index(&mut self) -> Result<()> {
-        // Rows of one hash are adjacent; equal texts must not be stored twice.
-        let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
-        let mut group_hash = None;
-        for item in self.g.txn.scan(Table::StringIndex, FIRST)? {
-            let (k, _) = item?;
-            self.tick();
-            let (Some(hash), Some(id)) = (u64_be(k), k.get(8..).and_then(u64_be)) else {
-                self.problem(format!("the string index has a malformed key {k:?}"));
-                continue;
-            };
-            let Some(v) = self.g.txn.get(Table::Strings, &id.to_be_bytes())? else {
-                self.problem(format!("the string index lists string {id}, which is not stored"));
-                continue;
-            };
-            let bytes = v.get(8..).unwrap_or_default();
-            if xxh3_64(bytes) != hash {
-                self.problem(format!("the string index lists string {id} under a hash that is not its text's"));
-                continue;
-            }
-            if group_hash != Some(hash) {
-                group.clear();
-                group_hash = Some(hash);
-            }
-            if let Some((other, _)) = group.iter().find(|(_, b)| b == bytes) {
-                self.problem(format!(
-                    "strings {other} and {id} hold the same text {:?}; equal texts must share one copy",
-                    String::from_utf8_lossy(bytes)
-                ));
-            }
-            group.push((id, bytes.to_vec()));
-        }
-        Ok(())
-    }
-
-    fn meta_counter(&mut self, name: &[u8]) -> Result<Option<u64>> {
-        match self.g.txn.get(Table::Meta, name)? {
-            Some(v) => match u64_le(v) {
-                Some(n) => Ok(Some(n)),
-                None => {
-                    self.problem(format!("the meta counter {:?} is unreadable", String::from_utf8_lossy(name)));
-                    Ok(None)
-                }
-            },
-            None => Ok(None),
-        }
     }
 
     fn check_meta(&mut self) -> Result<()> {
-        match self.g.txn.get(Table::Meta, meta::SCHEMA)? {
-            Some(s) if s == self.g.schema.source.as_bytes() => {}
-            Some(_) => self.problem("the stored schema text differs from the schema in use".into()),
-            None => self.problem("no schema text is stored".into()),
-        }
-        for prefix in [crate::dump::PENDING_PREFIX, crate::dump::DEFERRED_PREFIX] {
-            if self.g.txn.any_with_prefix(Table::Meta, prefix)? {
-                self.problem(format!(
-                    "the Meta table holds leftover import rows under {:?}",
-                    String::from_utf8_lossy(prefix)
-                ));
-            }
+        match self.g.txn.meta(meta::FORMAT) {
+            Some(v) if v == meta::FORMAT_VERSION.to_le_bytes() => {}
+            Some(v) => self.problem(format!("the stored format is {v:?}, expected {}", meta::FORMAT_VERSION)),
+            None => self.problem("no format version is stored".into()),
         }
         Ok(())
     }
-}
-
-fn string_index_key(hash: u64, id: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&hash.to_be_bytes());
-    k[8..].copy_from_slice(&id.to_be_bytes());
-    k
 }
 
 /// A node's path for messages; only record ids once some record is too damaged to walk.

@@ -17,7 +17,6 @@ use std::fmt;
 use std::io::{BufReader, BufWriter, Read, Write};
 
 use espalier_schema::{PropertyId, PropertyKind, ReferenceTarget, StateIndex};
-use espalier_storage::Table;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
@@ -70,8 +69,8 @@ impl fmt::Display for Position {
     }
 }
 
-impl From<espalier_storage::StorageError> for DumpError {
-    fn from(e: espalier_storage::StorageError) -> DumpError {
+impl From<espalier_storage::tables::TablesError> for DumpError {
+    fn from(e: espalier_storage::tables::TablesError) -> DumpError {
         DumpError::Data(e.into())
     }
 }
@@ -277,7 +276,7 @@ pub struct ImportStats {
 /// schema source equals the dump's byte for byte.
 ///
 /// Streams: each node is validated and written as serde_json reads it. References are parked
-/// in the Meta table under [`PENDING_PREFIX`] and resolved after the whole dump is read, so
+/// in the Meta table under [`PENDING_PREFIX`] (in memory) and resolved after the whole dump is read, so
 /// they may point forward. A matrix entry whose key points forward is parked (with its node)
 /// under [`DEFERRED_PREFIX`] and added once its target exists.
 ///
@@ -294,7 +293,9 @@ pub fn import(
     input: impl Read,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ImportStats, DumpError> {
-    if graph.graph().txn.scan(Table::Entries, &[0])?.next().is_some() {
+    let not_empty = graph.graph().txn.string_table().iter().next().is_some()
+        || (1..graph.schema.types.len() as u32).any(|t| graph.graph().txn.table(t).is_some_and(|t| !t.is_empty()));
+    if not_empty {
         return Err(DumpError::invalid(
             "the database is not empty: a dump can only be imported into a freshly created database",
         ));
@@ -302,7 +303,15 @@ pub fn import(
     let bytes = Cell::new(0u64);
     let counting = Counting { inner: input, count: &bytes, next_report: PROGRESS_BYTES, progress };
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, counting));
-    let mut ctx = Ctx { g: graph, nodes: 0, references: 0, deferred: 0, failure: None, context: None };
+    let mut ctx = Ctx {
+        g: graph,
+        nodes: 0,
+        references: 0,
+        deferred: 0,
+        failure: None,
+        context: None,
+        parked: std::collections::BTreeMap::new(),
+    };
     let version = match (DumpSeed { ctx: &mut ctx }).deserialize(&mut de).and_then(|v| de.end().map(|()| v)) {
         Ok(v) => v,
         Err(e) => return Err(ctx.error(e)),
@@ -346,6 +355,9 @@ struct Ctx<'w, 'a, 's> {
     failure: Option<DataError>,
     /// Where the first error happened (node path and property), set by the innermost visitor.
     context: Option<String>,
+    /// References and matrix entries waiting for the end of the dump, under
+    /// [`PENDING_PREFIX`] and [`DEFERRED_PREFIX`] keys (in memory: about a hundred bytes each).
+    parked: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 impl Ctx<'_, '_, '_> {
@@ -416,7 +428,7 @@ impl Ctx<'_, '_, '_> {
             let mut placed = false;
             let mut waiting = 0usize;
             let mut start = DEFERRED_PREFIX.to_vec();
-            while let Some((k, v)) = first_with_prefix(self.g, &start, DEFERRED_PREFIX)? {
+            while let Some((k, v)) = first_with_prefix(&self.parked, &start, DEFERRED_PREFIX) {
                 start = k.clone();
                 start.push(0);
                 let d: Deferred = serde_json::from_slice(&v)
@@ -424,7 +436,7 @@ impl Ctx<'_, '_, '_> {
                 let (owner, property, target) = self.deferred_parts(&d)?;
                 match self.graph().resolve(owner, target, &d.key) {
                     Ok(t) => {
-                        self.g.txn().delete(Table::Meta, &k)?;
+                        self.parked.remove(&k);
                         let entry = match self.g.add_entry(owner, property, EntryKey::Target(t.id)) {
                             Ok(entry) => entry,
                             Err(e) if e.is_user_error() => {
@@ -472,7 +484,7 @@ impl Ctx<'_, '_, '_> {
         let mut lines = Vec::new();
         let mut total = 0usize;
         let mut start = DEFERRED_PREFIX.to_vec();
-        while let Ok(Some((k, v))) = first_with_prefix(self.g, &start, DEFERRED_PREFIX) {
+        while let Some((k, v)) = first_with_prefix(&self.parked, &start, DEFERRED_PREFIX) {
             start = k;
             start.push(0);
             total += 1;
@@ -499,7 +511,7 @@ impl Ctx<'_, '_, '_> {
         let mut lines = Vec::new();
         let mut total = 0usize;
         let mut start = PENDING_PREFIX.to_vec();
-        while let Some((k, v)) = first_with_prefix(self.g, &start, PENDING_PREFIX)? {
+        while let Some((k, v)) = first_with_prefix(&self.parked, &start, PENDING_PREFIX) {
             let rest = &k[PENDING_PREFIX.len()..];
             let (id, property) = match (u64_be(rest), rest.get(8..12)) {
                 (Some(id), Some(p)) if rest.len() == 12 => (id, u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
@@ -519,7 +531,7 @@ impl Ctx<'_, '_, '_> {
             match self.graph().resolve(node, target, &key) {
                 Ok(t) if lines.is_empty() => {
                     self.g.set_reference(node, property, t.id)?;
-                    self.g.txn().delete(Table::Meta, &k)?;
+                    self.parked.remove(&k);
                     self.drain_changes();
                 }
                 Ok(_) => {
@@ -568,13 +580,15 @@ fn show_key(key: &[String]) -> String {
     }
 }
 
-/// The first Meta row at or after `start` that has `prefix`, copied out.
-fn first_with_prefix(g: &WriteGraph, start: &[u8], prefix: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>, DumpError> {
-    let graph = g.graph();
-    match graph.txn.scan(Table::Meta, start)?.next() {
-        Some(Ok((k, v))) if k.starts_with(prefix) => Ok(Some((k.to_vec(), v.to_vec()))),
-        Some(Err(e)) => Err(DataError::from(e).into()),
-        _ => Ok(None),
+/// The first parked row at or after `start` that has `prefix`, copied out.
+fn first_with_prefix(
+    parked: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    start: &[u8],
+    prefix: &[u8],
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    match parked.range(start.to_vec()..).next() {
+        Some((k, v)) if k.starts_with(prefix) => Some((k.clone(), v.clone())),
+        _ => None,
     }
 }
 
@@ -774,10 +788,7 @@ impl<'de> DeserializeSeed<'de> for PropertySeed<'_, '_, '_, '_> {
             PropertyKind::Reference { target } => {
                 let key = d.deserialize_any(KeyVisitor { arity: target.key_arity })?;
                 let v = serde_json::to_vec(&key).map_err(de::Error::custom)?;
-                ctx.g
-                    .txn()
-                    .put(Table::Meta, &pending_key(node.id, p), &v)
-                    .map_err(|e| ctx.data(ctx.place(node, p), e.into()))?;
+                ctx.parked.insert(pending_key(node.id, p), v);
                 ctx.references += 1;
             }
             PropertyKind::StateGroup { .. } => d.deserialize_map(StateVisitor { ctx, node, property: p })?,
@@ -999,7 +1010,7 @@ impl<'de> Visitor<'de> for MatrixEntrySeed<'_, '_, '_, '_> {
                 let mut k = DEFERRED_PREFIX.to_vec();
                 k.extend_from_slice(&ctx.deferred.to_be_bytes());
                 ctx.deferred += 1;
-                ctx.g.txn().put(Table::Meta, &k, &bytes).map_err(|e| ctx.data(collection(ctx), e.into()))?;
+                ctx.parked.insert(k, bytes);
             }
             Err(e) => return Err(ctx.data(collection(ctx), e)),
         }

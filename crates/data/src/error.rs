@@ -1,10 +1,10 @@
-use espalier_storage::StorageError;
+use espalier_storage::tables::TablesError;
 
 /// What can go wrong in the data layer. Paths in messages use the instruction notation.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Tables(#[from] TablesError),
     #[error("{collection} already has an entry {key}")]
     KeyExists { collection: String, key: String },
     #[error("{collection} has no entry {key}")]
@@ -39,6 +39,6 @@ pub struct UniqueViolation {
 impl DataError {
     /// True for errors caused by the request (as opposed to storage failure or corruption).
     pub fn is_user_error(&self) -> bool {
-        !matches!(self, DataError::Storage(_) | DataError::Corrupt(_))
+        !matches!(self, DataError::Tables(_) | DataError::Corrupt(_))
     }
 }

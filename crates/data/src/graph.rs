@@ -6,12 +6,22 @@ use std::borrow::Cow;
 use espalier_schema::{
     DownStep, NodeTypeId, ParentLink, PropertyId, PropertyKind, ReferenceTarget, Schema, StateIndex, UpStep,
 };
-use espalier_storage::{Reader, Table};
+use espalier_storage::key_index::KeyIndex;
+use espalier_storage::tables::Read;
 
 use crate::change::{NodePath, PathStep};
 use crate::keys::{self, u64_be};
 use crate::record::{self, Header, NodeId, NodeRef};
-use crate::{strings, DataError, Result};
+use crate::{DataError, Result};
+
+/// Whether a property of kind `kind` links to nodes of type `ty` (a reference into its
+/// dictionary, or a matrix keyed by it).
+pub(crate) fn links_into(kind: &PropertyKind, ty: NodeTypeId) -> bool {
+    match kind {
+        PropertyKind::Reference { target } | PropertyKind::Matrix { target, .. } => target.entry_type == ty,
+        _ => false,
+    }
+}
 
 /// Longest walk up or down a path; schemas are far shallower, so hitting it means corruption.
 const MAX_DEPTH: usize = 1024;
@@ -88,32 +98,15 @@ impl<'a> NodeView<'a> {
     }
 }
 
-/// The Entries key of an entry record, from its own header and key.
-pub(crate) fn entries_key(schema: &Schema, rec: &[u8]) -> Result<Vec<u8>> {
-    let h = record::header(rec)?;
-    Ok(keys::entry(h.parent, h.parent_property, record::key(schema, rec)?))
-}
-
-/// The owner and key bytes in the `nodes` row `value` of record `id`, if it is a locator.
-fn locator_parts(id: NodeId, value: &[u8]) -> Result<Option<(NodeId, &[u8])>> {
-    let Some(entries_key) = record::as_locator(value) else {
-        return Ok(None);
-    };
-    let short = || DataError::Corrupt(format!("short locator of record {id}"));
-    let owner = u64_be(entries_key).ok_or_else(short)?;
-    let raw = entries_key.get(12..).ok_or_else(short)?;
-    Ok(Some((owner, raw)))
-}
-
 /// Read access to the graph in one snapshot (or in the write transaction).
 #[derive(Clone, Copy)]
 pub struct Graph<'a> {
     pub schema: &'a Schema,
-    pub txn: &'a dyn Reader,
+    pub txn: &'a dyn Read,
 }
 
 impl<'a> Graph<'a> {
-    pub fn new(schema: &'a Schema, txn: &'a dyn Reader) -> Graph<'a> {
+    pub fn new(schema: &'a Schema, txn: &'a dyn Read) -> Graph<'a> {
         Graph { schema, txn }
     }
 
@@ -121,23 +114,14 @@ impl<'a> Graph<'a> {
         self.find_record(id)?.ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
     }
 
-    /// The record with id `id`, following the locator of an entry to its Entries row; `None`
-    /// if there is none (or the locator leads to a row of another id).
+    /// The record with id `id`: row `row_of(id)` of table `table_of(id)`; `None` if there is
+    /// no such row.
+    #[inline]
     pub fn find_record(&self, id: NodeId) -> Result<Option<&'a [u8]>> {
-        let Some(value) = self.txn.get(Table::Nodes, &keys::node(id))? else {
-            return Ok(None);
-        };
-        let Some(entries_key) = record::as_locator(value) else {
-            return Ok(Some(value));
-        };
-        Ok(match self.txn.get(Table::Entries, entries_key)?.and_then(record::split_entry_value) {
-            Some((found, rec)) if found == id => Some(rec),
-            _ => None,
-        })
+        Ok(self.txn.row(record::table_of(id), record::row_of(id)))
     }
 
-    /// The header of record `id`, or `None` if there is no such record (one lookup where
-    /// `exists` then `header` take two).
+    /// The header of record `id`, or `None` if there is no such record.
     pub fn find_header(&self, id: NodeId) -> Result<Option<Header>> {
         self.find_record(id)?.map(record::header).transpose()
     }
@@ -172,15 +156,21 @@ impl<'a> Graph<'a> {
     }
 
     pub fn text(&self, node: NodeRef, property: PropertyId) -> Result<String> {
-        strings::get(self.txn, self.text_id(node, property)?)
+        self.string(self.text_id(node, property)?)
+    }
+
+    /// The bytes of string `id` as stored.
+    pub fn string_bytes(&self, id: u64) -> Result<&'a [u8]> {
+        self.txn.string(id).ok_or_else(|| DataError::Corrupt(format!("string {id} is referenced but not stored")))
     }
 
     pub fn string(&self, id: u64) -> Result<String> {
-        strings::get(self.txn, id)
+        let b = self.string_bytes(id)?;
+        String::from_utf8(b.to_vec()).map_err(|_| DataError::Corrupt(format!("string {id} is not UTF-8")))
     }
 
     pub fn string_count(&self, id: u64) -> Result<u64> {
-        strings::count(self.txn, id)
+        self.txn.string_count(id).ok_or_else(|| DataError::Corrupt(format!("string {id} missing")))
     }
 
     /// The target record of a reference (0 only while the creating instruction runs).
@@ -221,46 +211,37 @@ impl<'a> Graph<'a> {
         }
     }
 
-    pub fn find_entry(&self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<Option<NodeRef>> {
-        Ok(self.find_entry_view(owner, property, key)?.map(|v| v.node))
+    /// The key index of collection `property` (empty if the database lacks it: corruption).
+    fn entries_of(&self, property: PropertyId) -> Result<&'a KeyIndex> {
+        self.txn
+            .index(keys::entries_index(property))
+            .ok_or_else(|| DataError::Corrupt(format!("no key index for collection {property}")))
     }
 
-    /// The entry with key `key` and its record, in one descent of the Entries table.
+    pub fn find_entry(&self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<Option<NodeRef>> {
+        let raw = key.bytes();
+        if raw.len() > keys::MAX_KEY_BYTES {
+            return Ok(None); // never stored: adding such a key fails
+        }
+        let ty = self.entry_type(property);
+        Ok(self
+            .entries_of(property)?
+            .get(record::row_of(owner.id), &raw)
+            .map(|row| NodeRef { id: record::id_of(ty, row), ty }))
+    }
+
+    /// The entry with key `key` and its record: one descent of the collection's key index,
+    /// then its row.
     pub fn find_entry_view(
         &self,
         owner: NodeRef,
         property: PropertyId,
         key: EntryKey<'_>,
     ) -> Result<Option<NodeView<'a>>> {
-        let raw = key.bytes();
-        if raw.len() > keys::MAX_KEY_BYTES {
-            return Ok(None); // never stored: adding such a key fails
-        }
-        // The Entries key on the stack: this is the hot path of every lookup by key.
-        let mut k = [0u8; 12 + keys::MAX_KEY_BYTES];
-        k[..12].copy_from_slice(&keys::collection(owner.id, property));
-        k[12..12 + raw.len()].copy_from_slice(&raw);
-        match self.txn.get(Table::Entries, &k[..12 + raw.len()])? {
-            Some(v) => Ok(Some(self.entry_view(v, self.entry_type(property))?)),
+        match self.find_entry(owner, property, key)? {
+            Some(node) => Ok(Some(NodeView { schema: self.schema, node, record: self.record(node.id)? })),
             None => Ok(None),
         }
-    }
-
-    /// Where the record of an entry found by key lives, for
-    /// [`crate::WriteGraph::remember_location`]; `None` for other nodes.
-    pub fn entry_location(&self, view: NodeView<'_>) -> Result<Option<(NodeId, Vec<u8>)>> {
-        match self.schema.node_type(record::header(view.record)?.ty).parent {
-            ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. } => {
-                Ok(Some((view.node.id, entries_key(self.schema, view.record)?)))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    fn entry_view(&self, value: &'a [u8], ty: NodeTypeId) -> Result<NodeView<'a>> {
-        let (id, record) =
-            record::split_entry_value(value).ok_or_else(|| DataError::Corrupt("short entry value".into()))?;
-        Ok(NodeView { schema: self.schema, node: NodeRef { id, ty }, record })
     }
 
     /// The entries of a collection in key order: (key bytes, entry node).
@@ -269,26 +250,25 @@ impl<'a> Graph<'a> {
         owner: NodeRef,
         property: PropertyId,
     ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeRef)>> + 'a> {
-        Ok(self.entry_views(owner, property)?.map(|item| item.map(|(k, v)| (k, v.node))))
+        let ty = self.entry_type(property);
+        let iter = self.entries_of(property)?.entries(record::row_of(owner.id));
+        Ok(iter.map(move |e| Ok((e.key, NodeRef { id: record::id_of(ty, e.row), ty }))))
     }
 
-    /// The entries of a collection in key order with their records: (key bytes, entry view),
-    /// read by one scan of the owner's Entries rows.
+    /// The entries of a collection in key order with their records: (key bytes, entry view).
     pub fn entry_views(
         &self,
         owner: NodeRef,
         property: PropertyId,
     ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeView<'a>)>> + 'a> {
-        let ty = self.entry_type(property);
-        let iter = self.txn.prefix(Table::Entries, &keys::collection(owner.id, property))?;
         let g = *self;
-        Ok(iter.map(move |item| {
-            let (k, v) = item?;
-            Ok((&k[12..], g.entry_view(v, ty)?))
+        Ok(self.entries(owner, property)?.map(move |item| {
+            let (k, node) = item?;
+            Ok((k, NodeView { schema: g.schema, node, record: g.record(node.id)? }))
         }))
     }
 
-    /// The node `node` hangs under, or `None` for the root.
+/// The node `node` hangs under, or `None` for the root.
     pub fn parent(&self, node: NodeRef) -> Result<Option<NodeRef>> {
         let nt = self.schema.node_type(node.ty);
         let property = match nt.parent {
@@ -304,45 +284,7 @@ impl<'a> Graph<'a> {
             return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
         }
         let owner_ty = self.schema.property(property).owner;
-        // One descent in `nodes`: an entry's locator names its owner, any other record's
-        // header its parent.
-        let value = self.nodes_row(node.id)?;
-        let parent = match locator_parts(node.id, value)? {
-            Some((owner, _)) => owner,
-            None => record::header(value)?.parent,
-        };
-        #[cfg(debug_assertions)]
-        assert_eq!(self.header(node.id)?.parent, parent, "locator and record of {} disagree on the parent", node.id);
-        Ok(Some(NodeRef { id: parent, ty: owner_ty }))
-    }
-
-    /// The `nodes` row of record `id`: the record itself, or an entry's locator.
-    fn nodes_row(&self, id: NodeId) -> Result<&'a [u8]> {
-        self.txn
-            .get(Table::Nodes, &keys::node(id))?
-            .ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
-    }
-
-    /// [`Graph::entry_locator`] for a node known to be an entry: its owner and key bytes.
-    fn entry_of_locator(&self, id: NodeId) -> Result<(NodeId, &'a [u8])> {
-        self.entry_locator(id)?.ok_or_else(|| DataError::Corrupt(format!("entry record {id} has no locator")))
-    }
-
-    /// For an entry: its owner's record id and its key bytes, read from its locator in
-    /// `nodes` (which holds the entry's `entries` key: owner, property, key) without reading
-    /// the record. `None` for a record stored in `nodes` itself (the root, states).
-    fn entry_locator(&self, id: NodeId) -> Result<Option<(NodeId, &'a [u8])>> {
-        let Some((owner, raw)) = locator_parts(id, self.nodes_row(id)?)? else {
-            return Ok(None);
-        };
-        // Debug builds (every test) check the shortcut against the record it stands for.
-        #[cfg(debug_assertions)]
-        {
-            let rec = self.record(id)?;
-            assert_eq!(record::key(self.schema, rec)?, raw, "locator and record of {id} disagree on the key");
-            assert_eq!(record::header(rec)?.parent, owner, "locator and record of {id} disagree on the owner");
-        }
-        Ok(Some((owner, raw)))
+        Ok(Some(NodeRef { id: self.header(node.id)?.parent, ty: owner_ty }))
     }
 
     /// The key of entry `node` as the instruction language writes it: one text for a
@@ -353,15 +295,14 @@ impl<'a> Graph<'a> {
 
     /// [`Graph::entry_key`] from the entry's record, already read.
     fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
-        let raw = record::key(self.schema, record)?;
+        let slot = record::key_slot(self.schema, record)?;
         match self.schema.node_type(node.ty).parent {
-            ParentLink::DictionaryEntry { .. } => Ok(vec![String::from_utf8_lossy(raw).into_owned()]),
+            ParentLink::DictionaryEntry { .. } => Ok(vec![String::from_utf8_lossy(self.string_bytes(slot)?).into_owned()]),
             ParentLink::MatrixEntry { property } => {
                 let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
                     return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
                 };
-                let id = u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))?;
-                self.target_key(id, target)
+                self.target_key(slot, target)
             }
             _ => Err(DataError::Corrupt(format!("record {} is not an entry", node.id))),
         }
@@ -375,8 +316,7 @@ impl<'a> Graph<'a> {
 
     /// The target record of a matrix entry.
     pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
-        let raw = record::key(self.schema, self.record(node.id)?)?;
-        u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))
+        record::key_slot(self.schema, self.record(node.id)?)
     }
 
     /// The path from the root to `node`.
@@ -408,17 +348,6 @@ impl<'a> Graph<'a> {
                     return Ok(NodePath(steps));
                 }
                 ParentLink::Group { property } => PathStep::Group(self.schema.property(property).name.clone()),
-                ParentLink::DictionaryEntry { property } if !(known.is_some() && at.id == node.id) => {
-                    // The locator gives both the key and the owner: one descent.
-                    let (owner, raw) = self.entry_of_locator(at.id)?;
-                    steps.push(PathStep::Entry {
-                        collection: self.schema.property(property).name.clone(),
-                        key: vec![String::from_utf8_lossy(raw).into_owned()],
-                        matrix: false,
-                    });
-                    at = NodeRef { id: owner, ty: self.schema.property(property).owner };
-                    continue;
-                }
                 ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
                     // One record read gives both the key and the parent.
                     let rec = match known {
@@ -520,10 +449,10 @@ impl<'a> Graph<'a> {
                 return Ok(key);
             }
             if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
-                // The key and the owner, both from the locator: one descent per level.
-                let (owner, raw) = self.entry_of_locator(at.id)?;
-                key.push(String::from_utf8_lossy(raw).into_owned());
-                at = NodeRef { id: owner, ty: self.schema.property(property).owner };
+                // The key and the owner, both from the entry's record.
+                let rec = self.record(at.id)?;
+                key.push(String::from_utf8_lossy(self.string_bytes(record::key_slot(self.schema, rec)?)?).into_owned());
+                at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                 continue;
             }
             at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("reference key walk reached the root".into()))?;
@@ -531,14 +460,24 @@ impl<'a> Graph<'a> {
         Err(DataError::Corrupt("reference key walk too deep".into()))
     }
 
-    /// Every (source record, property) that links to `target` (references and matrix keys).
+    /// Every (source record, property) that links to `target` (references and matrix keys):
+    /// the links of every property that can point at `target`'s type, from their key indexes.
     pub fn links_to(&self, target: NodeId) -> Result<impl Iterator<Item = Result<(NodeId, PropertyId)>> + 'a> {
-        let iter = self.txn.prefix(Table::Links, &target.to_be_bytes())?;
-        Ok(iter.map(|item| {
-            let (k, _) = item?;
-            let (_, source, property) = keys::parse_link(k).ok_or_else(|| DataError::Corrupt("bad link key".into()))?;
-            Ok((source, property))
-        }))
+        let ty = match self.find_header(target)? {
+            Some(h) => h.ty,
+            None => return Ok(Vec::new().into_iter()),
+        };
+        let mut links = Vec::new();
+        for p in self.schema.properties.iter().filter(|p| links_into(&p.kind, ty)) {
+            let index = self
+                .txn
+                .index(keys::links_index(self.schema, p.id))
+                .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {}", p.id)))?;
+            for e in index.entries(record::row_of(target)) {
+                links.push(Ok((u64_be(e.key).ok_or_else(|| DataError::Corrupt("short link key".into()))?, p.id)));
+            }
+        }
+        Ok(links.into_iter())
     }
 
     /// A derived property's value in record `holder`, computed from scratch (the write path

@@ -1,8 +1,8 @@
 //! The indexes declared in the schema (`index 'Name' ( path ) 'property' kind [unique]`).
 //!
-//! Every entry of an indexed collection has one row in the Indexes table:
-//! `index number (u32) · encoded value · entry record id (u64)`, all big-endian, so that the
-//! rows of one index are ordered by value and, within a value, by entry. [`crate::WriteGraph`]
+//! Every entry of an indexed collection has one key in the index's key index (owner 0):
+//! `encoded value · entry record id (u64, big-endian)`, so that the keys of one index are
+//! ordered by value and, within a value, by entry. [`crate::WriteGraph`]
 //! keeps the rows in the same write transaction as the entries (on creation with the
 //! defaults, on every change of the property, on removal), so an index is never behind.
 //!
@@ -15,10 +15,11 @@
 //!   on the entry itself (the query executor always re-checks the condition an index served).
 
 use espalier_schema::{IndexDecl, PropertyKind, Schema, StateIndex};
-use espalier_storage::{Reader, Table};
+use espalier_storage::key_index::KeyIndex;
+use espalier_storage::tables::Read;
 
 use crate::record::{self, NodeId};
-use crate::{strings, DataError, Result};
+use crate::{DataError, Graph, Result};
 
 /// Longest text prefix stored in an index key (escaped it is at most twice as long).
 pub const MAX_TEXT_BYTES: usize = 200;
@@ -74,39 +75,56 @@ pub fn exact(value: IndexValue<'_>) -> bool {
     }
 }
 
-/// `index · value`: the prefix of every row of entries with this value.
-pub fn value_prefix(index: u32, value: IndexValue<'_>) -> Vec<u8> {
-    let mut k = Vec::with_capacity(4 + 16);
-    k.extend_from_slice(&index.to_be_bytes());
+/// The encoded value: the prefix of the keys of every entry with this value.
+pub fn value_prefix(value: IndexValue<'_>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16);
     encode_value(value, &mut k);
     k
 }
 
-/// The row of `entry` with `value` in `index`.
-pub fn row(index: u32, value: IndexValue<'_>, entry: NodeId) -> Vec<u8> {
-    let mut k = value_prefix(index, value);
+/// The key of `entry` with `value` in an index's key index.
+pub fn row(value: IndexValue<'_>, entry: NodeId) -> Vec<u8> {
+    let mut k = value_prefix(value);
     k.extend_from_slice(&entry.to_be_bytes());
-    debug_assert!(k.len() <= 4 + 2 * MAX_TEXT_BYTES + 2 + 8, "index row of {} bytes", k.len());
+    debug_assert!(k.len() <= 2 * MAX_TEXT_BYTES + 2 + 8, "index row of {} bytes", k.len());
     k
 }
 
-/// The entry record id at the end of an index row.
+/// The entry record id at the end of an index key.
 pub fn row_entry(key: &[u8]) -> Result<NodeId> {
     key.len()
         .checked_sub(8)
-        .filter(|&at| at >= 4)
+        .filter(|&at| at >= 1)
         .and_then(|at| crate::keys::u64_be(&key[at..]))
         .ok_or_else(|| DataError::Corrupt(format!("index row of {} bytes", key.len())))
 }
 
+/// The key index of schema index `n`.
+fn key_index<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<&'t KeyIndex> {
+    txn.index(crate::keys::schema_index(schema, n)).ok_or_else(|| DataError::Corrupt(format!("no key index for index {n}")))
+}
+
+/// The entries of index `n` whose key starts with `prefix`.
+pub fn rows_with_prefix(schema: &Schema, txn: &dyn Read, n: u32, prefix: &[u8]) -> Result<Vec<NodeId>> {
+    key_index(schema, txn, n)?.prefix(0, prefix).map(|e| row_entry(e.key)).collect()
+}
+
+/// Every (key, entry) of index `n`, in order.
+pub fn all_rows<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<Vec<(&'t [u8], NodeId)>> {
+    key_index(schema, txn, n)?.entries(0).map(|e| Ok((e.key, row_entry(e.key)?))).collect()
+}
+
 /// The value of an index's property in an entry's record (texts resolved through the strings
 /// table). `rec` is the record of an entry of the index's collection.
-pub fn value_in(schema: &Schema, txn: &dyn Reader, decl: &IndexDecl, rec: &[u8]) -> Result<OwnedValue> {
+pub fn value_in(schema: &Schema, txn: &dyn Read, decl: &IndexDecl, rec: &[u8]) -> Result<OwnedValue> {
     let at = record::slot(schema, decl.property);
     let raw = record::read_u64(rec, at)?;
     Ok(match schema.property(decl.property).kind {
         PropertyKind::Number => OwnedValue::Number(raw as i64),
-        PropertyKind::Text => OwnedValue::Text(strings::get(txn, raw)?),
+        PropertyKind::Text => {
+            let b = txn.string(raw).ok_or_else(|| DataError::Corrupt(format!("string {raw} is not stored")))?;
+            OwnedValue::Text(String::from_utf8_lossy(b).into_owned())
+        }
         PropertyKind::StateGroup { .. } => {
             OwnedValue::State(StateIndex::try_from(raw).map_err(|_| DataError::Corrupt(format!("state index {raw}")))?)
         }
@@ -132,35 +150,37 @@ impl OwnedValue {
     }
 }
 
-/// The entries an index holds for `probe`, in index order: a superset of the entries whose
+/// The entries index `n` holds for `probe`, in index order: a superset of the entries whose
 /// value satisfies it (exact except for long texts, see the module documentation).
-pub fn probe<'t>(txn: &'t dyn Reader, index: u32, probe: Probe<'_>) -> Result<IndexEntries<'t>> {
+pub fn probe(graph: Graph<'_>, n: u32, probe: Probe<'_>) -> Result<std::vec::IntoIter<Result<NodeId>>> {
     let (start, end) = match probe {
         Probe::Equal(v) => {
-            let p = value_prefix(index, v);
+            let p = value_prefix(v);
             let end = after_prefix(&p);
             (p, end)
         }
         Probe::Prefix(text) => {
             let cut = &text.as_bytes()[..text.len().min(MAX_TEXT_BYTES)];
-            let mut p = index.to_be_bytes().to_vec();
+            let mut p = Vec::new();
             escape_into(cut, &mut p);
             let end = after_prefix(&p);
             (p, end)
         }
         Probe::Range { low, high } => {
-            let start = match low {
-                Some(v) => value_prefix(index, v),
-                None => index.to_be_bytes().to_vec(),
-            };
-            let end = match high {
-                Some(v) => after_prefix(&value_prefix(index, v)),
-                None => after_prefix(&index.to_be_bytes()),
-            };
+            let start = low.map(value_prefix).unwrap_or_default();
+            let end = high.and_then(|v| after_prefix(&value_prefix(v)));
             (start, end)
         }
     };
-    Ok(IndexEntries { scan: txn.scan(Table::Indexes, &start)?, end })
+    let index = key_index(graph.schema, graph.txn, n)?;
+    let mut ids = Vec::new();
+    for e in index.entries_from(0, &start) {
+        if end.as_deref().is_some_and(|end| e.key >= end) {
+            break;
+        }
+        ids.push(row_entry(e.key));
+    }
+    Ok(ids.into_iter())
 }
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no such key).
@@ -173,27 +193,6 @@ fn after_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
-}
-
-/// Entry record ids from an index scan, up to an exclusive end key.
-pub struct IndexEntries<'t> {
-    scan: espalier_storage::Scan<'t>,
-    end: Option<Vec<u8>>,
-}
-
-impl Iterator for IndexEntries<'_> {
-    type Item = Result<NodeId>;
-    fn next(&mut self) -> Option<Result<NodeId>> {
-        match self.scan.next()? {
-            Ok((k, _)) => {
-                if self.end.as_deref().is_some_and(|end| k >= end) {
-                    return None;
-                }
-                Some(row_entry(k))
-            }
-            Err(e) => Some(Err(e.into())),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -236,12 +235,12 @@ mod tests {
         assert_eq!(&e[MAX_TEXT_BYTES..], &[0, 1]);
         assert!(!exact(IndexValue::Text(&long)));
         let nuls = "\0".repeat(MAX_TEXT_BYTES * 2);
-        assert!(row(9, IndexValue::Text(&nuls), u64::MAX).len() <= 511);
+        assert!(row(IndexValue::Text(&nuls), u64::MAX).len() <= 511);
     }
 
     #[test]
     fn row_entry_reads_the_id_back() {
-        let r = row(3, IndexValue::Text("héllo"), 0x0102_0304_0506_0708);
+        let r = row(IndexValue::Text("héllo"), 0x0102_0304_0506_0708);
         assert_eq!(row_entry(&r).unwrap(), 0x0102_0304_0506_0708);
         assert!(row_entry(&[1, 2, 3]).is_err());
     }

@@ -1,62 +1,63 @@
-//! Byte encodings of keys. Big-endian integers so byte order equals numeric order.
+//! Where each collection, reverse link and schema index lives: the numbering of the key
+//! indexes, the tables' shape, and the byte forms of keys.
+//!
+//! | key index | for | owner | key | row |
+//! |---|---|---|---|---|
+//! | `p` | the entries of collection `p` | owner's row | dictionary: the key's UTF-8; matrix: the target id, big-endian | entry's row |
+//! | `P + p` | the links of reference or matrix `p` (P: the schema's property count) | target's row | source id, big-endian | source's row |
+//! | `2P + n` | schema index `n` ([`crate::index`]) | 0 | encoded value · entry id, big-endian | entry's row |
+//!
+//! Table `t` holds the records of node type `t` ([`crate::record::row_width`]; types without
+//! records have an unused table).
 
-use espalier_schema::PropertyId;
+use espalier_schema::{PropertyId, Schema};
+use espalier_storage::tables::Shape;
 
-use crate::record::NodeId;
+use crate::record::{self, NodeId};
 
-/// Longest entry key (dictionary key text) accepted; keeps Entries keys under LMDB's 511.
+/// Longest entry key (dictionary key text) accepted.
 pub const MAX_KEY_BYTES: usize = 480;
 
-pub fn node(id: NodeId) -> [u8; 8] {
-    id.to_be_bytes()
+/// The key index of collection `property`'s entries.
+#[inline]
+pub fn entries_index(property: PropertyId) -> u32 {
+    property
 }
 
-/// `owner | property` — the prefix of every entry of one collection.
-pub fn collection(owner: NodeId, property: PropertyId) -> [u8; 12] {
-    let mut k = [0u8; 12];
-    k[..8].copy_from_slice(&owner.to_be_bytes());
-    k[8..].copy_from_slice(&property.to_be_bytes());
-    k
+/// The key index of the links of reference or matrix `property`.
+#[inline]
+pub fn links_index(schema: &Schema, property: PropertyId) -> u32 {
+    schema.properties.len() as u32 + property
 }
 
-pub fn entry(owner: NodeId, property: PropertyId, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(12 + key.len());
-    k.extend_from_slice(&collection(owner, property));
-    k.extend_from_slice(key);
-    k
+/// The key index of schema index `n`.
+#[inline]
+pub fn schema_index(schema: &Schema, n: u32) -> u32 {
+    2 * schema.properties.len() as u32 + n
 }
 
-pub fn link(target: NodeId, source: NodeId, property: PropertyId) -> [u8; 20] {
-    let mut k = [0u8; 20];
-    k[..8].copy_from_slice(&target.to_be_bytes());
-    k[8..16].copy_from_slice(&source.to_be_bytes());
-    k[16..].copy_from_slice(&property.to_be_bytes());
-    k
-}
-
-/// Splits a Links key into (target, source, property).
-pub fn parse_link(k: &[u8]) -> Option<(NodeId, NodeId, PropertyId)> {
-    if k.len() != 20 {
-        return None;
+/// The tables and key indexes a database for `schema` has.
+pub fn shape(schema: &Schema) -> Shape {
+    Shape {
+        tables: (0..schema.types.len() as u32).map(|t| record::row_width(schema, t) as u32).collect(),
+        indexes: 2 * schema.properties.len() as u32 + schema.indexes.len() as u32,
     }
-    Some((u64_be(&k[..8])?, u64_be(&k[8..16])?, u32::from_be_bytes(k[16..20].try_into().ok()?)))
+}
+
+/// A link's key: the source id, big-endian.
+#[inline]
+pub fn link_key(source: NodeId) -> [u8; 8] {
+    source.to_be_bytes()
 }
 
 pub fn u64_be(b: &[u8]) -> Option<NodeId> {
     Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
 }
 
-pub fn u64_le(b: &[u8]) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(..8)?.try_into().ok()?))
-}
-
-/// Names in the Meta table.
+/// Meta values kept beside the tables.
 pub mod meta {
+    /// Bumped when the layout of rows and key indexes changes incompatibly (4: tables).
+    pub const FORMAT_VERSION: u64 = 4;
+    /// The name the format version is kept under.
     pub const FORMAT: &[u8] = b"format";
-    pub const SCHEMA: &[u8] = b"schema";
-    pub const NEXT_NODE: &[u8] = b"next_node";
-    pub const NEXT_STRING: &[u8] = b"next_string";
-    pub const VERSION: &[u8] = b"version";
-    /// Bumped when the on-disk layout changes incompatibly (3: the Indexes table).
-    pub const FORMAT_VERSION: u64 = 3;
 }

@@ -1,49 +1,44 @@
-//! The byte layout of a node record: a 16-byte header, the fixed layout computed by the
-//! schema (property slots at their offsets), then the entry key for entry records.
+//! Node ids and the byte layout of a node's row.
+//!
+//! A node that has a record (the root, an entry, a state with properties) is a row of its node
+//! type's table (`docs/storage.md`): its id is `type << 32 | row`, so following a reference is
+//! an index into the target's table, never a search. A row is a 16-byte header, the fixed
+//! layout the schema computes (property slots at their offsets), then, for an entry, an
+//! 8-byte key slot: a dictionary entry's key text as a string id (counted like a text slot),
+//! a matrix entry's target id.
 
-use espalier_schema::{NodeTypeId, PropertyId, Schema};
+use espalier_schema::{NodeTypeId, ParentLink, PropertyId, Schema, Storage};
 
 use crate::DataError;
 
-/// A record id. 0 means "none"; the root is always 1.
+/// A node id: `type << 32 | row`. 0 means "none"; the root is type 0, row 1.
 pub type NodeId = u64;
+/// The root's id.
 pub const ROOT_ID: NodeId = 1;
 
+/// Bytes of a row's header.
 pub const HEADER: usize = 16;
+/// Bytes of an entry's key slot.
+pub const KEY_SLOT: usize = 8;
 /// Parent property of the root record.
 pub const NO_PARENT: PropertyId = u32::MAX;
 
-/// First bytes of a Nodes value that is not a record but a locator: entry records live in
-/// the Entries table, clustered under their owner and found by key in one descent; the Nodes
-/// table maps their id to that Entries key for everything that goes by id (references,
-/// parents, links). A record starts with its type id, which is never `u32::MAX`.
-pub const LOCATOR_TAG: [u8; 4] = [0xFF; 4];
-
-/// A Nodes value pointing at the Entries row `entries_key`.
-pub fn locator(entries_key: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(LOCATOR_TAG.len() + entries_key.len());
-    v.extend_from_slice(&LOCATOR_TAG);
-    v.extend_from_slice(entries_key);
-    v
+/// The table (node type) of a node id.
+#[inline]
+pub fn table_of(id: NodeId) -> u32 {
+    (id >> 32) as u32
 }
 
-/// The Entries key in a Nodes value, if it is a locator.
-pub fn as_locator(value: &[u8]) -> Option<&[u8]> {
-    value.strip_prefix(&LOCATOR_TAG[..])
+/// The row of a node id.
+#[inline]
+pub fn row_of(id: NodeId) -> u32 {
+    id as u32
 }
 
-/// An Entries value: the entry's id, then its record.
-pub fn entry_value(id: NodeId, record: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(8 + record.len());
-    v.extend_from_slice(&id.to_le_bytes());
-    v.extend_from_slice(record);
-    v
-}
-
-/// Splits an Entries value into the entry's id and record.
-pub fn split_entry_value(value: &[u8]) -> Option<(NodeId, &[u8])> {
-    let (id, record) = value.split_at_checked(8)?;
-    Some((u64::from_le_bytes(id.try_into().ok()?), record))
+/// The id of row `row` of table `table`.
+#[inline]
+pub fn id_of(table: u32, row: u32) -> NodeId {
+    (u64::from(table) << 32) | u64::from(row)
 }
 
 /// A logical node: the record that stores it and its node type. A group's node shares the
@@ -77,23 +72,40 @@ pub fn header(bytes: &[u8]) -> Result<Header, DataError> {
     })
 }
 
+/// Whether nodes of type `ty` are entries (and so have a key slot).
+pub fn is_entry(schema: &Schema, ty: NodeTypeId) -> bool {
+    matches!(schema.node_type(ty).parent, ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. })
+}
+
+/// Bytes of a row of type `ty`'s table (0 for a type without records).
+pub fn row_width(schema: &Schema, ty: NodeTypeId) -> usize {
+    match schema.node_type(ty).storage {
+        Storage::Record { size } => HEADER + size as usize + if is_entry(schema, ty) { KEY_SLOT } else { 0 },
+        _ => 0,
+    }
+}
+
 /// A fresh record: header, zeroed layout (number 0, text "" = string 0, empty collections),
-/// and the entry key.
-pub fn new_record(schema: &Schema, h: Header, key: &[u8]) -> Vec<u8> {
-    let size = schema.record_size(h.ty) as usize;
-    let mut r = vec![0u8; HEADER + size + key.len()];
+/// and the key slot (for an entry).
+pub fn new_record(schema: &Schema, h: Header, key: u64) -> Vec<u8> {
+    let mut r = vec![0u8; row_width(schema, h.ty)];
     r[0..4].copy_from_slice(&h.ty.to_le_bytes());
     r[4..8].copy_from_slice(&h.parent_property.to_le_bytes());
     r[8..16].copy_from_slice(&h.parent.to_le_bytes());
-    r[HEADER + size..].copy_from_slice(key);
+    if is_entry(schema, h.ty) {
+        let at = r.len() - KEY_SLOT;
+        r[at..].copy_from_slice(&key.to_le_bytes());
+    }
     r
 }
 
-/// The entry key stored after the layout.
-pub fn key<'r>(schema: &Schema, record: &'r [u8]) -> Result<&'r [u8], DataError> {
+/// The key slot of an entry's record: its key's string id (dictionary) or target id (matrix).
+pub fn key_slot(schema: &Schema, record: &[u8]) -> Result<u64, DataError> {
     let h = header(record)?;
-    let at = HEADER + schema.record_size(h.ty) as usize;
-    record.get(at..).ok_or_else(|| DataError::Corrupt(format!("record of type {} too short", h.ty)))
+    if !is_entry(schema, h.ty) {
+        return Err(DataError::Corrupt(format!("a record of type {} has no key", h.ty)));
+    }
+    read_u64(record, HEADER + schema.record_size(h.ty) as usize)
 }
 
 /// Byte position of a property's slot in its host record.

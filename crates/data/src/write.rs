@@ -7,14 +7,14 @@ mod derive;
 use std::collections::BTreeSet;
 
 use espalier_schema::{NodeTypeId, Over, ParentLink, PropertyId, PropertyKind, Schema, StateIndex, Storage};
-use espalier_storage::{Reader, Savepoint, Table, WriteTxn};
+use espalier_storage::tables::{Savepoint, Writer};
 
 use crate::change::{Change, ChangeSet, Touched, MAX_TOUCHED};
 use crate::graph::{EntryKey, Graph, NodeView};
 use crate::index::{self, IndexValue, OwnedValue};
-use crate::keys::{self, meta, MAX_KEY_BYTES};
+use crate::keys::{self, MAX_KEY_BYTES};
 use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
-use crate::{strings, DataError, Result};
+use crate::{DataError, Result};
 
 /// Deepest ancestry walk when checking whether a referrer lies inside a removed subtree.
 const MAX_DEPTH: usize = 1024;
@@ -29,14 +29,11 @@ const PATHS_KEPT: usize = 8;
 
 pub struct WriteGraph<'a, 's> {
     pub schema: &'a Schema,
-    txn: &'a mut WriteTxn<'s>,
-    next_node: u64,
-    next_string: u64,
+    txn: &'a mut Writer,
+    /// The second lifetime is the storage transaction's of the earlier engine; callers still
+    /// name it.
+    _txn: std::marker::PhantomData<&'s ()>,
     changes: Vec<Change>,
-    /// Where the entry record last found or written lives (id, Entries key): an update finds
-    /// its entry by key, then reads, writes and names it, and this spares each of those the
-    /// Nodes locator. Checked against the row's id on use, so a stale hint is only a miss.
-    located: Option<(NodeId, Vec<u8>)>,
     /// The last paths named in changes, oldest first. A record's path never changes while
     /// it exists and ids are never reused, so an entry is never stale.
     paths: Vec<(NodeRef, crate::NodePath)>,
@@ -54,7 +51,7 @@ pub struct WriteGraph<'a, 's> {
 }
 
 /// Where to roll one instruction back to.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GraphSavepoint {
     storage: Savepoint,
     changes: usize,
@@ -62,24 +59,18 @@ pub struct GraphSavepoint {
     touched: [usize; 4],
 }
 
-fn read_counter(txn: &dyn Reader, name: &[u8], default: u64) -> Result<u64> {
-    match txn.get(Table::Meta, name)? {
-        Some(v) => keys::u64_le(v).ok_or_else(|| DataError::Corrupt(format!("meta counter {:?}", name))),
-        None => Ok(default),
-    }
+/// A storage failure, as the data layer's error.
+fn storage(e: espalier_storage::tables::TablesError) -> DataError {
+    DataError::Tables(e)
 }
 
 impl<'a, 's> WriteGraph<'a, 's> {
-    pub fn new(schema: &'a Schema, txn: &'a mut WriteTxn<'s>) -> Result<WriteGraph<'a, 's>> {
-        let next_node = read_counter(txn, meta::NEXT_NODE, ROOT_ID)?;
-        let next_string = read_counter(txn, meta::NEXT_STRING, 1)?;
+    pub fn new(schema: &'a Schema, txn: &'a mut Writer) -> Result<WriteGraph<'a, 's>> {
         Ok(WriteGraph {
             schema,
             txn,
-            next_node,
-            next_string,
+            _txn: std::marker::PhantomData,
             changes: Vec::new(),
-            located: None,
             paths: Vec::with_capacity(PATHS_KEPT),
             unique_pending: BTreeSet::new(),
             unique_overflow: false,
@@ -93,12 +84,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Graph::new(self.schema, &*self.txn)
     }
 
-    pub fn txn(&mut self) -> &mut WriteTxn<'s> {
+    /// The storage writer (for tests that damage data on purpose, and for meta values).
+    pub fn txn(&mut self) -> &mut Writer {
         self.txn
     }
 
     pub fn savepoint(&mut self) -> GraphSavepoint {
-        self.txn.enable_savepoints();
         let touched =
             self.touched.as_ref().map_or([0; 4], |t| [t.records.len(), t.slots.len(), t.entries.len(), t.links.len()]);
         GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len(), touched }
@@ -106,7 +97,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Undoes every write and forgets every change since `sp`.
     pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
-        self.txn.rollback_to(sp.storage)?;
+        self.txn.rollback_to(&sp.storage);
         self.changes.truncate(sp.changes);
         if let Some(t) = self.touched.as_mut() {
             let [records, slots, entries, links] = sp.touched;
@@ -181,18 +172,15 @@ impl<'a, 's> WriteGraph<'a, 's> {
         &self.changes
     }
 
-    /// Writes the id counters back; call once before commit.
-    pub fn finish(&mut self) -> Result<()> {
-        self.txn.put(Table::Meta, meta::NEXT_NODE, &self.next_node.to_le_bytes())?;
-        self.txn.put(Table::Meta, meta::NEXT_STRING, &self.next_string.to_le_bytes())?;
-        Ok(())
-    }
-
     /// Creates the root record of an empty database (id 1) with default values.
     pub fn init_root(&mut self) -> Result<NodeRef> {
-        assert_eq!(self.next_node, ROOT_ID, "root created twice");
-        let id = self.create_node(espalier_schema::ROOT, 0, NO_PARENT, &[])?;
-        assert_eq!(id, ROOT_ID);
+        if self.graph().exists(ROOT_ID)? {
+            return Err(DataError::Corrupt("the root exists already".into()));
+        }
+        let id = self.create_node(espalier_schema::ROOT, 0, NO_PARENT, 0)?;
+        if id != ROOT_ID {
+            return Err(DataError::Corrupt(format!("the root was made as record {id}, not {ROOT_ID}")));
+        }
         Ok(NodeRef::ROOT)
     }
 
@@ -204,36 +192,25 @@ impl<'a, 's> WriteGraph<'a, 's> {
         ty: NodeTypeId,
         parent: NodeId,
         parent_property: PropertyId,
-        key: &[u8],
+        key: u64,
     ) -> Result<NodeId> {
         if self.schema.node_type(ty).storage == Storage::Empty {
             return Ok(0);
         }
-        assert!(matches!(self.schema.node_type(ty).storage, Storage::Record { .. }), "inline node has no record");
-        let id = self.next_node;
-        self.next_node += 1;
-        self.touch(id);
+        if !matches!(self.schema.node_type(ty).storage, Storage::Record { .. }) {
+            return Err(DataError::Corrupt(format!("node type {ty} has no record of its own")));
+        }
+        // The row first (zeroed), so that the node's id exists for its states' parent field.
         let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
+        let row = self.txn.insert(ty, &rec).map_err(storage)?;
+        let id = record::id_of(ty, row);
+        self.touch(id);
         self.fill_defaults(&mut rec, id, ty)?;
-        if self.is_entry_type(ty) {
-            let entries_key = keys::entry(parent, parent_property, key);
-            self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, &rec))?;
-            self.txn.put(Table::Nodes, &keys::node(id), &record::locator(&entries_key))?;
+        self.txn.put(ty, row, &rec).map_err(storage)?;
+        if record::is_entry(self.schema, ty) {
             self.index_defaults(parent_property, id, &rec)?;
-        } else {
-            self.txn.put(Table::Nodes, &keys::node(id), &rec)?;
         }
         Ok(id)
-    }
-
-    /// Entry records are stored in their Entries row (see [`record::LOCATOR_TAG`]).
-    fn is_entry_type(&self, ty: NodeTypeId) -> bool {
-        matches!(self.schema.node_type(ty).parent, ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. })
-    }
-
-    /// The Entries key of an entry record, from its own header and key.
-    fn entries_key(&self, rec: &[u8]) -> Result<Vec<u8>> {
-        crate::graph::entries_key(self.schema, rec)
     }
 
     fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<()> {
@@ -242,7 +219,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             match &schema.property(p).kind {
                 PropertyKind::StateGroup { states } => {
                     let first = states.first().ok_or_else(|| DataError::Corrupt("stategroup without states".into()))?;
-                    let child = self.create_node(first.node, id, p, &[])?;
+                    let child = self.create_node(first.node, id, p, 0)?;
                     let at = record::slot(schema, p);
                     // A condition starts in the state its default number (0) gives.
                     record::write_u64(rec, at, self.condition_default(p))?;
@@ -255,25 +232,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(())
     }
 
-    /// Tells the next reads by id where an entry record is (see `located`); `location` comes
-    /// from [`Graph::entry_location`].
-    pub fn remember_location(&mut self, location: (NodeId, Vec<u8>)) {
-        self.located = Some(location);
-    }
-
-    /// Record `id`, through the remembered location when it is that entry's.
+    /// Record `id`.
     fn record_by_id(&self, id: NodeId) -> Result<&[u8]> {
-        if let Some((hint, entries_key)) = &self.located {
-            if *hint == id {
-                if let Some((found, rec)) =
-                    self.txn.get(Table::Entries, entries_key)?.and_then(record::split_entry_value)
-                {
-                    if found == id {
-                        return Ok(rec);
-                    }
-                }
-            }
-        }
         self.graph().record(id)
     }
 
@@ -281,8 +241,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(self.record_by_id(id)?.to_vec())
     }
 
-    /// The record of `node` as a view, through the remembered location when it is that
-    /// entry's (where `self.graph().view` would go through the Nodes locator).
+    /// The record of `node` as a view.
     pub fn view(&self, node: NodeRef) -> Result<NodeView<'_>> {
         if node.id == 0 {
             return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
@@ -298,14 +257,32 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Writes a record without noting it as touched (see [`WriteGraph::bump_count`]).
     fn put_record(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
-        if self.is_entry_type(record::header(rec)?.ty) {
-            let entries_key = self.entries_key(rec)?;
-            self.txn.put(Table::Entries, &entries_key, &record::entry_value(id, rec))?;
-            self.located = Some((id, entries_key));
-        } else {
-            self.txn.put(Table::Nodes, &keys::node(id), rec)?;
-        }
+        self.txn.put(record::table_of(id), record::row_of(id), rec).map_err(storage)
+    }
+
+    /// Adds the link `source → target` of `property` to its key index.
+    fn put_link(&mut self, target: NodeId, source: NodeId, property: PropertyId) -> Result<()> {
+        let index = keys::links_index(self.schema, property);
+        let (owner, row) = (record::row_of(target), record::row_of(source));
+        self.txn.index_put(index, owner, &keys::link_key(source), row).map_err(storage)?;
         Ok(())
+    }
+
+    /// Removes the link `source → target` of `property` from its key index.
+    fn delete_link(&mut self, target: NodeId, source: NodeId, property: PropertyId) -> Result<()> {
+        let index = keys::links_index(self.schema, property);
+        self.txn.index_remove(index, record::row_of(target), &keys::link_key(source)).map_err(storage)?;
+        Ok(())
+    }
+
+    /// The string id of `text`, holding it once more.
+    fn acquire(&mut self, text: &str) -> Result<u64> {
+        self.txn.acquire(text.as_bytes()).map_err(storage)
+    }
+
+    /// Lets go of string `id` once.
+    fn release(&mut self, id: u64) -> Result<()> {
+        self.txn.release(id).map_err(storage)
     }
 
     /// The path of `node` for a change. A state's path is its owner's (kept, most often)
@@ -367,10 +344,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         let old_id = record::read_u64(&rec, at)?;
-        let old = strings::get(&*self.txn, old_id)?;
+        let old = self.graph().string(old_id)?;
         // Acquire before release: setting the same text must not free it in between.
-        let new_id = strings::acquire(self.txn, value, &mut self.next_string)?;
-        strings::release(self.txn, old_id)?;
+        let new_id = self.acquire(value)?;
+        self.release(old_id)?;
         record::write_u64(&mut rec, at, new_id)?;
         self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::Text(&old), IndexValue::Text(value))?;
@@ -395,10 +372,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let old = record::read_u64(&rec, at)?;
         let old_key = if old != 0 { Some(self.graph().target_key(old, path)?) } else { None };
         if old != 0 {
-            self.txn.delete(Table::Links, &keys::link(old, node.id, property))?;
+            self.delete_link(old, node.id, property)?;
             self.touch_link(old, property);
         }
-        self.txn.put(Table::Links, &keys::link(target, node.id, property), &[])?;
+        self.put_link(target, node.id, property)?;
         self.touch_link(target, property);
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, property, &rec)?;
@@ -435,8 +412,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             return Err(DataError::KeyTooLong { len: raw.len(), max: MAX_KEY_BYTES });
         }
         let ty = self.graph().entry_type(property);
-        let k = keys::entry(owner.id, property, &raw);
-        if self.txn.get(Table::Entries, &k)?.is_some() {
+        if self.graph().find_entry(owner, property, key)?.is_some() {
             let g = self.graph();
             let shown = match key {
                 EntryKey::Text(t) => format!("{t:?}"),
@@ -444,10 +420,18 @@ impl<'a, 's> WriteGraph<'a, 's> {
             };
             return Err(DataError::KeyExists { collection: g.collection_path(owner, property), key: shown });
         }
-        let id = self.create_node(ty, owner.id, property, &raw)?;
+        // A dictionary key is a text slot of the entry; a matrix key the target's id.
+        let key_slot = match key {
+            EntryKey::Text(t) => self.acquire(t)?,
+            EntryKey::Target(target) => target,
+        };
+        let id = self.create_node(ty, owner.id, property, key_slot)?;
+        self.txn
+            .index_put(keys::entries_index(property), record::row_of(owner.id), &raw, record::row_of(id))
+            .map_err(storage)?;
         let mut target_id = 0;
         if let EntryKey::Target(target) = key {
-            self.txn.put(Table::Links, &keys::link(target, id, property), &[])?;
+            self.put_link(target, id, property)?;
             self.touch_link(target, property);
             target_id = target;
         }
@@ -517,7 +501,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             panic!("property {property} is not a stategroup");
         };
         let ty = states[state as usize].node;
-        let child = self.create_node(ty, node.id, property, &[])?;
+        let child = self.create_node(ty, node.id, property, 0)?;
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         record::write_u64(&mut rec, at, u64::from(state))?;
@@ -575,16 +559,24 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.index_remove(property, node.id, &rec)?;
         }
         self.release_slots(&rec, node.id, node.ty, boundary)?;
-        if let ParentLink::MatrixEntry { property } = self.schema.node_type(node.ty).parent {
-            let target = self.graph().matrix_target(node)?;
-            self.txn.delete(Table::Links, &keys::link(target, node.id, property))?;
-            self.touch_link(target, property);
+        match self.schema.node_type(node.ty).parent {
+            ParentLink::MatrixEntry { property } => {
+                let target = record::key_slot(self.schema, &rec)?;
+                self.delete_link(target, node.id, property)?;
+                self.touch_link(target, property);
+                let owner = record::row_of(record::header(&rec)?.parent);
+                self.txn.index_remove(keys::entries_index(property), owner, &target.to_be_bytes()).map_err(storage)?;
+            }
+            ParentLink::DictionaryEntry { property } => {
+                let key_id = record::key_slot(self.schema, &rec)?;
+                let owner = record::row_of(record::header(&rec)?.parent);
+                let key = self.graph().string_bytes(key_id)?.to_vec();
+                self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
+                self.release(key_id)?;
+            }
+            _ => {}
         }
-        if self.is_entry_type(node.ty) {
-            let entries_key = self.entries_key(&rec)?;
-            self.txn.delete(Table::Entries, &entries_key)?;
-        }
-        self.txn.delete(Table::Nodes, &keys::node(node.id))?;
+        self.txn.free(record::table_of(node.id), record::row_of(node.id)).map_err(storage)?;
         self.touch(node.id);
         Ok(())
     }
@@ -596,11 +588,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
             let at = record::slot(schema, p);
             match &schema.property(p).kind {
                 PropertyKind::Number => {}
-                PropertyKind::Text => strings::release(self.txn, record::read_u64(rec, at)?)?,
+                PropertyKind::Text => self.release(record::read_u64(rec, at)?)?,
                 PropertyKind::Reference { .. } => {
                     let target = record::read_u64(rec, at)?;
                     if target != 0 {
-                        self.txn.delete(Table::Links, &keys::link(target, id, p))?;
+                        self.delete_link(target, id, p)?;
                         self.touch_link(target, p);
                         // A target inside the subtree being deleted may be gone already.
                         let aggregated = self.schema.is_aggregated(Over::Referrers(p));
@@ -637,20 +629,23 @@ impl<'a, 's> WriteGraph<'a, 's> {
     // ---- indexes (see crate::index) ----
 
     fn index_put(&mut self, n: u32, unique: bool, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
-        self.txn.put(Table::Indexes, &index::row(n, value, entry), &[])?;
+        let key = index::row(value, entry);
+        let ki = keys::schema_index(self.schema, n);
+        self.txn.index_put(ki, 0, &key, record::row_of(entry)).map_err(storage)?;
         if unique && !self.unique_overflow {
             if self.unique_pending.len() >= MAX_UNIQUE_PENDING {
                 self.unique_pending.clear();
                 self.unique_overflow = true;
             } else {
-                self.unique_pending.insert((n, index::value_prefix(n, value)));
+                self.unique_pending.insert((n, index::value_prefix(value)));
             }
         }
         Ok(())
     }
 
     fn index_delete(&mut self, n: u32, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
-        if !self.txn.delete(Table::Indexes, &index::row(n, value, entry))? {
+        let ki = keys::schema_index(self.schema, n);
+        if self.txn.index_remove(ki, 0, &index::row(value, entry)).map_err(storage)?.is_none() {
             return Err(DataError::Corrupt(format!("index {n} has no row for entry record {entry} ({value:?})")));
         }
         Ok(())
@@ -709,11 +704,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         }
         let pending = std::mem::take(&mut self.unique_pending);
         for (n, prefix) in pending {
-            let mut ids = Vec::new();
-            for row in self.txn.prefix(Table::Indexes, &prefix)? {
-                let (k, _) = row?;
-                ids.push(index::row_entry(k)?);
-            }
+            let ids = index::rows_with_prefix(self.schema, &*self.txn, n, &prefix)?;
             self.check_unique_group(n, &prefix, &ids)?;
         }
         Ok(())
@@ -723,15 +714,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
     fn check_unique_whole(&self, n: u32) -> Result<()> {
         let mut group: Vec<u8> = Vec::new();
         let mut ids = Vec::new();
-        for row in self.txn.prefix(Table::Indexes, &n.to_be_bytes())? {
-            let (k, _) = row?;
+        for (k, id) in index::all_rows(self.schema, &*self.txn, n)? {
             let value = &k[..k.len().saturating_sub(8)];
             if value != group.as_slice() {
                 self.check_unique_group(n, &group, &ids)?;
                 group = value.to_vec();
                 ids.clear();
             }
-            ids.push(index::row_entry(k)?);
+            ids.push(id);
         }
         self.check_unique_group(n, &group, &ids)
     }

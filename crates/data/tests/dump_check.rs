@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use espalier_data::{check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeRef, WriteGraph};
 use espalier_schema::{compile, NodeTypeId, PropertyId, PropertyKind, ReferenceTarget, Schema};
-use espalier_storage::{Reader, Table};
+use espalier_data::keys::{entries_index, link_key, links_index};
+use espalier_data::record::{id_of, row_of, table_of};
+use espalier_storage::tables::Read;
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
 use serde_json::{json, Value};
 
@@ -237,8 +239,8 @@ fn load(db: &Database, text: &[u8]) -> Result<ImportStats, E> {
 
 fn records(db: &Database) -> usize {
     let snap = db.snapshot().unwrap();
-    let n = snap.reader().scan(Table::Nodes, &[0]).unwrap().count();
-    n
+    let schema = db.schema();
+    (0..schema.types.len() as u32).filter_map(|t| snap.reader().table(t)).map(|t| t.len() as usize).sum()
 }
 
 fn check_db(db: &Database) -> espalier_data::CheckReport {
@@ -290,8 +292,9 @@ fn export_import_export_is_byte_identical() {
         (orig.records, orig.entries, orig.links, orig.strings),
         (good.records, good.entries, good.links, good.strings)
     );
-    // 'Nord' is shared by two text slots; strings: title, Nord, Süd.
-    assert_eq!(good.strings, 3);
+    // 'Nord' is shared by two text slots; strings: title, Nord, Süd, and the seven distinct
+    // dictionary keys (a key is held like a text).
+    assert_eq!(good.strings, 10);
     // Links: 4 references + 5 matrix entries.
     assert_eq!(good.links, 9);
 }
@@ -322,10 +325,6 @@ fn assert_problem(problems: &[String], fragments: &[&str]) {
     );
 }
 
-fn link_key(target: u64, source: u64, p: PropertyId) -> Vec<u8> {
-    [&target.to_be_bytes()[..], &source.to_be_bytes(), &p.to_be_bytes()].concat()
-}
-
 #[test]
 fn check_finds_a_missing_links_row() {
     let dir = tempfile::tempdir().unwrap();
@@ -337,7 +336,8 @@ fn check_finds_a_missing_links_row() {
         let sent = gr.state(ship, p.status)?.1;
         let carrier = gr.group(sent, p.carrier);
         let target = gr.reference(carrier, p.depot)?;
-        assert!(g.txn().delete(Table::Links, &link_key(target, carrier.id, p.depot)).unwrap());
+        let links = links_index(g.schema, p.depot);
+        assert!(g.txn().index_remove(links, row_of(target), &link_key(carrier.id)).unwrap().is_some());
         Ok(())
     });
     let r = check_db(&db);
@@ -356,10 +356,9 @@ fn check_finds_a_wrong_string_count() {
     corrupt(&db, |g| {
         let north = entry(&g.graph(), NodeRef::ROOT, p.regions, "north");
         let id = g.graph().text_id(north, p.region_name)?;
-        let key = id.to_be_bytes();
-        let mut v = g.txn().get(Table::Strings, &key).unwrap().unwrap().to_vec();
-        v[..8].copy_from_slice(&3u64.to_le_bytes());
-        g.txn().put(Table::Strings, &key, &v).unwrap();
+        // One more hold than the slots that hold it: count 3, held by 2.
+        let text = g.graph().string(id)?;
+        assert_eq!(g.txn().acquire(text.as_bytes()).unwrap(), id);
         Ok(())
     });
     let r = check_db(&db);
@@ -374,19 +373,18 @@ fn check_finds_a_missing_entries_row() {
     let p = props(db.schema());
     corrupt(&db, |g| {
         let north = entry(&g.graph(), NodeRef::ROOT, p.regions, "north");
-        let key = [&north.id.to_be_bytes()[..], &p.cities.to_be_bytes(), b"b"].concat();
-        assert!(g.txn().delete(Table::Entries, &key).unwrap());
+        assert!(g.txn().index_remove(entries_index(p.cities), row_of(north.id), b"b").unwrap().is_some());
         Ok(())
     });
     let r = check_db(&db);
     assert_problem(&r.problems, &[". 'Regions' : \"north\" . 'Cities'", "entry count says 2 but there are 1 entries"]);
-    // The Entries row holds the entry's record: the record is gone, its locator dangles.
+    // The record of b is still stored, but its collection no longer holds it.
+    assert_problem(&r.problems, &["not reachable from the root", "key \"b\" of 'Cities'", "has no Entries row for it"]);
+    // City a's twin was b, which its key no longer finds.
     assert_problem(
         &r.problems,
-        &["not reachable from the root", "key \"b\" of 'Cities'", "the Entries row that holds it is missing"],
+        &[". 'Regions' : \"north\" . 'Cities' : \"a\", property 'Twin'", "does not resolve from here"],
     );
-    // City a's twin was b, which no longer exists.
-    assert_problem(&r.problems, &[". 'Regions' : \"north\" . 'Cities' : \"a\", property 'Twin'", "does not exist"]);
 }
 
 #[test]
@@ -398,7 +396,7 @@ fn check_finds_a_wrong_entry_count() {
         let mut rec = g.graph().record(1)?.to_vec();
         let at = 16 + g.schema.property(p.shipments).offset as usize;
         rec[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
-        g.txn().put(Table::Nodes, &1u64.to_be_bytes(), &rec).unwrap();
+        g.txn().put(table_of(1), row_of(1), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);
@@ -410,19 +408,26 @@ fn check_finds_an_orphan_record_and_a_dangling_links_row() {
     let dir = tempfile::tempdir().unwrap();
     let db = build(dir.path());
     let p = props(db.schema());
-    corrupt(&db, |g| {
-        // A Links row no slot backs, and a record nothing points at.
-        g.txn().put(Table::Links, &link_key(1, 999, p.depot), &[]).unwrap();
-        let mut rec = g.graph().record(entry(&g.graph(), NodeRef::ROOT, p.regions, "south").id)?.to_vec();
-        let len = rec.len();
-        rec[len - 5..].copy_from_slice(b"ghost");
-        g.txn().put(Table::Nodes, &500u64.to_be_bytes(), &rec).unwrap();
-        Ok(())
-    });
+    let (orphan, target) = db
+        .write(|g| -> Result<(u64, u64), E> {
+            // A link no slot backs, and a record nothing points at.
+            let south = entry(&g.graph(), NodeRef::ROOT, p.regions, "south");
+            let source = id_of(table_of(south.id), 999);
+            let links = links_index(g.schema, p.depot);
+            g.txn().index_put(links, row_of(south.id), &link_key(source), 999).unwrap();
+            let mut rec = g.graph().record(south.id)?.to_vec();
+            let ghost = g.txn().acquire(b"ghost").unwrap();
+            let len = rec.len();
+            rec[len - 8..].copy_from_slice(&ghost.to_le_bytes());
+            let row = g.txn().insert(table_of(south.id), &rec).unwrap();
+            Ok((id_of(table_of(south.id), row), south.id))
+        })
+        .unwrap()
+        .value;
     let r = check_db(&db);
-    assert_problem(&r.problems, &["record 999 refers to record 1 through 'Depot', but it does not"]);
-    assert_problem(&r.problems, &["record 500 is not reachable from the root", "\"ghost\""]);
-    assert_problem(&r.problems, &["the next record id is"]);
+    let source = id_of(table_of(target), 999);
+    assert_problem(&r.problems, &[&format!("record {source} refers to record {target} through 'Depot', but it does not")]);
+    assert_problem(&r.problems, &[&format!("record {orphan} is not reachable from the root"), "\"ghost\""]);
 }
 
 // --- bad dumps -------------------------------------------------------------------------------
@@ -715,7 +720,7 @@ fn check_survives_a_record_of_unknown_type() {
         let c = entry(&g.graph(), south, p.cities, "c");
         let mut rec = g.graph().record(c.id)?.to_vec();
         rec[0..4].copy_from_slice(&9999u32.to_le_bytes());
-        g.txn().put(Table::Nodes, &c.id.to_be_bytes(), &rec).unwrap();
+        g.txn().put(table_of(c.id), row_of(c.id), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);

@@ -355,16 +355,7 @@ impl Engine {
         match plan {
             Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
             Plan::Update { path, items, .. } => {
-                let graph = g.graph();
-                let (node, view) = Nav { graph }.walk_view(path, b)?;
-                // The entry found by key is the record the update reads, writes and names.
-                let location = match view {
-                    Some(v) => graph.entry_location(v)?,
-                    None => None,
-                };
-                if let Some(location) = location {
-                    g.remember_location(location);
-                }
+                let (node, _) = Nav { graph: g.graph() }.walk_view(path, b)?;
                 apply(g, node, items, false, b)?;
                 Ok(Reply::Done { version: 0, changes: 0 })
             }

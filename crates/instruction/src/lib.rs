@@ -65,7 +65,7 @@ impl InstructionError {
                 DataError::ReferenceUnset { .. } => "reference_unset",
                 DataError::KeyTooLong { .. } => "key_too_long",
                 DataError::NotUnique(_) => "not_unique",
-                DataError::Storage(_) => "storage",
+                DataError::Tables(_) => "storage",
                 DataError::Corrupt(_) => "corrupt",
             },
             InstructionError::Transaction(_) => "transaction",

@@ -201,7 +201,7 @@ impl Server {
         let engine = shared.engine.clone();
         tokio::task::spawn_blocking(move || {
             let _ = hub_thread.join();
-            engine.database().store().sync()
+            engine.database().sync()
         })
         .await
         .map_err(|e| ServerError::Io(std::io::Error::other(e.to_string())))?

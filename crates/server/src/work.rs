@@ -200,5 +200,5 @@ pub fn spawn_write(
 /// takes microseconds, and the hand-off to the writer thread and back costs several times
 /// that; with one, an async runtime's thread must not wait for the disk.
 fn writes_inline(shared: &Shared) -> bool {
-    shared.engine.database().store().options().durability != espalier_transaction::Durability::Sync
+    shared.engine.database().durability() != espalier_transaction::Durability::Sync
 }

@@ -65,6 +65,8 @@ pub trait Read {
     fn string_count(&self, id: u64) -> Option<u64>;
     /// Meta value `name`.
     fn meta(&self, name: &[u8]) -> Option<&[u8]>;
+    /// The string table as it is in this version (shares its structure: constant time).
+    fn string_table(&self) -> StringsVersion;
     /// The layer above's version of the last commit seen.
     fn version(&self) -> u64;
 
@@ -108,6 +110,10 @@ impl Read for Snapshot {
 
     fn meta(&self, name: &[u8]) -> Option<&[u8]> {
         self.meta.get(name).map(Vec::as_slice)
+    }
+
+    fn string_table(&self) -> StringsVersion {
+        self.strings.clone()
     }
 
     fn version(&self) -> u64 {

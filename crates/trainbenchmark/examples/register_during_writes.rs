@@ -14,9 +14,8 @@ use espalier_transaction::{DatabaseOptions, Durability};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let model = generate(Scenario::Repair, 64);
-    let mut options = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let options = DatabaseOptions { durability: Durability::None, ..Default::default() };
     // Large enough that no commit has to grow the map (which waits for every snapshot).
-    options.store.initial_map_size = 8 << 30;
     let engine = create(&dir.path().join("db"), &model, options)?;
     let stop = AtomicBool::new(false);
     let no_params = HashMap::new();

@@ -58,8 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size: u32 = std::env::args().nth(1).map_or(Ok(64), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
     let model = generate(Scenario::Repair, size);
-    let mut options = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    options.store.initial_map_size = 1 << 30;
+    let options = DatabaseOptions { durability: Durability::None, ..Default::default() };
     let engine = create(&dir.path().join("db"), &model, options)?;
     let conn = rusqlite::Connection::open(dir.path().join("sqlite.db"))?;
     conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;

@@ -22,8 +22,7 @@ fn median(mut samples: Vec<f64>) -> f64 {
 fn measure(mode: &str) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let model = generate(Scenario::Repair, 8);
-    let mut options = DatabaseOptions { durability: Durability::None, ..Default::default() };
-    options.store.initial_map_size = 1 << 30;
+    let options = DatabaseOptions { durability: Durability::None, ..Default::default() };
     let engine = create(&dir.path().join("db"), &model, options)?;
     let no_params = HashMap::new();
     match mode {

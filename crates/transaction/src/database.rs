@@ -1,4 +1,4 @@
-//! `Database`: a store, its compiled schema, the write queue and the change feed.
+//! `Database`: the tables, their compiled schema, the write queue and the change feed.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -6,7 +6,8 @@ use std::sync::{Arc, Weak};
 
 use espalier_data::{meta, ChangeSet, DataError, Graph, QueryDiff, Touched, WriteGraph};
 use espalier_schema::Schema;
-use espalier_storage::{Durability, ReadTxn, Reader, StorageError, Store, StoreOptions, Table};
+use espalier_storage::tables::{Read, Tables, TablesError, TablesOptions};
+use espalier_storage::{DirLock, Durability, Holder};
 
 use crate::feed::{Feed, Subscription};
 use crate::group_commit::{BatchRunner, Completions, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
@@ -17,12 +18,13 @@ pub struct DatabaseOptions {
     pub durability: Durability,
     /// Most requests sharing one commit.
     pub max_batch: usize,
-    pub store: StoreOptions,
+    /// Size of a log segment file.
+    pub log_segment_size: u64,
 }
 
 impl Default for DatabaseOptions {
     fn default() -> Self {
-        DatabaseOptions { durability: Durability::Sync, max_batch: 256, store: StoreOptions::default() }
+        DatabaseOptions { durability: Durability::Sync, max_batch: 256, log_segment_size: 64 << 20 }
     }
 }
 
@@ -35,11 +37,9 @@ pub struct Committed<R> {
     pub changes: Arc<ChangeSet>,
 }
 
-/// How many times a batch is retried after growing a full map.
-const MAX_GROW_ATTEMPTS: usize = 16;
-
 pub struct Database {
-    store: Arc<Store>,
+    tables: Tables,
+    durability: Durability,
     schema: Arc<Schema>,
     queue: WriteQueue,
     feed: Feed,
@@ -89,68 +89,78 @@ impl Drop for Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Database").field("path", &self.store.path()).finish()
+        f.debug_struct("Database").field("path", &self.tables.dir()).finish()
     }
 }
 
 /// A consistent read-only view: sees every commit before it began, none after.
 pub struct Snapshot<'d> {
-    txn: ReadTxn<'d>,
+    snapshot: Arc<espalier_storage::tables::Snapshot>,
     schema: &'d Schema,
 }
 
 impl<'d> Snapshot<'d> {
     pub fn graph(&self) -> Graph<'_> {
-        Graph::new(self.schema, &self.txn)
+        Graph::new(self.schema, &*self.snapshot)
     }
 
-    pub fn reader(&self) -> &ReadTxn<'d> {
-        &self.txn
+    /// The stored version this snapshot reads.
+    pub fn reader(&self) -> &espalier_storage::tables::Snapshot {
+        &self.snapshot
     }
 
     /// The version of the last commit this snapshot sees.
     pub fn version(&self) -> Result<u64, DataError> {
-        read_u64(&self.txn, meta::VERSION)
+        Ok(self.snapshot.version())
     }
 }
 
-fn read_u64(txn: &dyn Reader, name: &[u8]) -> Result<u64, DataError> {
-    match txn.get(Table::Meta, name)? {
-        Some(v) => v
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes)
-            .ok_or_else(|| DataError::Corrupt(format!("meta {:?} is not a counter", String::from_utf8_lossy(name)))),
-        None => Ok(0),
-    }
-}
-
-/// A failure to open the store: a held lock stays typed (callers tell the user who holds it).
-fn open_error(e: StorageError) -> TxError {
+/// A failure to open the tables: a held lock stays typed (callers tell the user who holds it).
+fn open_error(e: TablesError) -> TxError {
     match e {
-        StorageError::Locked(lock) => TxError::Locked(Arc::new(lock)),
+        TablesError::Locked(lock) => TxError::Locked(Arc::new(lock)),
         e => TxError::Open(e.to_string()),
     }
 }
 
-fn store_options(options: &DatabaseOptions) -> StoreOptions {
-    StoreOptions { durability: options.durability, ..options.store.clone() }
+fn tables_options(options: &DatabaseOptions) -> TablesOptions {
+    TablesOptions {
+        durability: options.durability,
+        holder: Holder::Process,
+        segment_size: options.log_segment_size,
+    }
 }
 
 impl Database {
+    /// Whether `path` holds a database.
+    pub fn exists(path: &Path) -> bool {
+        Tables::exists(path)
+    }
+
+    /// The files of the database in `path` that hold its data (the manifest, then the log's
+    /// segments in order), for copying it or reading it cold; not the lock.
+    pub fn files(path: &Path) -> Vec<std::path::PathBuf> {
+        let mut segments: Vec<std::path::PathBuf> = std::fs::read_dir(espalier_storage::log::log_dir(path))
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect())
+            .unwrap_or_default();
+        segments.sort();
+        let mut files = vec![path.join(espalier_storage::tables::MANIFEST)];
+        files.extend(segments);
+        files
+    }
+
     /// Creates a database at `path` (a directory) for `schema`, with a default root node.
     /// Fails if a database is already there.
     pub fn create(path: &Path, schema: Schema, options: DatabaseOptions) -> Result<Arc<Database>, TxError> {
-        if path.join("data.mdb").exists() {
+        if Tables::exists(path) {
             return Err(TxError::Open(format!("{} already holds a database", path.display())));
         }
-        let store = Store::open(path, true, store_options(&options)).map_err(open_error)?;
-        let db = Database::assemble(store, Arc::new(schema), options, 0);
-        let source = db.schema.source.clone();
+        let shape = espalier_data::shape(&schema);
+        let tables =
+            Tables::create(path, shape, schema.source.as_bytes(), tables_options(&options)).map_err(open_error)?;
+        let db = Database::assemble(tables, Arc::new(schema), options, 0);
         db.write(move |g: &mut WriteGraph<'_, '_>| -> Result<(), TxError> {
-            let txn = g.txn();
-            txn.put(Table::Meta, meta::SCHEMA, source.as_bytes())?;
-            txn.put(Table::Meta, meta::FORMAT, &meta::FORMAT_VERSION.to_le_bytes())?;
+            g.txn().set_meta(meta::FORMAT, &meta::FORMAT_VERSION.to_le_bytes()).map_err(DataError::from)?;
             g.init_root()?;
             Ok(())
         })
@@ -158,35 +168,34 @@ impl Database {
         Ok(db)
     }
 
-    /// Opens an existing database; its schema is the one stored in it.
+    /// Opens an existing database; its schema is the one stored in it. Recovers from the log.
     pub fn open(path: &Path, options: DatabaseOptions) -> Result<Arc<Database>, TxError> {
-        let store = Store::open(path, false, store_options(&options)).map_err(open_error)?;
-        let (source, version) = {
-            let r = store.read().map_err(|e| TxError::Open(e.to_string()))?;
-            let format = read_u64(&r, meta::FORMAT).map_err(|e| TxError::Open(e.to_string()))?;
-            if format != meta::FORMAT_VERSION {
+        let (_, catalog) = Tables::read_manifest(path).map_err(open_error)?;
+        let source = String::from_utf8_lossy(&catalog).into_owned();
+        let schema = espalier_schema::compile(&source).map_err(|d| {
+            TxError::Open(format!("the stored schema does not compile:\n{}", d.render(&source, "schema")))
+        })?;
+        let tables = Tables::open(path, espalier_data::shape(&schema), tables_options(&options)).map_err(open_error)?;
+        let snapshot = tables.snapshot();
+        if snapshot.version() > 0 {
+            let format = snapshot.meta(meta::FORMAT);
+            if format != Some(&meta::FORMAT_VERSION.to_le_bytes()[..]) {
                 return Err(TxError::Open(format!(
-                    "{} has on-disk format {format}; this build reads format {}",
+                    "{} has on-disk format {format:?}; this build reads format {}",
                     path.display(),
                     meta::FORMAT_VERSION
                 )));
             }
-            let source = r
-                .get(Table::Meta, meta::SCHEMA)
-                .map_err(|e| TxError::Open(e.to_string()))?
-                .map(|b| String::from_utf8_lossy(b).into_owned())
-                .ok_or_else(|| TxError::Open(format!("{} has no schema", path.display())))?;
-            (source, read_u64(&r, meta::VERSION).map_err(|e| TxError::Open(e.to_string()))?)
-        };
-        let schema = espalier_schema::compile(&source).map_err(|d| {
-            TxError::Open(format!("the stored schema does not compile:\n{}", d.render(&source, "schema")))
-        })?;
-        Ok(Database::assemble(store, Arc::new(schema), options, version))
+        }
+        let version = snapshot.version();
+        drop(snapshot);
+        Ok(Database::assemble(tables, Arc::new(schema), options, version))
     }
 
-    fn assemble(store: Arc<Store>, schema: Arc<Schema>, options: DatabaseOptions, version: u64) -> Arc<Database> {
+    fn assemble(tables: Tables, schema: Arc<Schema>, options: DatabaseOptions, version: u64) -> Arc<Database> {
         Arc::new(Database {
-            store,
+            tables,
+            durability: options.durability,
             schema,
             queue: WriteQueue::new(options.max_batch),
             feed: Feed::default(),
@@ -215,8 +224,38 @@ impl Database {
         &self.schema
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// The tables (the storage layer's handle).
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// When a commit is durable.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The database directory's lock (a server records its address in it).
+    pub fn dir_lock(&self) -> &DirLock {
+        self.tables.dir_lock()
+    }
+
+    /// Makes every commit so far durable (for `periodic` and `none` durability).
+    pub fn sync(&self) -> Result<(), TxError> {
+        self.tables.writer().sync().map_err(|e| TxError::Commit(e.to_string()))
+    }
+
+    /// Bytes the database's files take on disk (allocated blocks).
+    pub fn disk_size(&self) -> u64 {
+        dir_size(self.tables.dir())
+    }
+
+    /// Sets the version of an otherwise unchanged database (an import carrying over the
+    /// version of the dump it was made from). Only before anything else writes.
+    pub fn set_version(&self, version: u64) -> Result<(), TxError> {
+        let mut w = self.tables.writer();
+        w.commit(version).map_err(|e| TxError::Commit(e.to_string()))?;
+        self.version.store(version, Ordering::Release);
+        Ok(())
     }
 
     /// The version of the last commit.
@@ -225,7 +264,7 @@ impl Database {
     }
 
     pub fn snapshot(&self) -> Result<Snapshot<'_>, DataError> {
-        Ok(Snapshot { txn: self.store.read()?, schema: &self.schema })
+        Ok(Snapshot { snapshot: self.tables.snapshot(), schema: &self.schema })
     }
 
     fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn CommitHook>>> {
@@ -306,83 +345,85 @@ impl Database {
         self.queue.submit_detached(&**self, runner, job, lead_here)
     }
 
-    fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, BatchError> {
-        let mut txn = self.store.write().map_err(|e| BatchError::Other(e.to_string()))?;
+    fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, String> {
+        let mut w = self.tables.writer();
+        let result = self.run_requests(&mut w, batch);
+        match result {
+            Ok((version, results)) if results.iter().any(Option::is_some) => {
+                let committing = std::time::Instant::now();
+                w.commit(version).map_err(|e| e.to_string())?;
+                let nanos = u64::try_from(committing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.store_commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+                self.version.store(version, Ordering::Release);
+                Ok(results)
+            }
+            Ok((_, results)) => {
+                w.abort(); // nothing to commit
+                Ok(results)
+            }
+            Err(e) => {
+                w.abort();
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs a batch's requests in the writer, each under its own savepoint; returns the
+    /// version of the last kept request and the change sets.
+    fn run_requests(
+        &self,
+        w: &mut espalier_storage::tables::Writer,
+        batch: &mut [Box<dyn Job>],
+    ) -> Result<(u64, Vec<Option<Arc<ChangeSet>>>), String> {
         let mut version = self.version();
         let mut results: Vec<Option<Arc<ChangeSet>>> = Vec::with_capacity(batch.len());
         let single = batch.len() == 1;
-        {
-            let mut g = WriteGraph::new(&self.schema, &mut txn).map_err(|e| BatchError::Other(e.to_string()))?;
-            // Only commit hooks read what requests touched: without any, writes skip recording
-            // it (a hook added meanwhile is told the batch touched everything).
-            g.track_touched(!self.hooks().is_empty());
-            for job in batch.iter_mut() {
-                // A lone request needs no savepoint: on failure the whole transaction is dropped.
-                let sp = if single { None } else { Some(g.savepoint()) };
-                let keep = job.run(&mut g);
-                if g.txn().map_full() {
-                    return Err(BatchError::MapFull);
+        let mut g = WriteGraph::new(&self.schema, w).map_err(|e| e.to_string())?;
+        // Only commit hooks read what requests touched: without any, writes skip recording
+        // it (a hook added meanwhile is told the batch touched everything).
+        g.track_touched(!self.hooks().is_empty());
+        for job in batch.iter_mut() {
+            // A lone request needs no savepoint: on failure the whole batch is aborted.
+            let sp = if single { None } else { Some(g.savepoint()) };
+            let keep = job.run(&mut g);
+            if keep {
+                version += 1;
+                results.push(Some(Arc::new(g.take_changes(version))));
+            } else {
+                if let Some(sp) = sp {
+                    g.rollback_to(sp).map_err(|e| e.to_string())?;
                 }
-                if keep {
-                    version += 1;
-                    results.push(Some(Arc::new(g.take_changes(version))));
-                } else {
-                    if let Some(sp) = sp {
-                        g.rollback_to(sp).map_err(|e| BatchError::Other(e.to_string()))?;
-                    }
-                    results.push(None);
-                }
-            }
-            if results.iter().all(Option::is_none) {
-                return Ok(results); // nothing to commit; dropping the transaction aborts it
-            }
-            g.finish().map_err(|e| BatchError::Other(e.to_string()))?;
-            g.txn()
-                .put(Table::Meta, meta::VERSION, &version.to_le_bytes())
-                .map_err(|e| BatchError::Other(e.to_string()))?;
-            if g.txn().map_full() {
-                return Err(BatchError::MapFull);
+                results.push(None);
             }
         }
-        let committing = std::time::Instant::now();
-        txn.commit().map_err(|e| match e {
-            espalier_storage::StorageError::MapFull { .. } => BatchError::MapFull,
-            e => BatchError::Other(e.to_string()),
-        })?;
-        let nanos = u64::try_from(committing.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.store_commit_nanos.fetch_add(nanos, Ordering::Relaxed);
-        self.version.store(version, Ordering::Release);
-        Ok(results)
+        Ok((version, results))
     }
 }
 
-enum BatchError {
-    MapFull,
-    Other(String),
+/// Bytes allocated to the files under `dir` (a missing or unreadable file counts 0).
+fn dir_size(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    // Bounded: a database directory is two levels deep (the log's directory).
+    for _ in 0..1024 {
+        let Some(d) = stack.pop() else { break };
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for entry in entries.flatten() {
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => stack.push(entry.path()),
+                Ok(m) => total += m.blocks() * 512,
+                Err(_) => {}
+            }
+        }
+    }
+    total
 }
 
 impl BatchRunner for Database {
     fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) -> Completions {
         let started = std::time::Instant::now();
-        let mut outcome = Err(TxError::MapFull("gave up after growing the map repeatedly".into()));
-        for _ in 0..MAX_GROW_ATTEMPTS {
-            match self.try_batch(&mut batch) {
-                Ok(results) => {
-                    outcome = Ok(results);
-                    break;
-                }
-                Err(BatchError::MapFull) => {
-                    if let Err(e) = self.store.grow() {
-                        outcome = Err(TxError::MapFull(e.to_string()));
-                        break;
-                    }
-                }
-                Err(BatchError::Other(e)) => {
-                    outcome = Err(TxError::Commit(e));
-                    break;
-                }
-            }
-        }
+        let mut outcome = self.try_batch(&mut batch).map_err(TxError::Commit);
         if let Ok(results) = outcome.as_mut() {
             let committed = results.iter().flatten().count() as u64;
             if committed > 0 {

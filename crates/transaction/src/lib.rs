@@ -1,7 +1,7 @@
 //! Layer 4: transactions — atomic requests, group commit, versions and change sets.
 //!
 //! A request is a closure over a [`WriteGraph`]. Requests from many threads queue up; one of
-//! the waiting threads leads: it runs a batch of them in one LMDB write transaction, each
+//! the waiting threads leads: it runs a batch of them in the one writer, each
 //! under its own savepoint (a failing request is rolled back alone and keeps its error),
 //! commits once (one fsync for the whole batch), then wakes everyone with their own result.
 //! A lone writer leads its own one-request batch, so there is no thread hand-off.
@@ -43,8 +43,8 @@ impl From<DataError> for TxError {
     }
 }
 
-impl From<espalier_storage::StorageError> for TxError {
-    fn from(e: espalier_storage::StorageError) -> TxError {
+impl From<espalier_storage::tables::TablesError> for TxError {
+    fn from(e: espalier_storage::tables::TablesError) -> TxError {
         TxError::Commit(e.to_string())
     }
 }

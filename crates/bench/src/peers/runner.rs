@@ -665,12 +665,12 @@ impl Bench {
 
     /// Bytes on disk per system, after making everything durable.
     pub fn disk_sizes(&mut self) -> Result<Vec<DiskSize>, PeerError> {
-        let store = self.engine.database().store();
-        store.sync().map_err(|e| PeerError::Invalid(format!("syncing Espalier: {e}")))?;
+        let db = self.engine.database();
+        db.sync().map_err(|e| PeerError::Invalid(format!("syncing Espalier: {e}")))?;
         let mut out = vec![DiskSize {
             system: System::Espalier,
-            bytes: store.disk_size(),
-            what: "data.mdb, allocated blocks".into(),
+            bytes: db.disk_size(),
+            what: "manifest and log, allocated blocks".into(),
         }];
         if let Some(p) = self.sqlite.as_mut() {
             out.push(DiskSize {

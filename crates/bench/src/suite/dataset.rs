@@ -181,7 +181,7 @@ pub fn build_dataset(
         stats.commits += 1;
         progress.inc(made);
     }
-    engine.database().store().sync().map_err(|e| BuildError::Database(e.to_string()))?;
+    engine.database().sync().map_err(|e| BuildError::Database(e.to_string()))?;
     stats.seconds = started.elapsed().as_secs_f64();
     Ok(stats)
 }

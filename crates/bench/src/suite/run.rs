@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use espalier_instruction::plan::Plan;
 use espalier_instruction::{Engine, ParamValue, Reply};
-use espalier_transaction::{DatabaseOptions, Durability};
+use espalier_transaction::{Database, DatabaseOptions, Durability};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -280,15 +280,18 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     pb.finish_and_clear();
     let memory_build = sys::memory();
     let disk_bytes_built = sys::disk_bytes(&db_dir);
-    let data_file = db_dir.join("data.mdb");
+    let data_file = data_file(&db_dir);
 
     let cold_dir = tmp.path().join("cold");
     if opts.cold.is_some() {
-        std::fs::create_dir_all(&cold_dir).map_err(io("making the cold copy's directory"))?;
-        let copy = cold_dir.join("data.mdb");
-        sys::copy_sparse(&data_file, &copy).map_err(io("copying the database for the cold run"))?;
-        // The copy is read cold later; out of the cache now, it leaves room for the hot run.
-        sys::drop_from_cache(&copy).map_err(io("dropping the cold copy from the page cache"))?;
+        std::fs::create_dir_all(cold_dir.join("log")).map_err(io("making the cold copy's directory"))?;
+        for file in database_files(&db_dir) {
+            let Ok(rel) = file.strip_prefix(&db_dir) else { continue };
+            let copy = cold_dir.join(rel);
+            sys::copy_sparse(&file, &copy).map_err(io("copying the database for the cold run"))?;
+            // The copy is read cold later; out of the cache now, it leaves room for the hot run.
+            sys::drop_from_cache(&copy).map_err(io("dropping the cold copy from the page cache"))?;
+        }
     }
 
     // ---- hot ----
@@ -309,11 +312,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     let memory_run = sys::memory();
     let hot_cached_end = sys::cached_fraction(&data_file);
     let faults_end = sys::page_faults();
-    engine
-        .database()
-        .store()
-        .sync()
-        .map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
+    engine.database().sync().map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
     let disk_bytes_after = sys::disk_bytes(&db_dir);
     drop(engine);
 
@@ -453,17 +452,14 @@ fn measure_cold(
     let n = p.repeat.min(samples);
     let mut values = Values::new(benchmark_rng(seed, &p.bench.name));
     let mut runs: Vec<InstructionRun> = (0..p.plans.len()).map(|i| new_run(p, i, Mode::Cold, n)).collect();
-    let data_file = dir.join("data.mdb");
+    let data_file = data_file(dir);
     let mut method = None;
     for i in 0..n {
         values.index = i;
         for ((plan, draws), run) in p.plans.iter().zip(runs.iter_mut()) {
             values.fill(draws);
             if let Some(e) = engine.take() {
-                e.database()
-                    .store()
-                    .sync()
-                    .map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
+                e.database().sync().map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
                 drop(e);
             }
             let dropped = sys::drop_from_cache(&data_file).map_err(io("dropping the data file from the page cache"))?;
@@ -478,4 +474,16 @@ fn measure_cold(
         }
     }
     Ok((runs, method))
+}
+
+/// The file a database's data is read from when it opens: its first log segment (the suites'
+/// scales fit in one; recovery reads the log).
+fn data_file(dir: &Path) -> PathBuf {
+    let files = Database::files(dir);
+    files.get(1).cloned().unwrap_or_else(|| dir.join("log"))
+}
+
+/// Every file of the database in `dir`: the manifest and the log's segments (not the lock).
+fn database_files(dir: &Path) -> Vec<PathBuf> {
+    Database::files(dir)
 }

@@ -37,7 +37,7 @@ fn main() -> ExitCode {
     };
     let options = DatabaseOptions { durability, ..Default::default() };
     let path = Path::new(dir);
-    let opened = if path.join("data.mdb").exists() {
+    let opened = if espalier_transaction::Database::exists(&path) {
         Engine::open(path, options)
     } else {
         Engine::create(path, SCHEMA, options)

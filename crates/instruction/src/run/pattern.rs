@@ -480,7 +480,7 @@ impl<'g> Exec<'g, '_> {
             }
         };
         for p in probes {
-            for id in index::probe(self.graph.txn, index, p)? {
+            for id in index::probe(self.graph, index, p)? {
                 if sink(id?)? == Flow::Stop {
                     return Ok(Flow::Stop);
                 }

@@ -124,8 +124,7 @@ pub enum StringError {
 }
 
 impl StringsWriter {
-    /// The writer's version as it is now (tests compare it with a model).
-    #[cfg(test)]
+    /// The writer's version as it is now.
     pub fn current(&self) -> StringsVersion {
         StringsVersion { counts: self.counts.current().clone(), blobs: self.blobs.clone() }
     }

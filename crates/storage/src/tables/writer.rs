@@ -73,6 +73,10 @@ impl Read for Writer {
         self.meta.get(name).map(Vec::as_slice)
     }
 
+    fn string_table(&self) -> super::StringsVersion {
+        self.strings.current()
+    }
+
     fn version(&self) -> u64 {
         self.published.version
     }
@@ -326,6 +330,13 @@ impl Writer {
         }
         self.strings.release_before(oldest);
         snapshot
+    }
+
+    /// Makes every commit so far durable (`fdatasync` of the log), whatever the durability mode.
+    pub fn sync(&mut self) -> Result<(), TablesError> {
+        self.check()?;
+        self.log.sync()?;
+        Ok(())
     }
 
     /// The last published version.
