@@ -72,7 +72,7 @@ fn run_child(dir: &Path, mode: &str, ms: u64) -> BTreeSet<u64> {
 /// Reopens the database and checks it against everything acknowledged so far. Returns the keys
 /// present.
 fn verify(dir: &Path, acknowledged: &BTreeSet<u64>, round: usize) -> BTreeSet<u64> {
-    let options = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let options = DatabaseOptions { durability: Durability::None, log_segment_size: 1 << 20, ..Default::default() };
     let e = Engine::open(dir, options).unwrap_or_else(|err| panic!("round {round}: reopening failed: {err}"));
     let none = HashMap::new();
     let q = match e.execute_text("collection select . 'Log' 'n' -> number : 'n'", &none) {
@@ -124,7 +124,14 @@ fn crash_rounds(mode: &str, rounds: usize, seed: u64) {
     let durability = if mode == "sync" { Durability::Sync } else { Durability::None };
     {
         let _open = open_or_fork();
-        drop(Engine::create(&dir, SCHEMA, DatabaseOptions { durability, ..Default::default() }).expect("create"));
+        drop(
+            Engine::create(
+                &dir,
+                SCHEMA,
+                DatabaseOptions { durability, log_segment_size: 1 << 20, ..Default::default() },
+            )
+            .expect("create"),
+        );
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acknowledged = BTreeSet::new();

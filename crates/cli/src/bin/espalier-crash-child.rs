@@ -35,7 +35,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let options = DatabaseOptions { durability, ..Default::default() };
+    // Small log segments: the kills land in segment rolls and preparations too, and a reopen
+    // reads one small segment rather than a 64 MiB one (debug builds verify every byte).
+    let options = DatabaseOptions { durability, log_segment_size: 1 << 20, ..Default::default() };
     let path = Path::new(dir);
     let opened = if espalier_transaction::Database::exists(&path) {
         Engine::open(path, options)
