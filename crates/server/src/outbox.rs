@@ -62,11 +62,11 @@ impl Memory {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Evicts sessions, largest first, until those evicted hold what is over the budget (they
-    /// drop it as soon as their writers see it).
+    /// Evicts sessions, largest first, until those evicted hold enough to bring the total
+    /// under the budget (they drop it as soon as their writers see it).
     fn evict_over_budget(&self) {
         let sessions = self.lock();
-        let over = self.queued_bytes().saturating_sub(self.max_total);
+        let over = (self.queued_bytes() + 1).saturating_sub(self.max_total);
         let mut live: Vec<Arc<Budget>> = sessions.values().filter_map(Weak::upgrade).collect();
         let mut freeing: usize = live.iter().filter(|b| b.is_evicted()).map(|b| b.held()).sum();
         live.retain(|b| !b.is_evicted());
@@ -189,7 +189,9 @@ impl Outbox {
         self.budget.held.fetch_add(bytes, Ordering::AcqRel);
         let total = self.memory.total.fetch_add(bytes, Ordering::AcqRel) + bytes;
         let charge = Charge { bytes, budget: self.budget.clone(), memory: self.memory.clone() };
-        if total > self.memory.max_total {
+        // At the budget, not only past it: sessions stop being read at the budget, so a total
+        // that sat exactly on it would hold everyone up until a stall timed out.
+        if total >= self.memory.max_total {
             self.memory.evict_over_budget();
             if self.budget.is_evicted() {
                 return None; // dropping the charge gives the bytes back at once
