@@ -14,10 +14,8 @@ use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, P
 use crate::validate::{rule, validate, Invalid};
 
 mod pattern;
-pub use pattern::{MAX_REPEAT, RESERVED};
-
-/// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
-pub const MAX_DEPTH: usize = 64;
+// The bounds and keywords are rules of the language, kept with the other rules.
+pub use crate::validate::{MAX_DEPTH, MAX_REPEAT, RESERVED};
 
 /// Words that a language built on this one adds as values, such as the benchmark files'
 /// `index` and `random` (`crates/bench`, `docs/benchmark-language.md`). The instruction

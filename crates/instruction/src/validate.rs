@@ -13,7 +13,50 @@ use crate::ast::{
     Clause, ColumnExpr, Condition, Filter, Instruction, Item, Located, Op, Path, Pattern, PatternKey, PatternStep,
     Step, Term, Value,
 };
-use crate::parse::{MAX_DEPTH, MAX_REPEAT, RESERVED};
+
+/// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
+pub const MAX_DEPTH: usize = 64;
+
+/// Words that cannot name a variable.
+pub const RESERVED: &[&str] = &[
+    "and",
+    "asc",
+    "avg",
+    "by",
+    "collection",
+    "command",
+    "count",
+    "desc",
+    "distinct",
+    "exists",
+    "get",
+    "in",
+    "index",
+    "limit",
+    "match",
+    "max",
+    "min",
+    "not",
+    "number",
+    "offset",
+    "or",
+    "order",
+    "random",
+    "reference",
+    "repeat",
+    "select",
+    "shortest",
+    "stategroup",
+    "sum",
+    "text",
+    "to",
+    "transaction",
+    "update",
+    "where",
+];
+
+/// Most repetitions a `repeat` step or a `shortest` path may ask for.
+pub const MAX_REPEAT: u32 = 1024;
 
 /// A rule broken: where (empty for structured input) and which.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
