@@ -98,7 +98,7 @@ pub(crate) mod rule {
 }
 
 /// Checks the rules of the text form on `instr`; the first broken one is the error.
-pub fn validate(instr: &Instruction) -> Result {
+pub fn validate(instr: &Instruction) -> std::result::Result<(), Invalid> {
     Validator { depth: 0 }.instruction(instr, Span::default())
 }
 

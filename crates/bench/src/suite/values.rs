@@ -38,8 +38,11 @@ pub enum BenchWord {
 /// A benchmark value: the parameter standing in its place, what was written, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchValue {
+    /// The parameter's name (without `$`).
     pub param: String,
+    /// What was written.
     pub word: BenchWord,
+    /// Where, in the benchmark file.
     pub span: Span,
 }
 
