@@ -323,13 +323,7 @@ impl<'a> Parser<'a> {
                 let is_dict = self.bump().kind == TokenKind::Dot;
                 let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
                 if kind == StepKind::Projection {
-                    return Err(self.error(
-                        start,
-                        format!(
-                            "a projection path cannot enter a {coll}; put it in the collection \
-                             path after `select`"
-                        ),
-                    ));
+                    return Err(self.error(start, rule::projection_entry(coll)));
                 }
                 let name = self.name(&format!("a {coll} name after {sym}"))?;
                 let key = match kind {
@@ -345,13 +339,7 @@ impl<'a> Parser<'a> {
                     _ => {
                         if self.peek().kind == TokenKind::Colon {
                             let at = self.peek().span;
-                            return Err(self.error(
-                                at,
-                                format!(
-                                    "a collection path takes every entry: no key after {coll} \
-                                     '{name}' (pick entries in the node path before `select`)"
-                                ),
-                            ));
+                            return Err(self.error(at, rule::collection_key(coll, &name)));
                         }
                         None
                     }

@@ -92,6 +92,18 @@ pub(crate) mod rule {
         format!("`repeat {min} to {max}`: the most is below the least (need MIN <= MAX <= {MAX_REPEAT})")
     }
 
+    /// `collection`: "dictionary" or "matrix".
+    pub fn collection_key(collection: &str, name: &str) -> String {
+        format!(
+            "a collection path takes every entry: no key after {collection} '{name}' (pick entries in the node \
+             path before `select`)"
+        )
+    }
+
+    pub fn projection_entry(collection: &str) -> String {
+        format!("a projection path cannot enter a {collection}; put it in the collection path after `select`")
+    }
+
     pub fn keyword_variable(word: &str) -> String {
         format!("the keyword `{word}` cannot name a variable (keywords cannot name variables)")
     }
@@ -106,6 +118,15 @@ type Result<T = ()> = std::result::Result<T, Invalid>;
 
 fn invalid<T>(span: Span, message: impl Into<String>) -> Result<T> {
     Err(Invalid { span, message: message.into() })
+}
+
+/// "dictionary" or "matrix", as the rules name an entry step.
+fn collection_word(step: &Step) -> &'static str {
+    if matches!(step, Step::Matrix { .. }) {
+        "matrix"
+    } else {
+        "dictionary"
+    }
 }
 
 /// Whether `name` is what the lexer reads as a word: a letter or `_`, then letters, digits, `_`.
@@ -140,9 +161,17 @@ impl Validator {
             }
             Instruction::Query(q) => {
                 self.path(&q.path)?;
-                self.path(&q.select)?;
+                for s in &q.select {
+                    if let Step::Dictionary { name, key: Some(_) } | Step::Matrix { name, key: Some(_) } = &s.item {
+                        return invalid(s.span, rule::collection_key(collection_word(&s.item), name));
+                    }
+                }
                 for p in &q.projections {
-                    self.path(&p.item.path)?;
+                    for s in &p.item.path {
+                        if let Step::Dictionary { .. } | Step::Matrix { .. } = &s.item {
+                            return invalid(s.span, rule::projection_entry(collection_word(&s.item)));
+                        }
+                    }
                     match &p.item.filter {
                         None => Ok(()),
                         Some(Filter::Compare { value, .. }) => self.value(value, p.span),
