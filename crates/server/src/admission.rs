@@ -71,6 +71,8 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Admits connections from `listener`: at most `per_address` open per IP address, each
+    /// with `request_timeout` for its first request.
     pub fn new(listener: TcpListener, per_address: usize, request_timeout: Duration) -> Admission {
         Admission {
             listener,

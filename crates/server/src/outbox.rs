@@ -43,6 +43,7 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// The server's budget: `max_total` bytes in all, `max_session` per session.
     pub fn new(max_total: usize, max_session: usize) -> Arc<Memory> {
         Arc::new(Memory {
             total: AtomicUsize::new(0),
@@ -131,7 +132,9 @@ impl Drop for Charge {
 
 /// A message on its way to the writer, with its charge.
 pub struct Queued {
+    /// The message.
     pub out: Outgoing,
+    /// Its bytes, counted until this is dropped (none for pings and close frames).
     pub charge: Option<Charge>,
 }
 
@@ -149,7 +152,9 @@ pub struct Outbox {
 
 /// The receiving side, for the writer; unregisters the session when dropped.
 pub struct Inbox {
+    /// The queue.
     pub rx: mpsc::Receiver<Queued>,
+    /// The session's share, whose eviction signal the writer watches.
     pub budget: Arc<Budget>,
     memory: Arc<Memory>,
 }
@@ -235,6 +240,7 @@ impl Outbox {
         self.tx.closed().await
     }
 
+    /// Whether the writer has stopped.
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
@@ -272,6 +278,7 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Queues the reply in its reserved place (never waits); dropped if the session is evicted.
     pub fn send(self, out: Outgoing) {
         if let Some(queued) = self.outbox.charge(out) {
             self.permit.send(queued);
