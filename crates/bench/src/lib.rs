@@ -5,11 +5,19 @@
 //! SQLite on the same data, next to the machine's floor ([`floor`]). [`suite`] is the
 //! benchmark language of the thesis (§6.1) and the runner of benchmark files such as the
 //! suites B1–B7 in `benchmarks/`.
+//!
+//! The modules that drive other systems ([`core`], [`floor`], [`peers`], [`remote`]) are in
+//! the `peers` feature (on by default); without it the crate is [`suite`] and what it needs,
+//! so a lean `espalier` binary links no SQLite, PostgreSQL or HTTP client.
 
+#[cfg(feature = "peers")]
 pub mod core;
+#[cfg(feature = "peers")]
 pub mod floor;
 pub mod interrupt;
+#[cfg(feature = "peers")]
 pub mod peers;
+#[cfg(feature = "peers")]
 pub mod remote;
 pub mod stats;
 pub mod suite;

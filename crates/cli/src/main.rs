@@ -20,10 +20,14 @@ use espalier_transaction::{DatabaseOptions, Durability};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod backup;
+#[cfg(feature = "peers")]
 mod bench_cmd;
+#[cfg(feature = "peers")]
 mod bench_peers;
+#[cfg(feature = "peers")]
 mod bench_remote;
 mod bench_suite;
+#[cfg(feature = "peers")]
 mod bench_trainbenchmark;
 mod complete;
 mod csv;
@@ -314,6 +318,7 @@ SQLite/Espalier ratio of medians, beside the machine's floor (memory latency, fs
 Examples:\n\n    \
 espalier bench core --quick\n    \
 espalier --json bench core > core.json")]
+    #[cfg(feature = "peers")]
     Core(bench_cmd::CoreArgs),
 
     /// The Train Benchmark's six queries beside SQLite: batch, and re-checks after repairs.
@@ -332,6 +337,7 @@ espalier bench trainbenchmark --quick\n    \
 espalier bench trainbenchmark --size 1,8,32 --runs 50\n    \
 espalier bench trainbenchmark --size 64 --repair-count 10\n    \
 espalier --json bench trainbenchmark --scenario batch --size 64 > tb.json")]
+    #[cfg(feature = "peers")]
     Trainbenchmark(bench_trainbenchmark::TrainBenchmarkArgs),
 
     /// Run benchmark files: a model, an `initialize` part and `repeat` parts (suites B1–B7).
@@ -390,6 +396,7 @@ Examples:\n\n    \
 espalier bench peers --suite b6\n    \
 espalier bench peers --suite b7 --dir /var/tmp          # 6.1 million entries\n    \
 espalier --json bench peers --suite b6 --systems espalier,sqlite --ops 200 > b6.json")]
+    #[cfg(feature = "peers")]
     Peers(bench_peers::PeersArgs),
 
     /// The server under K concurrent clients (1, 2, 4, … 64), beside PostgreSQL's pgbench.
@@ -418,6 +425,7 @@ espalier --durability none bench remote --encoding msgpack,json\n    \
 espalier --durability sync bench remote --workload command,get --clients 1,16,64\n    \
 espalier bench remote --transport ws,http --workload get --no-pg\n    \
 espalier --json bench remote --workload b6:many_references --b6-scale 0.5 > remote.json")]
+    #[cfg(feature = "peers")]
     Remote(bench_remote::RemoteArgs),
 
     /// `espalier bench FILE|DIR… [OPTIONS]` is short for `espalier bench run FILE|DIR…`.
@@ -572,6 +580,14 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
     let cli = parsed(&args)?;
     let Some(Command::Bench(BenchCommand::File(tail))) = &cli.command else { return Ok(cli) };
     let first = tail.first().ok_or_else(|| Failure::other("no benchmark file given"))?;
+    if !cfg!(feature = "peers") && PEER_COMMANDS.iter().any(|c| first == *c) {
+        return Err(Failure::other(format!(
+            "`espalier bench {}` runs beside SQLite or PostgreSQL, and this espalier was built without \
+             their drivers (the `peers` feature, on in the default build: `cargo build --profile dist -p \
+             espalier`, or README.md's install command without `--no-default-features`)",
+            first.to_string_lossy()
+        )));
+    }
     if !std::path::Path::new(first).exists() {
         return Err(Failure::other(format!(
             "no bench command or file named {:?} (commands: core, trainbenchmark, run, compare, peers, remote; \
@@ -584,6 +600,9 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
     args.insert(at, OsString::from("run"));
     parsed(&args)
 }
+
+/// The `bench` commands of the `peers` feature.
+const PEER_COMMANDS: [&str; 4] = ["core", "trainbenchmark", "peers", "remote"];
 
 fn main() -> ExitCode {
     let mut cli = match parse(std::env::args_os().collect()) {
@@ -623,7 +642,9 @@ fn main() -> ExitCode {
         Command::Backup(args) => backup::run(g, &args),
         Command::Migrate(args) => migrate::run(g, &args),
         Command::Check => dump::check(g),
+        #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Core(args)) => bench_cmd::run_core(&args, g.json).map_err(Failure::Other),
+        #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Trainbenchmark(args)) => {
             bench_trainbenchmark::run_trainbenchmark(&args, g.json).map_err(Failure::Other)
         }
@@ -631,7 +652,9 @@ fn main() -> ExitCode {
         // `parse` made it `bench run FILE…`.
         Command::Bench(BenchCommand::File(_)) => unreachable!("bench FILE is parsed as bench run FILE"),
         Command::Bench(BenchCommand::Compare(args)) => exit_code(bench_suite::compare(&args, g.json)),
+        #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
+        #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };

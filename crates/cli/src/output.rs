@@ -16,6 +16,7 @@ pub enum Format {
 }
 
 /// Prints a benchmark report on standard output: pretty JSON with `--json`, else Markdown.
+#[cfg(feature = "peers")]
 pub fn print_report<J: serde::Serialize>(
     json: bool,
     to_json: impl FnOnce() -> J,

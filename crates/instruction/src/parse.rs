@@ -14,10 +14,8 @@ use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, P
 use crate::validate::{rule, validate, Invalid};
 
 mod pattern;
-pub use pattern::{MAX_REPEAT, RESERVED};
-
-/// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
-pub const MAX_DEPTH: usize = 64;
+// The bounds and keywords are rules of the language, kept with the other rules.
+pub use crate::validate::{MAX_DEPTH, MAX_REPEAT, RESERVED};
 
 /// Words that a language built on this one adds as values, such as the benchmark files'
 /// `index` and `random` (`crates/bench`, `docs/benchmark-language.md`). The instruction
@@ -325,13 +323,7 @@ impl<'a> Parser<'a> {
                 let is_dict = self.bump().kind == TokenKind::Dot;
                 let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
                 if kind == StepKind::Projection {
-                    return Err(self.error(
-                        start,
-                        format!(
-                            "a projection path cannot enter a {coll}; put it in the collection \
-                             path after `select`"
-                        ),
-                    ));
+                    return Err(self.error(start, rule::projection_entry(coll)));
                 }
                 let name = self.name(&format!("a {coll} name after {sym}"))?;
                 let key = match kind {
@@ -347,13 +339,7 @@ impl<'a> Parser<'a> {
                     _ => {
                         if self.peek().kind == TokenKind::Colon {
                             let at = self.peek().span;
-                            return Err(self.error(
-                                at,
-                                format!(
-                                    "a collection path takes every entry: no key after {coll} \
-                                     '{name}' (pick entries in the node path before `select`)"
-                                ),
-                            ));
+                            return Err(self.error(at, rule::collection_key(coll, &name)));
                         }
                         None
                     }

@@ -13,7 +13,50 @@ use crate::ast::{
     Clause, ColumnExpr, Condition, Filter, Instruction, Item, Located, Op, Path, Pattern, PatternKey, PatternStep,
     Step, Term, Value,
 };
-use crate::parse::{MAX_DEPTH, MAX_REPEAT, RESERVED};
+
+/// Deepest nesting of `( … )` blocks, `[ … ]` keys and transactions that the parser accepts.
+pub const MAX_DEPTH: usize = 64;
+
+/// Words that cannot name a variable.
+pub const RESERVED: &[&str] = &[
+    "and",
+    "asc",
+    "avg",
+    "by",
+    "collection",
+    "command",
+    "count",
+    "desc",
+    "distinct",
+    "exists",
+    "get",
+    "in",
+    "index",
+    "limit",
+    "match",
+    "max",
+    "min",
+    "not",
+    "number",
+    "offset",
+    "or",
+    "order",
+    "random",
+    "reference",
+    "repeat",
+    "select",
+    "shortest",
+    "stategroup",
+    "sum",
+    "text",
+    "to",
+    "transaction",
+    "update",
+    "where",
+];
+
+/// Most repetitions a `repeat` step or a `shortest` path may ask for.
+pub const MAX_REPEAT: u32 = 1024;
 
 /// A rule broken: where (empty for structured input) and which.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,13 +92,25 @@ pub(crate) mod rule {
         format!("`repeat {min} to {max}`: the most is below the least (need MIN <= MAX <= {MAX_REPEAT})")
     }
 
+    /// `collection`: "dictionary" or "matrix".
+    pub fn collection_key(collection: &str, name: &str) -> String {
+        format!(
+            "a collection path takes every entry: no key after {collection} '{name}' (pick entries in the node \
+             path before `select`)"
+        )
+    }
+
+    pub fn projection_entry(collection: &str) -> String {
+        format!("a projection path cannot enter a {collection}; put it in the collection path after `select`")
+    }
+
     pub fn keyword_variable(word: &str) -> String {
         format!("the keyword `{word}` cannot name a variable (keywords cannot name variables)")
     }
 }
 
 /// Checks the rules of the text form on `instr`; the first broken one is the error.
-pub fn validate(instr: &Instruction) -> Result {
+pub fn validate(instr: &Instruction) -> std::result::Result<(), Invalid> {
     Validator { depth: 0 }.instruction(instr, Span::default())
 }
 
@@ -63,6 +118,15 @@ type Result<T = ()> = std::result::Result<T, Invalid>;
 
 fn invalid<T>(span: Span, message: impl Into<String>) -> Result<T> {
     Err(Invalid { span, message: message.into() })
+}
+
+/// "dictionary" or "matrix", as the rules name an entry step.
+fn collection_word(step: &Step) -> &'static str {
+    if matches!(step, Step::Matrix { .. }) {
+        "matrix"
+    } else {
+        "dictionary"
+    }
 }
 
 /// Whether `name` is what the lexer reads as a word: a letter or `_`, then letters, digits, `_`.
@@ -97,9 +161,17 @@ impl Validator {
             }
             Instruction::Query(q) => {
                 self.path(&q.path)?;
-                self.path(&q.select)?;
+                for s in &q.select {
+                    if let Step::Dictionary { name, key: Some(_) } | Step::Matrix { name, key: Some(_) } = &s.item {
+                        return invalid(s.span, rule::collection_key(collection_word(&s.item), name));
+                    }
+                }
                 for p in &q.projections {
-                    self.path(&p.item.path)?;
+                    for s in &p.item.path {
+                        if let Step::Dictionary { .. } | Step::Matrix { .. } = &s.item {
+                            return invalid(s.span, rule::projection_entry(collection_word(&s.item)));
+                        }
+                    }
                     match &p.item.filter {
                         None => Ok(()),
                         Some(Filter::Compare { value, .. }) => self.value(value, p.span),

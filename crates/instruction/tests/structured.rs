@@ -79,6 +79,14 @@ fn what_the_text_parser_rejects_the_structured_form_rejects_with_the_same_messag
             )),
         ),
         (
+            "collection select . 'd' : \"k\" 'x' -> number : 'x'".into(),
+            r#"{"query":{"path":[],"select":[{"dictionary":{"name":"d","key":{"text":"k"}}}],"projections":[{"alias":"x","path":[],"kind":"number","property":"x","filter":null}],"limit":null,"offset":null}}"#.into(),
+        ),
+        (
+            "collection select . 'd' 'x' -> . 'd' number : 'x'".into(),
+            r#"{"query":{"path":[],"select":[{"dictionary":{"name":"d","key":null}}],"projections":[{"alias":"x","path":[{"dictionary":{"name":"d","key":null}}],"kind":"number","property":"x","filter":null}],"limit":null,"offset":null}}"#.into(),
+        ),
+        (
             "collection match r in . 'd' where r == count select 'x' -> r".into(),
             pattern(&format!(
                 r#"{},{{"where":{{"path":{{"var":"r","path":[],"target":"count"}}}}}}"#,

@@ -1,8 +1,9 @@
 //! Who gets a connection: at most `max_connections_per_address` open TCP connections from one
 //! IP address (past it a connection is answered 503 `too_many_sessions` and closed), and a
 //! connection's first request must arrive within `request_timeout` (one that sends nothing,
-//! or its headers too slowly, is closed). Both hold before any session slot is taken, so
-//! connections that never become sessions cannot use up the server's descriptors either.
+//! or its headers too slowly, is closed; so is one whose request is refused for its token).
+//! Both hold before any session slot is taken, so connections that never become sessions
+//! cannot use up the server's descriptors either.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use axum::serve::{IncomingStream, Listener};
@@ -69,6 +71,8 @@ pub struct Admission {
 }
 
 impl Admission {
+    /// Admits connections from `listener`: at most `per_address` open per IP address, each
+    /// with `request_timeout` for its first request.
     pub fn new(listener: TcpListener, per_address: usize, request_timeout: Duration) -> Admission {
         Admission {
             listener,
@@ -237,10 +241,16 @@ impl Connected<IncomingStream<'_, Admission>> for Peer {
 }
 
 /// Middleware: a request has reached the router, so its connection is past the request
-/// timeout (a WebSocket session is then watched by its own idle timeout).
+/// timeout (a WebSocket session is then watched by its own idle timeout). A request refused
+/// for its token closes its connection after the answer, so that a client without a valid
+/// token cannot keep connections open.
 pub async fn started(request: Request, next: Next) -> Response {
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>() {
         peer.started.store(true, Ordering::Release);
     }
-    next.run(request).await
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }

@@ -173,12 +173,16 @@ impl SubQueue {
 /// How much history the hub keeps.
 #[derive(Debug, Clone, Copy)]
 pub struct HistoryBounds {
+    /// Commits kept.
     pub commits: usize,
+    /// Changes those commits hold together.
     pub changes: usize,
+    /// Their bytes, as [`approx_bytes`] counts them.
     pub bytes: usize,
 }
 
 impl HistoryBounds {
+    /// The bounds the server's limits set.
     pub fn of(limits: &crate::config::ServerLimits) -> HistoryBounds {
         HistoryBounds { commits: limits.history_commits, changes: limits.history_changes, bytes: limits.history_bytes }
     }
@@ -244,6 +248,7 @@ pub enum NotResumed {
 }
 
 impl NotResumed {
+    /// As `subscribed`'s `reason` says it.
     pub fn reason(self) -> &'static str {
         match self {
             NotResumed::HistoryDropped => "history_dropped",

@@ -43,6 +43,7 @@ pub struct Memory {
 }
 
 impl Memory {
+    /// The server's budget: `max_total` bytes in all, `max_session` per session.
     pub fn new(max_total: usize, max_session: usize) -> Arc<Memory> {
         Arc::new(Memory {
             total: AtomicUsize::new(0),
@@ -62,11 +63,11 @@ impl Memory {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Evicts sessions, largest first, until those evicted hold what is over the budget (they
-    /// drop it as soon as their writers see it).
+    /// Evicts sessions, largest first, until those evicted hold enough to bring the total
+    /// under the budget (they drop it as soon as their writers see it).
     fn evict_over_budget(&self) {
         let sessions = self.lock();
-        let over = self.queued_bytes().saturating_sub(self.max_total);
+        let over = (self.queued_bytes() + 1).saturating_sub(self.max_total);
         let mut live: Vec<Arc<Budget>> = sessions.values().filter_map(Weak::upgrade).collect();
         let mut freeing: usize = live.iter().filter(|b| b.is_evicted()).map(|b| b.held()).sum();
         live.retain(|b| !b.is_evicted());
@@ -131,7 +132,9 @@ impl Drop for Charge {
 
 /// A message on its way to the writer, with its charge.
 pub struct Queued {
+    /// The message.
     pub out: Outgoing,
+    /// Its bytes, counted until this is dropped (none for pings and close frames).
     pub charge: Option<Charge>,
 }
 
@@ -149,7 +152,9 @@ pub struct Outbox {
 
 /// The receiving side, for the writer; unregisters the session when dropped.
 pub struct Inbox {
+    /// The queue.
     pub rx: mpsc::Receiver<Queued>,
+    /// The session's share, whose eviction signal the writer watches.
     pub budget: Arc<Budget>,
     memory: Arc<Memory>,
 }
@@ -189,7 +194,9 @@ impl Outbox {
         self.budget.held.fetch_add(bytes, Ordering::AcqRel);
         let total = self.memory.total.fetch_add(bytes, Ordering::AcqRel) + bytes;
         let charge = Charge { bytes, budget: self.budget.clone(), memory: self.memory.clone() };
-        if total > self.memory.max_total {
+        // At the budget, not only past it: sessions stop being read at the budget, so a total
+        // that sat exactly on it would hold everyone up until a stall timed out.
+        if total >= self.memory.max_total {
             self.memory.evict_over_budget();
             if self.budget.is_evicted() {
                 return None; // dropping the charge gives the bytes back at once
@@ -233,6 +240,7 @@ impl Outbox {
         self.tx.closed().await
     }
 
+    /// Whether the writer has stopped.
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
@@ -270,6 +278,7 @@ pub struct Slot {
 }
 
 impl Slot {
+    /// Queues the reply in its reserved place (never waits); dropped if the session is evicted.
     pub fn send(self, out: Outgoing) {
         if let Some(queued) = self.outbox.charge(out) {
             self.permit.send(queued);

@@ -19,28 +19,29 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{close_code, CloseFrame, Message as WsMessage, WebSocket};
+use axum::extract::ws::{close_code, Message as WsMessage, WebSocket};
 use espalier_instruction::ParamValue;
 use espalier_protocol::codec::EncodeError;
-use espalier_protocol::{Codec, ErrorCode, Frame, Message, Request, RequestBody, Role, Source, Undecodable};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use espalier_protocol::{Codec, ErrorCode, Message, Request, RequestBody, Role, Source, Undecodable};
+use futures_util::stream::SplitStream;
+use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::exec;
 use crate::figures::{self, InFlight};
-use crate::outbox::{self, Budget, Charge, Inbox, Outbox, Queued, Slot};
+use crate::outbox::{self, Outbox, Slot};
 use crate::server::Shared;
 use crate::subscription;
 use crate::work::{self, Job, Outcome, INLINE_BUDGET, INLINE_CHECK_MAX};
 
+mod write;
+use write::write_loop;
+
 /// Messages beyond the in-flight replies the outgoing queue holds (errors, pushes).
 const QUEUE_SLACK: usize = 32;
-/// Most messages written before one flush.
-const MAX_BATCH: usize = 64;
 /// How long closing waits for the writer to deliver what is queued.
-const CLOSE_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How often a closing session checks whether its requests have finished.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
 /// WebSocket close code: an internal error.
@@ -48,14 +49,12 @@ const CLOSE_INTERNAL: u16 = 1011;
 
 pub use crate::outbox::Outgoing;
 
-/// How long the writer tries to send a close frame to a client it is giving up on.
-const GIVE_UP_WAIT: Duration = Duration::from_millis(100);
-
 /// Reads of one session that may build replies at once (on the blocking pool): enough to use
 /// the machine's cores, few enough that a client pipelining many large queries holds only a
 /// few replies in memory that it has not read.
 pub fn reads_per_session() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
+    static READS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *READS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()).max(2))
 }
 
 pub type Subscriptions = Arc<Mutex<HashMap<u64, JoinHandle<()>>>>;
@@ -143,120 +142,6 @@ pub async fn run(socket: WebSocket, shared: Arc<Shared>, role: Role, codec: Code
         (close_code::NORMAL, String::new())
     };
     session.finish(code, reason, writer).await;
-}
-
-/// Why the writer stopped early.
-enum Stop {
-    /// The server's budget was exceeded and this session held the most.
-    Evicted,
-    /// Nothing could be handed to the socket for the idle timeout.
-    Stalled,
-    /// The connection failed.
-    Failed,
-}
-
-/// Runs one socket operation, unless the session is evicted or the operation stalls.
-async fn guarded(
-    budget: &Budget,
-    stall: Duration,
-    op: impl std::future::Future<Output = Result<(), axum::Error>>,
-) -> Result<(), Stop> {
-    tokio::select! {
-        biased;
-        _ = budget.evict_signal.notified() => Err(Stop::Evicted),
-        r = tokio::time::timeout(stall, op) => match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(Stop::Failed),
-            Err(_) => Err(Stop::Stalled),
-        },
-    }
-}
-
-/// Sends a close frame, waiting at most `wait` (a client that reads nothing never takes it).
-async fn close(sink: &mut SplitSink<WebSocket, WsMessage>, code: u16, reason: String, wait: Duration) {
-    let frame = CloseFrame { code, reason: truncate_reason(reason).into() };
-    let _ = tokio::time::timeout(wait, async {
-        let _ = sink.send(WsMessage::Close(Some(frame))).await;
-        let _ = sink.close().await;
-    })
-    .await;
-}
-
-/// Gives up on the client: drops what is queued for it (giving the memory back at once), then
-/// says why if the client takes it.
-async fn give_up(
-    sink: &mut SplitSink<WebSocket, WsMessage>,
-    inbox: &mut Inbox,
-    fed: &mut Vec<Charge>,
-    stop: Stop,
-    stall: Duration,
-) {
-    let held = inbox.budget.queued_bytes();
-    inbox.rx.close();
-    while inbox.rx.try_recv().is_ok() {}
-    fed.clear();
-    let reason = match stop {
-        Stop::Evicted => {
-            format!("slow_reader: {held} bytes of replies unread while the server's total was over max_queued_bytes")
-        }
-        Stop::Stalled => format!("slow_reader: the client took nothing for {stall:?} (idle_timeout_ms)"),
-        Stop::Failed => return,
-    };
-    close(sink, close_code::POLICY, reason, GIVE_UP_WAIT).await;
-}
-
-async fn write_loop(mut sink: SplitSink<WebSocket, WsMessage>, mut inbox: Inbox, stall: Duration) {
-    let budget = inbox.budget.clone();
-    // The charges of the frames fed since the last flush: their bytes count until the flush
-    // has handed them to the socket.
-    let mut fed: Vec<Charge> = Vec::new();
-    loop {
-        let first = tokio::select! {
-            biased;
-            _ = budget.evict_signal.notified() => {
-                return give_up(&mut sink, &mut inbox, &mut fed, Stop::Evicted, stall).await;
-            }
-            q = inbox.rx.recv() => match q {
-                Some(q) => q,
-                None => return,
-            },
-        };
-        let mut next = Some(first);
-        let mut written = 0;
-        while let Some(Queued { out, charge }) = next.take() {
-            let msg = match out {
-                Outgoing::Frame(Frame::Text(t)) => WsMessage::Text(t.into()),
-                Outgoing::Frame(Frame::Binary(b)) => WsMessage::Binary(b.into()),
-                Outgoing::Ping => WsMessage::Ping(Default::default()),
-                Outgoing::Close(code, reason) => return close(&mut sink, code, reason, CLOSE_WAIT).await,
-            };
-            fed.extend(charge);
-            if let Err(stop) = guarded(&budget, stall, sink.feed(msg)).await {
-                return give_up(&mut sink, &mut inbox, &mut fed, stop, stall).await;
-            }
-            written += 1;
-            if written < MAX_BATCH {
-                next = inbox.rx.try_recv().ok();
-            }
-        }
-        if let Err(stop) = guarded(&budget, stall, sink.flush()).await {
-            return give_up(&mut sink, &mut inbox, &mut fed, stop, stall).await;
-        }
-        fed.clear();
-    }
-}
-
-/// Close reasons are at most 123 bytes.
-fn truncate_reason(mut reason: String) -> String {
-    if reason.len() > 123 {
-        let mut end = 120;
-        while !reason.is_char_boundary(end) {
-            end -= 1;
-        }
-        reason.truncate(end);
-        reason.push_str("...");
-    }
-    reason
 }
 
 /// Why reading a frame failed, as far as the close code goes.

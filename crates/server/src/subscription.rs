@@ -195,6 +195,12 @@ pub async fn run(ctx: Context, slot: Slot, mut inflight: InFlight) {
     };
 
     loop {
+        // Nothing is built for a session whose replies wait unread (`session_queue_bytes`):
+        // meanwhile the hub's queue for it fills and lags, and a reload follows.
+        ctx.tx.room().await;
+        if ctx.tx.is_stopping() {
+            return;
+        }
         let pending = queue.take();
         if !pending.lagged && pending.sets.is_empty() {
             queue.notify.notified().await;

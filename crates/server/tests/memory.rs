@@ -121,9 +121,10 @@ async fn clients_that_do_not_read_stay_within_the_budget() {
     // at once) come on top, and both sides' decoded rows take a few times their JSON.
     let bound = TOTAL_BYTES + ATTACKERS * 2 * reply * 4 + (32 << 20);
     assert!(peak_rss.saturating_sub(before) <= bound, "grew by {} bytes", peak_rss - before);
-    // The queues' bytes all came back (above); the allocator may keep a little of the freed
-    // memory for reuse (glibc's per-thread arenas here).
-    assert!(after <= before + (32 << 20), "kept {} bytes after they closed", after.saturating_sub(before));
+    // The queues' bytes all came back (above); the allocator may keep some of the freed
+    // memory for reuse (glibc's per-thread arenas here: 4 to 21 MiB in runs so far; without
+    // the budget, 786 MiB).
+    assert!(after <= before + (48 << 20), "kept {} bytes after they closed", after.saturating_sub(before));
     server.stop().await;
 }
 

@@ -38,8 +38,11 @@ pub enum BenchWord {
 /// A benchmark value: the parameter standing in its place, what was written, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchValue {
+    /// The parameter's name (without `$`).
     pub param: String,
+    /// What was written.
     pub word: BenchWord,
+    /// Where, in the benchmark file.
     pub span: Span,
 }
 
@@ -136,7 +139,7 @@ pub fn draws(
             Value::Compound(parts) => parts.iter().collect(),
             v => vec![v],
         };
-        let compound = parts.len() > 1 || matches!(u.value, Value::Compound(_));
+        let compound = matches!(u.value, Value::Compound(_));
         for (i, part) in parts.into_iter().enumerate() {
             let Some(b) = word_of(values, part) else { continue };
             let draw = binder.draw(&b.word, u.role, compound.then_some(i)).map_err(|m| (b.span, m))?;
@@ -169,7 +172,8 @@ impl Binder<'_> {
                 None => Err("`random` needs an upper bound here: `random 100`".into()),
             },
             ValueRole::State { stategroup } => match (&self.schema.property(stategroup).kind, bound) {
-                (PropertyKind::StateGroup { states }, None) => {
+                // A draw needs one state at least (`SplitMix::below` takes no 0).
+                (PropertyKind::StateGroup { states }, None) if !states.is_empty() => {
                     Ok(Draw::State(states.iter().map(|s| s.name.clone()).collect()))
                 }
                 _ => Err("a state is named by its 'Name' or `random`".into()),

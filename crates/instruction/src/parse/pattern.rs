@@ -12,48 +12,7 @@ use crate::ast::{
     Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
     Term, UpKind, Value,
 };
-use crate::validate::rule;
-
-/// Words that cannot name a variable.
-pub const RESERVED: &[&str] = &[
-    "and",
-    "asc",
-    "avg",
-    "by",
-    "collection",
-    "command",
-    "count",
-    "desc",
-    "distinct",
-    "exists",
-    "get",
-    "in",
-    "index",
-    "limit",
-    "match",
-    "max",
-    "min",
-    "not",
-    "number",
-    "offset",
-    "or",
-    "order",
-    "random",
-    "reference",
-    "repeat",
-    "select",
-    "shortest",
-    "stategroup",
-    "sum",
-    "text",
-    "to",
-    "transaction",
-    "update",
-    "where",
-];
-
-/// Most repetitions a `repeat` step or a `shortest` path may ask for.
-pub const MAX_REPEAT: u32 = 1024;
+use crate::validate::{rule, MAX_REPEAT, RESERVED};
 
 fn is_variable(kind: &TokenKind) -> bool {
     matches!(kind, TokenKind::Word(w) if !RESERVED.contains(&w.as_str()))

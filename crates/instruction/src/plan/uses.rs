@@ -17,22 +17,39 @@ pub enum ValueRole {
     Text,
     /// The key of an existing entry of dictionary or matrix `collection`: a path step, an entry
     /// update or removal (for a matrix, the key of the entry's target).
-    EntryKey { collection: PropertyId },
+    EntryKey {
+        /// The dictionary or matrix.
+        collection: PropertyId,
+    },
     /// The key of a new entry of `collection` (for a matrix, the key of the new entry's
     /// target, which must exist).
-    NewKey { collection: PropertyId },
+    NewKey {
+        /// The dictionary or matrix.
+        collection: PropertyId,
+    },
     /// The key of the target of reference `reference`, as its new value.
-    TargetKey { reference: PropertyId },
+    TargetKey {
+        /// The reference property.
+        reference: PropertyId,
+    },
     /// A key compared with reference `reference`'s target in a query filter.
-    ComparedKey { reference: PropertyId },
+    ComparedKey {
+        /// The reference property.
+        reference: PropertyId,
+    },
     /// A state of stategroup `stategroup`, named at run time.
-    State { stategroup: PropertyId },
+    State {
+        /// The stategroup property.
+        stategroup: PropertyId,
+    },
 }
 
 /// One value of a plan and its role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValueUse<'p> {
+    /// The value as the plan holds it (a literal, a `$parameter`, a compound key).
     pub value: &'p Value,
+    /// What the checker resolved it to.
     pub role: ValueRole,
 }
 

@@ -180,3 +180,23 @@ async fn a_quiet_client_that_answers_pings_stays_connected() {
     let _ = &mut sub;
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_request_without_a_valid_token_closes_its_connection() {
+    let server = start_with(with_tokens).await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer))
+        .await
+        .expect("the server closes the connection after its answer")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("unauthorized"), "{answer}");
+    // With a token, the connection is kept for the next request.
+    let ok = reqwest::Client::new().get(server.http("/v1/status")).bearer_auth(READ_SECRET).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert_ne!(ok.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+    server.stop().await;
+}
