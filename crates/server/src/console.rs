@@ -29,7 +29,8 @@ use espalier_schema::{Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamK
 use serde_json::{json, Value};
 
 use crate::exec;
-use crate::server::{error_reply, http_admit, query_map, Shared};
+use crate::fallback::error_reply;
+use crate::server::{http_admit, query_map, Shared};
 
 /// The console's files: (name, content type, bytes).
 const FILES: [(&str, &str, &[u8]); 3] = [

@@ -26,11 +26,12 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::admission::{Admission, Peer};
 use crate::config::{ServerConfig, ServerLimits, Token};
+use crate::fallback::{self, error_reply, reply};
 use crate::figures::{Figures, Kind};
 use crate::hub::{HistoryBounds, Hub};
 use crate::outbox::Memory;
 use crate::work::{self, Job, Outcome};
-use crate::{admission, fallback, session, ServerError};
+use crate::{admission, session, ServerError};
 
 /// What every session and request shares.
 pub struct Shared {
@@ -229,21 +230,6 @@ fn router(shared: Arc<Shared>) -> Router {
         .layer(axum::middleware::from_fn(admission::started))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared)
-}
-
-/// An HTTP response holding one protocol message.
-pub(crate) fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
-    match Codec::plain(encoding, usize::MAX).to_bytes(msg) {
-        Ok(bytes) => {
-            (status, [(header::CONTENT_TYPE, HeaderValue::from_static(encoding.content_type()))], bytes).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the reply: {e}")).into_response(),
-    }
-}
-
-pub(crate) fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
-    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    reply(status, encoding, &Message::from_error(None, e))
 }
 
 /// Query parameters as name → value (the last value of a repeated name wins).
