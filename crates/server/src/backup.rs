@@ -16,7 +16,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Chunks in flight between the export and the socket.
 const CHANNEL_CHUNKS: usize = 8;

@@ -29,7 +29,8 @@ use espalier_schema::{Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamK
 use serde_json::{json, Value};
 
 use crate::exec;
-use crate::server::{error_reply, http_admit, query_map, Shared};
+use crate::fallback::error_reply;
+use crate::shared::{http_admit, query_map, Shared};
 
 /// The console's files: (name, content type, bytes).
 const FILES: [(&str, &str, &[u8]); 3] = [
@@ -108,7 +109,7 @@ async fn http_figures(
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Response {
     match query_map(query).and_then(|q| http_admit(&shared, &headers, &q)) {
-        Ok(_permit) => json_reply(&shared.figures.json(&shared)),
+        Ok(_permit) => json_reply(&shared.figures.json(shared.engine.database(), &shared.gauges())),
         Err(e) => error_reply(Encoding::Json, &e),
     }
 }

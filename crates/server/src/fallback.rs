@@ -1,13 +1,27 @@
-//! Every HTTP error answers the protocol's JSON error shape (`{"kind":"error","code":…,
-//! "message":…}`): unknown paths, wrong methods, and any response some layer below produced
-//! with an error status and an empty body.
+//! HTTP answers holding one protocol message, and every HTTP error in the protocol's JSON
+//! error shape (`{"kind":"error","code":…,"message":…}`): unknown paths, wrong methods, and
+//! any response some layer below produced with an error status and an empty body.
 
 use axum::body::HttpBody;
-use axum::http::{Method, StatusCode, Uri};
-use axum::response::Response;
-use espalier_protocol::{Encoding, ErrorCode, Message, RequestError};
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use espalier_protocol::{Codec, Encoding, ErrorCode, Message, RequestError};
 
-use crate::server::{error_reply, reply};
+/// An HTTP response holding one protocol message.
+pub(crate) fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
+    match Codec::plain(encoding, usize::MAX).to_bytes(msg) {
+        Ok(bytes) => {
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static(encoding.content_type()))], bytes).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the reply: {e}")).into_response(),
+    }
+}
+
+/// An error, in the error shape, with the status its code stands for.
+pub(crate) fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
+    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    reply(status, encoding, &Message::from_error(None, e))
+}
 
 const ENDPOINTS: &str = "the server has GET /ws (WebSocket), POST /v1/execute, GET /v1/node, GET /v1/status, \
      GET /v1/health, POST /v1/shutdown, GET /metrics, GET /health, GET /v1/backup, the console at GET / and its \

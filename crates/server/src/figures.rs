@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use espalier_transaction::Database;
 use serde_json::{json, Value};
 
 use crate::config::log::{self, LogLevel};
@@ -109,6 +110,22 @@ impl Default for Figures {
     }
 }
 
+/// The server's state now, as the figures show it beside their counters.
+#[derive(Debug, Clone, Copy)]
+pub struct Gauges {
+    /// The version of the last commit.
+    pub version: u64,
+    /// Open sessions plus HTTP requests in progress.
+    pub sessions: usize,
+    pub subscriptions: usize,
+    /// The oldest `since` a subscription can resume after.
+    pub history_from: u64,
+    /// The history's (approximate) bytes.
+    pub history_bytes: usize,
+    /// Replies and pushes encoded and not yet written.
+    pub queued_bytes: usize,
+}
+
 impl Figures {
     /// Starts timing a request of `kind`; the time is recorded when the timer is dropped.
     pub fn start(self: &Arc<Self>, kind: Kind) -> Timer {
@@ -120,18 +137,18 @@ impl Figures {
     }
 
     /// The figures as `GET /v1/figures` answers them (docs/protocol.md, "Console endpoints").
-    pub fn json(&self, shared: &crate::server::Shared) -> Value {
+    pub fn json(&self, db: &Database, gauges: &Gauges) -> Value {
         let requests: serde_json::Map<String, Value> =
             KINDS.iter().map(|k| (k.name().to_string(), self.counter(*k).json())).collect();
-        let commits = shared.engine.database().commit_figures();
+        let commits = db.commit_figures();
         let bounds: Vec<u64> = (0..BUCKETS as u32).map(|i| 1u64 << (i + 4)).collect();
         json!({
             "kind": "figures",
             "uptime_ms": u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "version": shared.engine.database().version(),
-            "sessions": shared.open_sessions(),
-            "subscriptions": shared.hub.subscriptions(),
-            "history_from": shared.hub.history_from(),
+            "version": gauges.version,
+            "sessions": gauges.sessions,
+            "subscriptions": gauges.subscriptions,
+            "history_from": gauges.history_from,
             "requests": requests,
             "bucket_bounds_us": bounds,
             "commits": {
@@ -146,9 +163,8 @@ impl Figures {
 impl Figures {
     /// The figures in Prometheus's text exposition format (version 0.0.4), for `GET /metrics`
     /// (docs/server.md, "Watch it"). Every counter is cumulative since the server started.
-    pub fn prometheus(&self, shared: &crate::server::Shared) -> String {
+    pub fn prometheus(&self, db: &Database, gauges: &Gauges) -> String {
         let mut out = String::with_capacity(16 * 1024);
-        let db = shared.engine.database();
         let commits = db.commit_figures();
         let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, f64)]| {
             let _ = writeln!(out, "# HELP {name} {help}");
@@ -248,25 +264,25 @@ impl Figures {
             "espalier_sessions",
             "gauge",
             "Open WebSocket sessions plus HTTP requests in progress.",
-            &[(String::new(), shared.open_sessions() as f64)],
+            &[(String::new(), gauges.sessions as f64)],
         );
         metric(
             "espalier_subscriptions",
             "gauge",
             "Active subscriptions.",
-            &[(String::new(), shared.hub.subscriptions() as f64)],
+            &[(String::new(), gauges.subscriptions as f64)],
         );
         metric(
             "espalier_queued_bytes",
             "gauge",
             "Replies and pushes encoded for WebSocket sessions and not yet written, in bytes.",
-            &[(String::new(), shared.memory.queued_bytes() as f64)],
+            &[(String::new(), gauges.queued_bytes as f64)],
         );
         metric(
             "espalier_history_bytes",
             "gauge",
             "Bytes (approximate) of the commit history kept for resuming subscribers.",
-            &[(String::new(), shared.hub.history_bytes() as f64)],
+            &[(String::new(), gauges.history_bytes as f64)],
         );
         if let Some(rss) = resident_bytes() {
             metric(

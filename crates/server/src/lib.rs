@@ -7,8 +7,12 @@
 //! - `GET /metrics` (Prometheus), `GET /health`, `GET /v1/backup` (admin): operations.
 //!
 //! The protocol is `docs/protocol.md` (types in `espalier-protocol`); running and configuring
-//! the server is `docs/server.md`. Module map: `server` (router, auth, HTTP, shutdown),
-//! `session` (a WebSocket session's reader and writer), `work` (engine calls on the blocking
+//! the server is `docs/server.md`. Module map: `server` (router, HTTP handlers, shutdown),
+//! `shared` (what every session and request shares: auth, session slots, the shutdown
+//! signal), `admission` (the listener: per-address limit, first-request timeout), `fallback`
+//! (HTTP answers and the error shape), `session` (a WebSocket session's reader and writer),
+//! `outbox` (its outgoing queue and the memory budget), `encode` (messages for the outbox),
+//! `work` (engine calls on the blocking
 //! pool with the query-time limit), `exec` (the engine calls themselves), `hub` (change feed →
 //! history and subscription queues), `subscription` (one subscription's task), `config`,
 //! `console` (the web console's files and its `/v1/schema`, `/v1/entries`, `/v1/figures`),
@@ -19,6 +23,7 @@ mod admission;
 mod backup;
 pub mod config;
 mod console;
+mod encode;
 mod exec;
 mod fallback;
 mod figures;
@@ -26,6 +31,7 @@ mod hub;
 mod outbox;
 mod server;
 mod session;
+mod shared;
 mod subscription;
 mod work;
 

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,107 +21,15 @@ use espalier_protocol::{
 };
 use serde::Deserialize;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::admission::{Admission, Peer};
-use crate::config::{ServerConfig, ServerLimits, Token};
-use crate::figures::{Figures, Kind};
+use crate::config::{ServerConfig, ServerLimits};
+use crate::fallback::{self, error_reply, reply};
+use crate::figures::Kind;
 use crate::hub::{HistoryBounds, Hub};
-use crate::outbox::Memory;
+use crate::shared::{http_admit, query_map, Shared};
 use crate::work::{self, Job, Outcome};
-use crate::{admission, fallback, session, ServerError};
-
-/// What every session and request shares.
-pub struct Shared {
-    pub engine: Arc<Engine>,
-    pub hub: Arc<Hub>,
-    pub limits: ServerLimits,
-    tokens: Vec<Token>,
-    /// One permit per open session or HTTP request in progress.
-    pub sessions: Arc<Semaphore>,
-    /// Requests by kind and their latencies, for `GET /v1/figures` (the console's dashboard).
-    pub figures: Arc<Figures>,
-    /// Replies and pushes encoded and not yet written, by session and in total.
-    pub memory: Arc<Memory>,
-    shutting_down: AtomicBool,
-    shutdown_tx: watch::Sender<bool>,
-}
-
-impl Shared {
-    pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::Acquire)
-    }
-
-    /// Starts the graceful shutdown (idempotent).
-    pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Release);
-        self.shutdown_tx.send_replace(true);
-    }
-
-    pub fn shutdown_signal(&self) -> watch::Receiver<bool> {
-        self.shutdown_tx.subscribe()
-    }
-
-    pub fn open_sessions(&self) -> usize {
-        self.limits.max_sessions - self.sessions.available_permits()
-    }
-
-    pub fn status(&self, id: Option<u64>) -> Message {
-        Message::status(
-            id,
-            self.engine.database().version(),
-            self.open_sessions() as u64,
-            self.hub.subscriptions() as u64,
-            self.hub.history_from(),
-        )
-    }
-
-    /// The role a request's secret grants.
-    pub(crate) fn authenticate(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<Role, RequestError> {
-        if self.tokens.is_empty() {
-            return Ok(Role::Admin);
-        }
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(str::trim);
-        let Some(secret) = bearer.or(query_token) else {
-            return Err(RequestError::new(
-                ErrorCode::Unauthorized,
-                "this server requires a token: send `Authorization: Bearer <secret>` (or `?token=<secret>`)",
-            ));
-        };
-        // Compare against every token in constant time, so timing tells nothing.
-        let mut role = None;
-        for t in &self.tokens {
-            if constant_time_eq(t.secret.as_bytes(), secret.as_bytes()) {
-                role = Some(t.role);
-            }
-        }
-        role.ok_or_else(|| RequestError::new(ErrorCode::Unauthorized, "the token is not valid on this server"))
-    }
-
-    /// A session (or HTTP request) slot, or why there is none.
-    fn admit(&self) -> Result<OwnedSemaphorePermit, RequestError> {
-        if self.is_shutting_down() {
-            return Err(RequestError::new(ErrorCode::ShuttingDown, "the server is shutting down"));
-        }
-        self.sessions.clone().try_acquire_owned().map_err(|_| {
-            RequestError::new(
-                ErrorCode::TooManySessions,
-                format!("the server has its maximum of {} sessions; try again later", self.limits.max_sessions),
-            )
-        })
-    }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+use crate::{admission, session, ServerError};
 
 /// Stops a running server gracefully.
 #[derive(Clone)]
@@ -149,19 +56,7 @@ impl Server {
         let limits = config.limits;
         let (hub, hub_thread) =
             Hub::start(engine.database().clone(), HistoryBounds::of(&limits)).map_err(ServerError::Io)?;
-        let (shutdown_tx, _) = watch::channel(false);
-        let memory = Memory::new(limits.max_queued_bytes, limits.session_queue_bytes);
-        let shared = Arc::new(Shared {
-            engine,
-            hub,
-            sessions: Arc::new(Semaphore::new(limits.max_sessions)),
-            limits,
-            tokens: config.tokens,
-            figures: Arc::default(),
-            memory,
-            shutting_down: AtomicBool::new(false),
-            shutdown_tx,
-        });
+        let shared = Arc::new(Shared::new(engine, hub, limits, config.tokens));
         Ok(Server { listener, shared, hub_thread })
     }
 
@@ -229,29 +124,6 @@ fn router(shared: Arc<Shared>) -> Router {
         .layer(axum::middleware::from_fn(admission::started))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(shared)
-}
-
-/// An HTTP response holding one protocol message.
-pub(crate) fn reply(status: StatusCode, encoding: Encoding, msg: &Message) -> Response {
-    match Codec::plain(encoding, usize::MAX).to_bytes(msg) {
-        Ok(bytes) => {
-            (status, [(header::CONTENT_TYPE, HeaderValue::from_static(encoding.content_type()))], bytes).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the reply: {e}")).into_response(),
-    }
-}
-
-pub(crate) fn error_reply(encoding: Encoding, e: &RequestError) -> Response {
-    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    reply(status, encoding, &Message::from_error(None, e))
-}
-
-/// Query parameters as name → value (the last value of a repeated name wins).
-pub(crate) fn query_map(
-    q: Result<Query<Vec<(String, String)>>, QueryRejection>,
-) -> Result<HashMap<String, String>, RequestError> {
-    let Query(pairs) = q.map_err(|e| RequestError::bad_request(format!("the query string does not parse: {e}")))?;
-    Ok(pairs.into_iter().collect())
 }
 
 /// The session settings of a WebSocket upgrade.
@@ -360,17 +232,6 @@ struct ExecuteBody {
     instruction: Option<Instruction>,
     #[serde(default)]
     params: Option<Params>,
-}
-
-/// Authenticates and admits an HTTP request.
-pub(crate) fn http_admit(
-    shared: &Shared,
-    headers: &HeaderMap,
-    q: &HashMap<String, String>,
-) -> Result<(Role, OwnedSemaphorePermit), RequestError> {
-    let role = shared.authenticate(headers, q.get("token").map(String::as_str))?;
-    let permit = shared.admit()?;
-    Ok((role, permit))
 }
 
 fn outcome_response(encoding: Encoding, limit: usize, r: Result<Outcome, RequestError>) -> Response {
@@ -515,7 +376,7 @@ async fn http_metrics(
     if let Err(e) = query_map(query).and_then(|q| shared.authenticate(&headers, q.get("token").map(String::as_str))) {
         return error_reply(accept_encoding(&headers), &e);
     }
-    let text = shared.figures.prometheus(&shared);
+    let text = shared.figures.prometheus(shared.engine.database(), &shared.gauges());
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))],

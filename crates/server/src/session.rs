@@ -21,18 +21,19 @@ use std::time::{Duration, Instant};
 
 use axum::extract::ws::{close_code, Message as WsMessage, WebSocket};
 use espalier_instruction::ParamValue;
-use espalier_protocol::codec::EncodeError;
 use espalier_protocol::{Codec, ErrorCode, Message, Request, RequestBody, Role, Source, Undecodable};
 use futures_util::stream::SplitStream;
 use futures_util::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::encode::{encode_error, encode_message, encode_reply};
 use crate::exec;
 use crate::figures::{self, InFlight};
-use crate::outbox::{self, Outbox, Slot};
-use crate::server::Shared;
+use crate::outbox::{self, Outbox, Outgoing, Slot};
+use crate::shared::Shared;
 use crate::subscription;
+use crate::subscription::{lock_subs, Subscriptions};
 use crate::work::{self, Job, Outcome, INLINE_BUDGET, INLINE_CHECK_MAX};
 
 mod write;
@@ -44,10 +45,6 @@ const QUEUE_SLACK: usize = 32;
 pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(5);
 /// How often a closing session checks whether its requests have finished.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
-/// WebSocket close code: an internal error.
-const CLOSE_INTERNAL: u16 = 1011;
-
-pub use crate::outbox::Outgoing;
 
 /// Reads of one session that may build replies at once (on the blocking pool): enough to use
 /// the machine's cores, few enough that a client pipelining many large queries holds only a
@@ -55,40 +52,6 @@ pub use crate::outbox::Outgoing;
 pub fn reads_per_session() -> usize {
     static READS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *READS.get_or_init(|| std::thread::available_parallelism().map_or(2, |n| n.get()).max(2))
-}
-
-pub type Subscriptions = Arc<Mutex<HashMap<u64, JoinHandle<()>>>>;
-
-pub fn lock_subs(subs: &Subscriptions) -> std::sync::MutexGuard<'_, HashMap<u64, JoinHandle<()>>> {
-    subs.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// An error message, encoded; closes the session if even that cannot be encoded.
-pub fn encode_error(codec: &Codec, id: Option<u64>, code: ErrorCode, message: impl Into<String>) -> Outgoing {
-    encode_message(codec, &Message::error(id, code, message))
-}
-
-fn encode_message(codec: &Codec, msg: &Message) -> Outgoing {
-    match codec.encode(msg) {
-        Ok(f) => Outgoing::Frame(f),
-        Err(e) => Outgoing::Close(CLOSE_INTERNAL, format!("cannot encode a message: {e}")),
-    }
-}
-
-/// A reply, encoded, or the error that replaces it when it is over `limit` bytes.
-pub fn encode_reply(codec: &Codec, msg: &Message, limit: usize) -> Outgoing {
-    match codec.encode_limited(msg, limit) {
-        Ok(f) => Outgoing::Frame(f),
-        Err(EncodeError::TooLarge { size, limit }) => encode_error(
-            codec,
-            msg.id,
-            ErrorCode::ResultTooLarge,
-            format!("the reply is {size} bytes, over the server's limit of {limit} bytes (max_result_bytes)"),
-        ),
-        Err(EncodeError::Serialize(e)) => {
-            encode_error(codec, msg.id, ErrorCode::Internal, format!("cannot encode the reply: {e}"))
-        }
-    }
 }
 
 fn outcome_message(id: u64, r: Result<Outcome, espalier_protocol::RequestError>) -> Message {

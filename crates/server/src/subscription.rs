@@ -7,7 +7,7 @@
 //! a commit is never applied twice to a node's data nor skipped.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use espalier_data::ChangeSet;
 use espalier_instruction::plan::Plan;
@@ -15,12 +15,22 @@ use espalier_instruction::{ParamValue, QueryResult};
 use espalier_protocol::codec::EncodeError;
 use espalier_protocol::{Codec, Data, ErrorCode, Message, RequestError, Target};
 
+use crate::encode::{encode_error, encode_reply};
 use crate::exec::{self, Resolved};
 use crate::figures::InFlight;
 use crate::hub::{Filter, Start, SubQueue};
+use crate::outbox::Outgoing;
 use crate::outbox::{Outbox, Slot};
-use crate::server::Shared;
-use crate::session::{encode_error, encode_reply, lock_subs, Outgoing, Subscriptions};
+use crate::shared::Shared;
+use tokio::task::JoinHandle;
+
+/// A session's subscription tasks, by subscription number.
+pub type Subscriptions = Arc<Mutex<HashMap<u64, JoinHandle<()>>>>;
+
+/// The map, even if a task panicked while holding it (it holds no invariant across calls).
+pub fn lock_subs(subs: &Subscriptions) -> std::sync::MutexGuard<'_, HashMap<u64, JoinHandle<()>>> {
+    subs.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 pub struct Context {
     pub shared: Arc<Shared>,

@@ -30,7 +30,7 @@ use espalier_instruction::{ParamValue, Reply};
 use espalier_protocol::{ErrorCode, RequestError, Role, Source};
 
 use crate::exec::{self, Checked};
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// Output a node read may produce inline before it moves to the blocking pool.
 pub const INLINE_BUDGET: usize = 64 << 10;
