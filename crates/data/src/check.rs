@@ -549,7 +549,11 @@ impl<'g> Checker<'g, '_> {
             let h = match record::header(rec) {
                 Ok(h) if self.valid_type(h.ty) && h.ty == record::table_of(at) => h,
                 Ok(h) if self.valid_type(h.ty) => {
-                    return Ok(Err(format!("record {at} has type {} but is in the table of type {}", h.ty, record::table_of(at))))
+                    return Ok(Err(format!(
+                        "record {at} has type {} but is in the table of type {}",
+                        h.ty,
+                        record::table_of(at)
+                    )))
                 }
                 Ok(h) => return Ok(Err(format!("record {at} has unknown type {}", h.ty))),
                 Err(e) => return Ok(Err(e.to_string())),

@@ -268,7 +268,7 @@ impl<'a> Graph<'a> {
         }))
     }
 
-/// The node `node` hangs under, or `None` for the root.
+    /// The node `node` hangs under, or `None` for the root.
     pub fn parent(&self, node: NodeRef) -> Result<Option<NodeRef>> {
         let nt = self.schema.node_type(node.ty);
         let property = match nt.parent {
@@ -297,7 +297,9 @@ impl<'a> Graph<'a> {
     fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
         let slot = record::key_slot(self.schema, record)?;
         match self.schema.node_type(node.ty).parent {
-            ParentLink::DictionaryEntry { .. } => Ok(vec![String::from_utf8_lossy(self.string_bytes(slot)?).into_owned()]),
+            ParentLink::DictionaryEntry { .. } => {
+                Ok(vec![String::from_utf8_lossy(self.string_bytes(slot)?).into_owned()])
+            }
             ParentLink::MatrixEntry { property } => {
                 let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
                     return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));

@@ -101,7 +101,8 @@ pub fn row_entry(key: &[u8]) -> Result<NodeId> {
 
 /// The key index of schema index `n`.
 fn key_index<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<&'t KeyIndex> {
-    txn.index(crate::keys::schema_index(schema, n)).ok_or_else(|| DataError::Corrupt(format!("no key index for index {n}")))
+    txn.index(crate::keys::schema_index(schema, n))
+        .ok_or_else(|| DataError::Corrupt(format!("no key index for index {n}")))
 }
 
 /// The entries of index `n` whose key starts with `prefix`.

@@ -187,13 +187,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// Allocates and stores a record for a node of type `ty` (0 for an empty state), with
     /// defaults: numbers 0, texts "", collections empty, each stategroup in its first state
     /// (whose node is created likewise). References stay 0 until the caller sets them.
-    fn create_node(
-        &mut self,
-        ty: NodeTypeId,
-        parent: NodeId,
-        parent_property: PropertyId,
-        key: u64,
-    ) -> Result<NodeId> {
+    fn create_node(&mut self, ty: NodeTypeId, parent: NodeId, parent_property: PropertyId, key: u64) -> Result<NodeId> {
         if self.schema.node_type(ty).storage == Storage::Empty {
             return Ok(0);
         }

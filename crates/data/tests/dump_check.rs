@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use espalier_data::{check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeRef, WriteGraph};
-use espalier_schema::{compile, NodeTypeId, PropertyId, PropertyKind, ReferenceTarget, Schema};
 use espalier_data::keys::{entries_index, link_key, links_index};
 use espalier_data::record::{id_of, row_of, table_of};
+use espalier_data::{check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeRef, WriteGraph};
+use espalier_schema::{compile, NodeTypeId, PropertyId, PropertyKind, ReferenceTarget, Schema};
 use espalier_storage::tables::Read;
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
 use serde_json::{json, Value};
@@ -426,7 +426,10 @@ fn check_finds_an_orphan_record_and_a_dangling_links_row() {
         .value;
     let r = check_db(&db);
     let source = id_of(table_of(target), 999);
-    assert_problem(&r.problems, &[&format!("record {source} refers to record {target} through 'Depot', but it does not")]);
+    assert_problem(
+        &r.problems,
+        &[&format!("record {source} refers to record {target} through 'Depot', but it does not")],
+    );
     assert_problem(&r.problems, &[&format!("record {orphan} is not reachable from the root"), "\"ghost\""]);
 }
 

@@ -124,11 +124,7 @@ fn open_error(e: TablesError) -> TxError {
 }
 
 fn tables_options(options: &DatabaseOptions) -> TablesOptions {
-    TablesOptions {
-        durability: options.durability,
-        holder: Holder::Process,
-        segment_size: options.log_segment_size,
-    }
+    TablesOptions { durability: options.durability, holder: Holder::Process, segment_size: options.log_segment_size }
 }
 
 impl Database {

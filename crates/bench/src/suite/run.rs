@@ -459,7 +459,9 @@ fn measure_cold(
         for ((plan, draws), run) in p.plans.iter().zip(runs.iter_mut()) {
             values.fill(draws);
             if let Some(e) = engine.take() {
-                e.database().sync().map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
+                e.database()
+                    .sync()
+                    .map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
                 drop(e);
             }
             let dropped = sys::drop_from_cache(&data_file).map_err(io("dropping the data file from the page cache"))?;

@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     // reads one small segment rather than a 64 MiB one (debug builds verify every byte).
     let options = DatabaseOptions { durability, log_segment_size: 1 << 20, ..Default::default() };
     let path = Path::new(dir);
-    let opened = if espalier_transaction::Database::exists(&path) {
+    let opened = if espalier_transaction::Database::exists(path) {
         Engine::open(path, options)
     } else {
         Engine::create(path, SCHEMA, options)
