@@ -5,11 +5,11 @@
 //! on its own with [`Instant`] into a pre-allocated vector. Percentiles are nearest-rank
 //! ([`crate::stats`]) for both systems.
 //!
-//! **Durability pairing.** Espalier runs with `Durability::None` (LMDB `MDB_NOSYNC`: commits
-//! reach the OS page cache, never `fsync`). SQLite runs file-backed in the same directory with
+//! **Durability pairing.** Espalier runs with `Durability::None` (commits are written to the log
+//! in the OS page cache, never `fsync`ed). SQLite runs file-backed in the same directory with
 //! `journal_mode=WAL` and `synchronous=OFF` — the same promise: a process crash loses nothing,
 //! a power loss may lose recent commits, and no commit waits for the disk. SQLite gets a page
-//! cache large enough for the whole data set (`cache_size`), as LMDB's map is served from the
+//! cache large enough for the whole data set (`cache_size`), as Espalier's tables are held in memory from the
 //! OS page cache; foreign keys are not enforced by SQLite (its default), while Espalier keeps
 //! its reference index — it is not asked to check anything in these operations either.
 //!
@@ -69,7 +69,7 @@ pub struct Config {
     pub fsyncs: usize,
     /// SQLite `locking_mode=EXCLUSIVE` (off by default): the connection keeps its file locks
     /// instead of taking and releasing them with `fcntl` around every transaction — a
-    /// single-process tuning that Espalier's LMDB readers do not need.
+    /// single-process tuning that Espalier's snapshot readers do not need.
     pub sqlite_exclusive: bool,
     /// Measure only these operations (names from [`OPS`]); empty means all. For profiling one
     /// operation without the others in the samples.

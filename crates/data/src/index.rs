@@ -11,7 +11,7 @@
 //! - state: the state's u32 index, big-endian (indexes only test equality of states);
 //! - text: the UTF-8 bytes with `00` escaped as `00 FF`, then `00 00`. A text longer than
 //!   [`MAX_TEXT_BYTES`] keeps only its first bytes and ends with `00 01` instead, so the key
-//!   stays under LMDB's 511-byte limit; such rows are candidates, and readers check the value
+//!   stays short; such rows are candidates, and readers check the value
 //!   on the entry itself (the query executor always re-checks the condition an index served).
 
 use espalier_schema::{IndexDecl, PropertyKind, Schema, StateIndex};

@@ -1,4 +1,4 @@
-//! Engine work for requests. Everything here blocks (LMDB reads, group commit) and runs on
+//! Engine work for requests. Everything here blocks (snapshot reads, group commit) and runs on
 //! tokio's blocking pool, never on a runtime worker.
 
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Running a request's engine work: inline, on the blocking pool with the query-time limit,
 //! or as a write through group commit.
 //!
-//! The engine blocks (LMDB reads; writes wait for group commit and the disk). Measured on the
+//! The engine blocks (snapshot reads; writes wait for group commit and the disk). Measured on the
 //! two-core development machine (`cargo run --release -p espalier-server --example
 //! roundtrip`), every hand-off to another thread costs about as much as the read of a small
 //! node itself, so:

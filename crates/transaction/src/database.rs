@@ -249,8 +249,8 @@ impl Database {
     /// version of the dump it was made from). Only before anything else writes.
     pub fn set_version(&self, version: u64) -> Result<(), TxError> {
         let mut w = self.tables.writer();
-        w.commit(version).map_err(|e| TxError::Commit(e.to_string()))?;
-        self.version.store(version, Ordering::Release);
+        w.commit_then(version, &mut || self.version.store(version, Ordering::Release))
+            .map_err(|e| TxError::Commit(e.to_string()))?;
         Ok(())
     }
 
@@ -347,10 +347,11 @@ impl Database {
         match result {
             Ok((version, results)) if results.iter().any(Option::is_some) => {
                 let committing = std::time::Instant::now();
-                w.commit(version).map_err(|e| e.to_string())?;
+                // The counter moves before readers can see the commit: none sees a version ahead of it.
+                w.commit_then(version, &mut || self.version.store(version, Ordering::Release))
+                    .map_err(|e| e.to_string())?;
                 let nanos = u64::try_from(committing.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.store_commit_nanos.fetch_add(nanos, Ordering::Relaxed);
-                self.version.store(version, Ordering::Release);
                 Ok(results)
             }
             Ok((_, results)) => {

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 /// Memory of this process, in bytes (0 where the system does not say).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
-    /// Peak resident set (`VmHWM`) since the last [`reset_peak`]; includes pages of the data
-    /// file mapped by LMDB.
+    /// Peak resident set (`VmHWM`) since the last [`reset_peak`]; includes the page cache pages
+    /// mapped into the process.
     pub peak_rss_bytes: u64,
     /// Resident anonymous memory now (`RssAnon`): the heap, not the mapped data file.
     pub anon_bytes: u64,

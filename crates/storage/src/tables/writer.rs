@@ -273,6 +273,13 @@ impl Writer {
     /// undone, the writer is poisoned (every later write fails; reopen to recover) and the
     /// error returned: a commit never pretends.
     pub fn commit(&mut self, version: u64) -> Result<Arc<Snapshot>, TablesError> {
+        self.commit_then(version, &mut || {})
+    }
+
+    /// [`Writer::commit`], calling `durable` once the commit is in the log and before readers
+    /// can see it (the layer above advances its own version counter there, so that no reader
+    /// sees a version the counter has not reached).
+    pub fn commit_then(&mut self, version: u64, durable: &mut dyn FnMut()) -> Result<Arc<Snapshot>, TablesError> {
         self.check()?;
         self.redo.push(Op::Version(version));
         if let Err(e) = self.append() {
@@ -281,6 +288,7 @@ impl Writer {
             return Err(e);
         }
         self.redo.clear();
+        durable();
         Ok(self.publish(version))
     }
 
