@@ -211,6 +211,7 @@ pub fn check(g: &Global) -> Result<(), Failure> {
     let report = espalier_data::check(&snapshot.graph(), &mut |n| progress.set_position(n));
     progress.finish_and_clear();
     let report = report.map_err(|e| Failure::other(format!("checking {}: {e}", g.db.display())))?;
+    let recovered = engine.database().recovered();
     let ok = report.is_ok();
     let mut out = std::io::stdout().lock();
     if g.json {
@@ -223,6 +224,14 @@ pub fn check(g: &Global) -> Result<(), Failure> {
             "strings": report.strings,
             "index_rows": report.index_rows,
             "problems": report.problems,
+            "log": {
+                "commits_replayed": recovered.commits,
+                "bytes": recovered.log_bytes,
+                "torn_write_cut": recovered.torn.as_ref().map(|(segment, offset)| serde_json::json!({
+                    "segment": segment.display().to_string(),
+                    "offset": offset,
+                })),
+            },
         });
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&json).unwrap_or_default());
     } else {
@@ -232,6 +241,15 @@ pub fn check(g: &Global) -> Result<(), Failure> {
         let _ = writeln!(out, "  links:   {}", report.links);
         let _ = writeln!(out, "  strings: {}", report.strings);
         let _ = writeln!(out, "  index rows: {}", report.index_rows);
+        let _ = writeln!(out, "  log: {} commits replayed ({} bytes)", recovered.commits, recovered.log_bytes);
+        if let Some((segment, offset)) = &recovered.torn {
+            let _ = writeln!(
+                out,
+                "  recovery: cut an incomplete last write at {} offset {offset} (a crash during a write; it was \
+                 never acknowledged)",
+                segment.display()
+            );
+        }
         for p in &report.problems {
             let _ = writeln!(out, "problem: {p}");
         }

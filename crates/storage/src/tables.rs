@@ -154,7 +154,7 @@ pub enum TablesError {
     #[error("invalid shape: {0}")]
     Shape(String),
     /// The log is damaged before its end: recovery stops rather than serve a guess.
-    #[error("the log is damaged at {} offset {offset} after version {version}, and valid records follow (from version {resumes_at}): the database is not opened; `espalier check` reports it", .segment.display())]
+    #[error("the log is damaged at {} offset {offset} after version {version}, and valid records follow (from version {resumes_at}): the database is not opened, since serving it would drop the commits after the damage; restore it from a backup or an export", .segment.display())]
     Corrupt { segment: PathBuf, offset: u64, version: u64, resumes_at: u64 },
     /// A committed operation that cannot be replayed.
     #[error("log record of version {log_version} cannot be replayed: {why}")]

@@ -225,6 +225,12 @@ impl Database {
         &self.tables
     }
 
+    /// What recovery found when the database was opened (commits replayed, a torn last write
+    /// cut).
+    pub fn recovered(&self) -> &espalier_storage::tables::Recovered {
+        self.tables.recovered()
+    }
+
     /// When a commit is durable.
     pub fn durability(&self) -> Durability {
         self.durability
