@@ -96,6 +96,8 @@ impl Server {
         let engine = shared.engine.clone();
         tokio::task::spawn_blocking(move || {
             let _ = hub_thread.join();
+            // A checkpoint on the way out: the next open loads it instead of replaying the log.
+            engine.database().checkpoint()?;
             engine.database().sync()
         })
         .await

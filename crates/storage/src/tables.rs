@@ -11,12 +11,12 @@
 //! - `manifest`: magic, format, the shape, the catalog; crc32c. Written once at create (a
 //!   temporary file, fsynced, renamed, the directory fsynced).
 //! - `lock`: the directory lock ([`DirLock`]).
-//! - `log/`: the redo log ([`crate::log`]); every commit since create. Recovery replays it.
-//!
-//! Checkpoints (tables written to files, the log before them dropped) are the next step of
-//! `docs/storage.md`'s plan; until then open replays the whole log.
+//! - `log/`: the redo log ([`crate::log`]): every commit since the checkpoint.
+//! - `checkpoint-<log version>.ckpt`: the last checkpoint ([`checkpoint`]), named by the
+//!   manifest. Recovery loads it, then replays the log after it.
 
 mod blobs;
+pub mod checkpoint;
 pub mod redo;
 mod strings;
 mod writer;
@@ -24,6 +24,7 @@ mod writer;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::key_index::{KeyIndex, KeyIndexWriter};
@@ -37,7 +38,7 @@ pub use writer::{Savepoint, Writer};
 
 /// The manifest's file name in the database directory.
 pub const MANIFEST: &str = "manifest";
-const MAGIC: &[u8; 8] = b"ESPTAB01";
+const MAGIC: &[u8; 8] = b"ESPTAB02";
 /// Longest catalog kept in the manifest.
 pub const MAX_CATALOG: usize = 16 << 20;
 /// Most tables and key indexes a shape may have.
@@ -87,6 +88,10 @@ pub struct Snapshot {
     version: u64,
     /// Publishes before and including this one (row reuse waits for the oldest held).
     publish: u64,
+    /// The last log version this snapshot includes (a checkpoint of it covers the log to here).
+    log_version: u64,
+    /// Bytes appended to the log since open, through this snapshot's commit.
+    log_bytes: u64,
 }
 
 impl Read for Snapshot {
@@ -144,6 +149,9 @@ pub enum TablesError {
     /// A database is already there.
     #[error("{} already holds a database", .0.display())]
     Exists(PathBuf),
+    /// A checkpoint file does not verify.
+    #[error("the checkpoint {} is damaged: {why}", .path.display())]
+    Checkpoint { path: PathBuf, why: String },
     /// The manifest does not verify or is of another format.
     #[error("the manifest {} is damaged or of another format: {why}", .path.display())]
     Manifest { path: PathBuf, why: String },
@@ -220,6 +228,19 @@ pub struct Recovered {
     pub log_bytes: u64,
     /// A torn last write was cut at (segment, offset).
     pub torn: Option<(PathBuf, u64)>,
+    /// The log version of the checkpoint recovery started from (0: none).
+    pub checkpoint: u64,
+}
+
+/// What a checkpoint wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// The log version it covers.
+    pub log_version: u64,
+    /// Its file's size.
+    pub bytes: u64,
+    /// Log segments deleted after it.
+    pub segments_deleted: usize,
 }
 
 /// An open database on tables: the lock, the writer, the published version.
@@ -228,8 +249,13 @@ pub struct Tables {
     lock: DirLock,
     writer: Mutex<Writer>,
     slot: Arc<Mutex<Arc<Snapshot>>>,
+    shape: Shape,
     catalog: Vec<u8>,
     recovered: Recovered,
+    /// Held while a checkpoint is written (one at a time); the log version of the last one.
+    checkpointing: Mutex<u64>,
+    /// Log bytes (since open) the last checkpoint covers.
+    checkpointed_bytes: AtomicU64,
 }
 
 impl std::fmt::Debug for Tables {
@@ -256,7 +282,7 @@ fn check_shape(shape: &Shape) -> Result<(), TablesError> {
     Ok(())
 }
 
-fn encode_manifest(shape: &Shape, catalog: &[u8]) -> Vec<u8> {
+fn encode_manifest(shape: &Shape, catalog: &[u8], checkpoint: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(32 + shape.tables.len() * 4 + catalog.len());
     b.extend_from_slice(MAGIC);
     b.extend_from_slice(&(shape.tables.len() as u32).to_le_bytes());
@@ -266,12 +292,13 @@ fn encode_manifest(shape: &Shape, catalog: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&shape.indexes.to_le_bytes());
     b.extend_from_slice(&(catalog.len() as u64).to_le_bytes());
     b.extend_from_slice(catalog);
+    b.extend_from_slice(&checkpoint.to_le_bytes());
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }
 
-fn decode_manifest(path: &Path, b: &[u8]) -> Result<(Shape, Vec<u8>), TablesError> {
+fn decode_manifest(path: &Path, b: &[u8]) -> Result<Manifest, TablesError> {
     let bad = |why: &str| TablesError::Manifest { path: path.to_path_buf(), why: why.to_string() };
     let (body, crc) = b.split_at_checked(b.len().saturating_sub(4)).ok_or_else(|| bad("too short"))?;
     if b.len() < 4 + MAGIC.len() || crc32c::crc32c(body).to_le_bytes() != crc {
@@ -302,7 +329,16 @@ fn decode_manifest(path: &Path, b: &[u8]) -> Result<(Shape, Vec<u8>), TablesErro
         return Err(bad("catalog too large"));
     }
     let catalog = take(len)?.to_vec();
-    Ok((Shape { tables, indexes }, catalog))
+    let checkpoint = u64::from_le_bytes(take(8)?.try_into().map_err(|_| bad("truncated"))?);
+    Ok(Manifest { shape: Shape { tables, indexes }, catalog, checkpoint })
+}
+
+/// What the manifest says.
+struct Manifest {
+    shape: Shape,
+    catalog: Vec<u8>,
+    /// The log version the checkpoint covers (0: no checkpoint).
+    checkpoint: u64,
 }
 
 /// Writes `bytes` to `dir/name` atomically: a temporary file, fsynced, renamed, the directory
@@ -334,6 +370,11 @@ impl Tables {
     /// Reads the catalog (and shape) from the manifest of the database in `dir`, without
     /// opening it.
     pub fn read_manifest(dir: &Path) -> Result<(Shape, Vec<u8>), TablesError> {
+        let m = Tables::manifest(dir)?;
+        Ok((m.shape, m.catalog))
+    }
+
+    fn manifest(dir: &Path) -> Result<Manifest, TablesError> {
         let path = dir.join(MANIFEST);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -356,8 +397,8 @@ impl Tables {
         if Tables::exists(dir) {
             return Err(TablesError::Exists(dir.to_path_buf()));
         }
-        write_atomic(dir, MANIFEST, &encode_manifest(&shape, catalog))?;
-        Tables::start(dir, lock, shape, catalog.to_vec(), options)
+        write_atomic(dir, MANIFEST, &encode_manifest(&shape, catalog, 0))?;
+        Tables::start(dir, lock, Manifest { shape, catalog: catalog.to_vec(), checkpoint: 0 }, options)
     }
 
     /// Opens the database in `dir`, checking that its shape is `shape`; recovers it from the
@@ -368,25 +409,37 @@ impl Tables {
             return Err(TablesError::NotADatabase(dir.to_path_buf()));
         }
         let lock = DirLock::acquire(dir, options.holder)?;
-        let (stored, catalog) = Tables::read_manifest(dir)?;
-        if stored != shape {
-            return Err(TablesError::ShapeMismatch { stored: format!("{stored:?}"), given: format!("{shape:?}") });
+        let manifest = Tables::manifest(dir)?;
+        if manifest.shape != shape {
+            let (stored, given) = (format!("{:?}", manifest.shape), format!("{shape:?}"));
+            return Err(TablesError::ShapeMismatch { stored, given });
         }
-        Tables::start(dir, lock, shape, catalog, options)
+        Tables::start(dir, lock, manifest, options)
     }
 
-    fn start(
-        dir: &Path,
-        lock: DirLock,
-        shape: Shape,
-        catalog: Vec<u8>,
-        options: TablesOptions,
-    ) -> Result<Tables, TablesError> {
+    fn start(dir: &Path, lock: DirLock, manifest: Manifest, options: TablesOptions) -> Result<Tables, TablesError> {
+        let Manifest { shape, catalog, checkpoint } = manifest;
         let (mut tables, mut indexes) = empty_structures(&shape);
         let mut strings = strings::StringsWriter::default();
         let mut meta = BTreeMap::new();
         let mut version = 0;
-        let mut reader = LogReader::open(dir, 1)?;
+        if checkpoint > 0 {
+            let path = dir.join(checkpoint::file_name(checkpoint));
+            let mut r = Replay { tables: &mut tables, indexes: &mut indexes, strings: &mut strings, meta: &mut meta };
+            let covered = checkpoint::read(&path, &mut |ops| {
+                if let Some(v) = r.apply(ops)? {
+                    version = v;
+                }
+                Ok(())
+            })?;
+            if covered != checkpoint {
+                return Err(TablesError::Checkpoint {
+                    path,
+                    why: format!("it covers log version {covered}, the manifest says {checkpoint}"),
+                });
+            }
+        }
+        let mut reader = LogReader::open(dir, checkpoint + 1)?;
         let mut commit: Vec<u8> = Vec::new();
         let mut commits = 0;
         while let Some(record) = reader.next_record()? {
@@ -401,7 +454,12 @@ impl Tables {
             if flags & redo::LAST != 0 {
                 let mut r =
                     Replay { tables: &mut tables, indexes: &mut indexes, strings: &mut strings, meta: &mut meta };
-                version = r.apply(&commit).map_err(|why| TablesError::Replay { log_version: record.version, why })?;
+                let replayed =
+                    r.apply(&commit).map_err(|why| TablesError::Replay { log_version: record.version, why })?;
+                version = replayed.ok_or_else(|| TablesError::Replay {
+                    log_version: record.version,
+                    why: "a commit without its version".into(),
+                })?;
                 commit.clear();
                 commits += 1;
             }
@@ -424,7 +482,7 @@ impl Tables {
         // Records of a commit whose last record is missing (a crash between two appends of
         // one large commit) were never acknowledged: `commit` holds them and is dropped; the
         // next commit's first record tells replay to drop them again on the next open.
-        let next = end.last_version.map_or(1, |v| v + 1);
+        let next = end.last_version.map_or(checkpoint + 1, |v| (v + 1).max(checkpoint + 1));
         for t in &mut tables {
             t.rebuild_free();
         }
@@ -439,8 +497,11 @@ impl Tables {
             lock,
             writer: Mutex::new(writer),
             slot,
+            shape,
             catalog,
-            recovered: Recovered { commits, log_bytes: end.bytes, torn },
+            recovered: Recovered { commits, log_bytes: end.bytes, torn, checkpoint },
+            checkpointing: Mutex::new(checkpoint),
+            checkpointed_bytes: AtomicU64::new(0),
         })
     }
 
@@ -473,6 +534,29 @@ impl Tables {
     pub fn writer(&self) -> MutexGuard<'_, Writer> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Log bytes written since the last checkpoint (or since open).
+    pub fn log_bytes_since_checkpoint(&self) -> u64 {
+        self.snapshot().log_bytes.saturating_sub(self.checkpointed_bytes.load(Ordering::Acquire))
+    }
+
+    /// Writes the last published version as a checkpoint and switches to it (manifest), then
+    /// deletes the log segments and the checkpoint it replaces. Commits go on meanwhile: it
+    /// reads an immutable snapshot. `None` if nothing was committed since the last checkpoint.
+    pub fn checkpoint(&self) -> Result<Option<Checkpointed>, TablesError> {
+        let mut last = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let snapshot = self.snapshot();
+        if snapshot.log_version <= *last {
+            return Ok(None);
+        }
+        let (_, bytes) = checkpoint::write(&self.dir, &snapshot, snapshot.log_version, self.shape.tables.len())?;
+        write_atomic(&self.dir, MANIFEST, &encode_manifest(&self.shape, &self.catalog, snapshot.log_version))?;
+        *last = snapshot.log_version;
+        self.checkpointed_bytes.store(snapshot.log_bytes, Ordering::Release);
+        let segments_deleted = crate::log::truncate_before(&self.dir, snapshot.log_version + 1)?;
+        checkpoint::remove_others(&self.dir, &checkpoint::file_name(snapshot.log_version))?;
+        Ok(Some(Checkpointed { log_version: snapshot.log_version, bytes, segments_deleted }))
+    }
 }
 
 /// Applies a commit's operations to the structures being recovered.
@@ -484,14 +568,14 @@ struct Replay<'a> {
 }
 
 impl Replay<'_> {
-    /// Applies `ops`; returns the commit's version.
-    fn apply(&mut self, ops: &[u8]) -> Result<u64, String> {
+    /// Applies `ops`; returns the version they end with, if they carry one.
+    fn apply(&mut self, ops: &[u8]) -> Result<Option<u64>, String> {
         use redo::Op;
         let mut read = redo::Ops::new(ops);
         let mut version = None;
         for _ in 0..=ops.len() {
             let Some(op) = read.next_op().map_err(|e| e.to_string())? else {
-                return version.ok_or_else(|| "a commit without its version".to_string());
+                return Ok(version);
             };
             match op {
                 Op::Put { table, row, bytes } => {

@@ -20,11 +20,19 @@ pub struct DatabaseOptions {
     pub max_batch: usize,
     /// Size of a log segment file.
     pub log_segment_size: u64,
+    /// A checkpoint is written (in the background) once this many bytes were logged since the
+    /// last one: the log, and so the time recovery takes, stays about this large.
+    pub checkpoint_log_bytes: u64,
 }
 
 impl Default for DatabaseOptions {
     fn default() -> Self {
-        DatabaseOptions { durability: Durability::Sync, max_batch: 256, log_segment_size: 64 << 20 }
+        DatabaseOptions {
+            durability: Durability::Sync,
+            max_batch: 256,
+            log_segment_size: 64 << 20,
+            checkpoint_log_bytes: 64 << 20,
+        }
     }
 }
 
@@ -38,8 +46,11 @@ pub struct Committed<R> {
 }
 
 pub struct Database {
-    tables: Tables,
+    tables: Arc<Tables>,
     durability: Durability,
+    checkpoint_log_bytes: u64,
+    /// The background checkpoint, while one runs (joined before the next and on drop).
+    checkpointer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     schema: Arc<Schema>,
     queue: WriteQueue,
     feed: Feed,
@@ -84,6 +95,10 @@ impl Drop for Database {
     fn drop(&mut self) {
         // The writer thread holds only a weak reference; tell it to end.
         self.queue.stop();
+        // A checkpoint in progress holds the tables (and so the directory lock): finish it.
+        if let Some(running) = self.checkpointer.get_mut().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = running.join();
+        }
     }
 }
 
@@ -133,15 +148,19 @@ impl Database {
         Tables::exists(path)
     }
 
-    /// The files of the database in `path` that hold its data (the manifest, then the log's
-    /// segments in order), for copying it or reading it cold; not the lock.
+    /// The files of the database in `path` that hold its data (the manifest, the checkpoint,
+    /// then the log's segments in order), for copying it or reading it cold; not the lock.
     pub fn files(path: &Path) -> Vec<std::path::PathBuf> {
-        let mut segments: Vec<std::path::PathBuf> = std::fs::read_dir(espalier_storage::log::log_dir(path))
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect())
-            .unwrap_or_default();
-        segments.sort();
+        let with_extension = |dir: &Path, ext: &str| -> Vec<std::path::PathBuf> {
+            let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+                .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect())
+                .unwrap_or_default();
+            found.sort();
+            found
+        };
         let mut files = vec![path.join(espalier_storage::tables::MANIFEST)];
-        files.extend(segments);
+        files.extend(with_extension(path, "ckpt"));
+        files.extend(with_extension(&espalier_storage::log::log_dir(path), "log"));
         files
     }
 
@@ -190,8 +209,10 @@ impl Database {
 
     fn assemble(tables: Tables, schema: Arc<Schema>, options: DatabaseOptions, version: u64) -> Arc<Database> {
         Arc::new(Database {
-            tables,
+            tables: Arc::new(tables),
             durability: options.durability,
+            checkpoint_log_bytes: options.checkpoint_log_bytes,
+            checkpointer: std::sync::Mutex::new(None),
             schema,
             queue: WriteQueue::new(options.max_batch),
             feed: Feed::default(),
@@ -223,6 +244,36 @@ impl Database {
     /// The tables (the storage layer's handle).
     pub fn tables(&self) -> &Tables {
         &self.tables
+    }
+
+    /// Writes a checkpoint now (waiting for one in progress first); `None` if nothing was
+    /// committed since the last.
+    pub fn checkpoint(&self) -> Result<Option<espalier_storage::tables::Checkpointed>, TxError> {
+        self.tables.checkpoint().map_err(|e| TxError::Commit(format!("checkpoint: {e}")))
+    }
+
+    /// Starts a background checkpoint if the log since the last one passed the bound and none
+    /// is running.
+    fn maybe_checkpoint(&self) {
+        if self.tables.log_bytes_since_checkpoint() < self.checkpoint_log_bytes {
+            return;
+        }
+        let mut running = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
+        if running.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if let Some(done) = running.take() {
+            let _ = done.join();
+        }
+        let tables = self.tables.clone();
+        let spawned = std::thread::Builder::new().name("espalier-checkpoint".into()).spawn(move || {
+            // A failure leaves the previous checkpoint and the whole log: nothing is lost, and
+            // the next commit past the bound tries again.
+            if let Err(e) = tables.checkpoint() {
+                eprintln!("espalier: checkpoint failed: {e}");
+            }
+        });
+        *running = spawned.ok();
     }
 
     /// What recovery found when the database was opened (commits replayed, a torn last write
@@ -430,6 +481,7 @@ impl BatchRunner for Database {
         if let Ok(results) = outcome.as_mut() {
             let committed = results.iter().flatten().count() as u64;
             if committed > 0 {
+                self.maybe_checkpoint();
                 self.commits.fetch_add(1, Ordering::Relaxed);
                 self.committed_requests.fetch_add(committed, Ordering::Relaxed);
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);

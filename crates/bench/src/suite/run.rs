@@ -478,14 +478,15 @@ fn measure_cold(
     Ok((runs, method))
 }
 
-/// The file a database's data is read from when it opens: its first log segment (the suites'
-/// scales fit in one; recovery reads the log).
+/// The file a database's data is read from when it opens: its checkpoint if it has one, else
+/// its first log segment (recovery reads the checkpoint, then the log).
 fn data_file(dir: &Path) -> PathBuf {
     let files = Database::files(dir);
     files.get(1).cloned().unwrap_or_else(|| dir.join("log"))
 }
 
-/// Every file of the database in `dir`: the manifest and the log's segments (not the lock).
+/// Every file of the database in `dir`: the manifest, the checkpoint and the log's segments
+/// (not the lock).
 fn database_files(dir: &Path) -> Vec<PathBuf> {
     Database::files(dir)
 }

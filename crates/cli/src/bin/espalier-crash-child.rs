@@ -37,7 +37,14 @@ fn main() -> ExitCode {
     };
     // Small log segments: the kills land in segment rolls and preparations too, and a reopen
     // reads one small segment rather than a 64 MiB one (debug builds verify every byte).
-    let options = DatabaseOptions { durability, log_segment_size: 1 << 20, ..Default::default() };
+    // Checkpoints every 128 KiB of log: the kills land in checkpoints too (writing the file,
+    // switching the manifest, deleting the log it covers).
+    let options = DatabaseOptions {
+        durability,
+        log_segment_size: 1 << 20,
+        checkpoint_log_bytes: 128 << 10,
+        ..Default::default()
+    };
     let path = Path::new(dir);
     let opened = if espalier_transaction::Database::exists(path) {
         Engine::open(path, options)

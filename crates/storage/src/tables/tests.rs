@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use std::path::Path;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -69,6 +71,7 @@ enum Step {
     Abort,
     Snapshot,
     Reopen,
+    Checkpoint,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -87,6 +90,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Abort),
         1 => Just(Step::Snapshot),
         1 => Just(Step::Reopen),
+        1 => Just(Step::Checkpoint),
     ]
 }
 
@@ -169,6 +173,13 @@ proptest! {
                     let m = read_all(&*snap, snap.strings());
                     prop_assert_eq!(&m, &committed);
                     kept.push((snap, m));
+                }
+                Step::Checkpoint => {
+                    drop(w);
+                    db.checkpoint().unwrap();
+                    // What the checkpoint holds is what was committed.
+                    let snap = db.snapshot();
+                    prop_assert_eq!(read_all(&*snap, snap.strings()), committed.clone());
                 }
                 Step::Reopen => {
                     drop(w);
@@ -365,4 +376,52 @@ fn a_failed_log_write_fails_the_commit_and_undoes_it() {
     let db = Tables::open(dir.path(), shape(), options()).unwrap();
     assert_eq!(db.snapshot().version(), 1);
     assert_eq!(db.snapshot().table(0).unwrap().len(), 1);
+}
+
+#[test]
+fn a_checkpoint_replaces_the_log_it_covers_and_recovery_starts_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = TablesOptions { segment_size: 4096, ..options() };
+    let db = Tables::create(dir.path(), shape(), b"catalog", opts.clone()).unwrap();
+    for v in 1..=200u64 {
+        let mut w = db.writer();
+        let row = w.insert(1, &[v as u8; 40]).unwrap();
+        w.index_put(0, 1, &v.to_be_bytes(), row).unwrap();
+        w.acquire(format!("text {}", v % 7).as_bytes()).unwrap();
+        w.commit(v).unwrap();
+    }
+    let segments = |d: &Path| std::fs::read_dir(d.join("log")).unwrap().count();
+    let before = segments(dir.path());
+    assert!(before > 5, "{before} segments");
+    assert!(db.log_bytes_since_checkpoint() > 0);
+    let done = db.checkpoint().unwrap().expect("a checkpoint");
+    assert!(done.segments_deleted > 0 && segments(dir.path()) < before, "{done:?}");
+    assert_eq!(db.log_bytes_since_checkpoint(), 0);
+    assert_eq!(db.checkpoint().unwrap(), None, "nothing new to cover");
+    // Commits after it come from the log.
+    {
+        let mut w = db.writer();
+        w.insert(1, &[9; 40]).unwrap();
+        w.commit(201).unwrap();
+    }
+    let expected = {
+        let snap = db.snapshot();
+        read_all(&*snap, snap.strings())
+    };
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), opts.clone()).unwrap();
+    assert_eq!(db.recovered().checkpoint, done.log_version);
+    assert_eq!(db.recovered().commits, 1, "only the commit after the checkpoint is replayed");
+    let snap = db.snapshot();
+    assert_eq!(read_all(&*snap, snap.strings()), expected);
+    drop(snap);
+    drop(db);
+    // A damaged checkpoint is reported, never served.
+    let ckpt = dir.path().join(checkpoint::file_name(done.log_version));
+    let mut bytes = std::fs::read(&ckpt).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(&ckpt, bytes).unwrap();
+    let e = Tables::open(dir.path(), shape(), opts).unwrap_err();
+    assert!(matches!(e, TablesError::Checkpoint { .. }), "{e}");
 }

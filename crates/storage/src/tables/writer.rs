@@ -44,6 +44,8 @@ pub struct Writer {
     held: VecDeque<Arc<Snapshot>>,
     /// Why writing stopped (a failed log write or `fdatasync`); every later write fails.
     poisoned: Option<String>,
+    /// Bytes appended to the log since open.
+    log_bytes: u64,
 }
 
 impl std::fmt::Debug for Writer {
@@ -100,6 +102,8 @@ impl Writer {
             meta: meta.clone(),
             version,
             publish: 1,
+            log_version: log.next_version() - 1,
+            log_bytes: 0,
         });
         Writer {
             tables,
@@ -112,6 +116,7 @@ impl Writer {
             slot: Arc::new(Mutex::new(first.clone())),
             held: VecDeque::from([first]),
             poisoned: None,
+            log_bytes: 0,
         }
     }
 
@@ -305,11 +310,13 @@ impl Writer {
             payload.push(first | if i + 1 == chunks.len() { redo::LAST } else { 0 });
             payload.extend_from_slice(chunk);
             if !batch.is_empty() && batch.encoded_len() + payload.len() + 64 > MAX_BATCH_BYTES {
+                self.log_bytes += batch.encoded_len() as u64;
                 self.log.append(&mut batch)?;
                 batch.clear();
             }
             batch.push(next, &payload)?;
         }
+        self.log_bytes += batch.encoded_len() as u64;
         self.log.append(&mut batch)?;
         Ok(())
     }
@@ -323,6 +330,8 @@ impl Writer {
             meta: self.meta.clone(),
             version,
             publish,
+            log_version: self.log.next_version() - 1,
+            log_bytes: self.log_bytes,
         });
         debug_assert!(self.tables.iter().all(|t| t.current().version() == publish), "tables publish together");
         self.published = snapshot.clone();
