@@ -23,24 +23,34 @@ pub struct StringsVersion {
     blobs: Blobs,
 }
 
+/// The bytes of string `id` in a version's counts and texts (empty for 0).
+fn text_in<'a>(counts: &TableVersion, blobs: &'a Blobs, id: u64) -> Option<&'a [u8]> {
+    if id == 0 {
+        return Some(&[]);
+    }
+    let row = u32::try_from(id).ok()?;
+    counts.row(row)?;
+    blobs.get(row)
+}
+
+/// How many slots hold string `id` in a version's counts (0 for the empty string).
+fn count_in(counts: &TableVersion, id: u64) -> Option<u64> {
+    if id == 0 {
+        return Some(0);
+    }
+    let row = counts.row(u32::try_from(id).ok()?)?;
+    Some(u64::from_le_bytes(row.try_into().ok()?))
+}
+
 impl StringsVersion {
     /// The bytes of string `id` (empty for 0), or `None` if it is not stored.
     pub fn get(&self, id: u64) -> Option<&[u8]> {
-        if id == 0 {
-            return Some(&[]);
-        }
-        let row = u32::try_from(id).ok()?;
-        self.counts.row(row)?;
-        self.blobs.get(row)
+        text_in(&self.counts, &self.blobs, id)
     }
 
     /// How many slots hold string `id`, or `None` if it is not stored (0 for the empty string).
     pub fn count(&self, id: u64) -> Option<u64> {
-        if id == 0 {
-            return Some(0);
-        }
-        let row = self.counts.row(u32::try_from(id).ok()?)?;
-        Some(u64::from_le_bytes(row.try_into().ok()?))
+        count_in(&self.counts, id)
     }
 
     /// Every stored string: (id, count, bytes), by id.
@@ -131,21 +141,12 @@ impl StringsWriter {
 
     /// The bytes of string `id` as the writer sees them.
     pub fn get(&self, id: u64) -> Option<&[u8]> {
-        if id == 0 {
-            return Some(&[]);
-        }
-        let row = u32::try_from(id).ok()?;
-        self.counts.row(row)?;
-        self.blobs.get(row)
+        text_in(self.counts.current(), &self.blobs, id)
     }
 
     /// How many slots hold string `id`, as the writer sees it.
     pub fn count(&self, id: u64) -> Option<u64> {
-        if id == 0 {
-            return Some(0);
-        }
-        let row = self.counts.row(u32::try_from(id).ok()?)?;
-        Some(u64::from_le_bytes(row.try_into().ok()?))
+        count_in(self.counts.current(), id)
     }
 
     /// The id of `text` if it is stored.
