@@ -256,6 +256,8 @@ pub struct Tables {
     checkpointing: Mutex<u64>,
     /// Log bytes (since open) the last checkpoint covers.
     checkpointed_bytes: AtomicU64,
+    /// The size of the last checkpoint file (0 without one).
+    checkpoint_size: AtomicU64,
 }
 
 impl std::fmt::Debug for Tables {
@@ -439,6 +441,10 @@ impl Tables {
                 });
             }
         }
+        let checkpoint_size = match checkpoint {
+            0 => 0,
+            v => std::fs::metadata(dir.join(checkpoint::file_name(v))).map_or(0, |m| m.len()),
+        };
         let mut reader = LogReader::open(dir, checkpoint + 1)?;
         let mut commit: Vec<u8> = Vec::new();
         let mut commits = 0;
@@ -502,6 +508,7 @@ impl Tables {
             recovered: Recovered { commits, log_bytes: end.bytes, torn, checkpoint },
             checkpointing: Mutex::new(checkpoint),
             checkpointed_bytes: AtomicU64::new(0),
+            checkpoint_size: AtomicU64::new(checkpoint_size),
         })
     }
 
@@ -540,6 +547,13 @@ impl Tables {
         self.snapshot().log_bytes.saturating_sub(self.checkpointed_bytes.load(Ordering::Acquire))
     }
 
+    /// The size of the last checkpoint file (0 without one). Checkpointing only once the log
+    /// has grown past it keeps the bytes checkpoints write within twice what was logged, not
+    /// quadratic in the size of a bulk load.
+    pub fn checkpoint_size(&self) -> u64 {
+        self.checkpoint_size.load(Ordering::Acquire)
+    }
+
     /// Writes the last published version as a checkpoint and switches to it (manifest), then
     /// deletes the log segments and the checkpoint it replaces. Commits go on meanwhile: it
     /// reads an immutable snapshot. `None` if nothing was committed since the last checkpoint.
@@ -553,6 +567,7 @@ impl Tables {
         write_atomic(&self.dir, MANIFEST, &encode_manifest(&self.shape, &self.catalog, snapshot.log_version))?;
         *last = snapshot.log_version;
         self.checkpointed_bytes.store(snapshot.log_bytes, Ordering::Release);
+        self.checkpoint_size.store(bytes, Ordering::Release);
         let segments_deleted = crate::log::truncate_before(&self.dir, snapshot.log_version + 1)?;
         checkpoint::remove_others(&self.dir, &checkpoint::file_name(snapshot.log_version))?;
         Ok(Some(Checkpointed { log_version: snapshot.log_version, bytes, segments_deleted }))

@@ -21,7 +21,8 @@ pub struct DatabaseOptions {
     /// Size of a log segment file.
     pub log_segment_size: u64,
     /// A checkpoint is written (in the background) once this many bytes were logged since the
-    /// last one: the log, and so the time recovery takes, stays about this large.
+    /// last one, and more than the last checkpoint's size: the log, and so the time recovery
+    /// takes, stays about this large or about as large as the data.
     pub checkpoint_log_bytes: u64,
 }
 
@@ -255,7 +256,10 @@ impl Database {
     /// Starts a background checkpoint if the log since the last one passed the bound and none
     /// is running.
     fn maybe_checkpoint(&self) {
-        if self.tables.log_bytes_since_checkpoint() < self.checkpoint_log_bytes {
+        // Past the bound and past the last checkpoint's size: a bulk load writes its data a
+        // bounded number of times, not once per bound's worth of log.
+        let bound = self.checkpoint_log_bytes.max(self.tables.checkpoint_size());
+        if self.tables.log_bytes_since_checkpoint() < bound {
             return;
         }
         let mut running = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
