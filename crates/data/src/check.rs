@@ -231,17 +231,21 @@ impl<'g> Checker<'g, '_> {
             Ok(v) => v,
             Err(m) => return Ok(Err(m)),
         };
-        match self.g.schema.node_type(node.ty).parent {
-            espalier_schema::ParentLink::DictionaryEntry { property } => {
-                if slot != 0 {
-                    self.strings.entry(slot).or_insert((0, node, property)).0 += 1;
-                }
-                Ok(match self.g.txn.string(slot) {
-                    Some(b) => Ok(b.to_vec()),
-                    None => Err(format!("its key is string {slot}, which is not stored")),
-                })
+        if let ParentLink::DictionaryEntry { property } = self.g.schema.node_type(node.ty).parent {
+            if slot != 0 {
+                self.strings.entry(slot).or_insert((0, node, property)).0 += 1;
             }
-            _ => Ok(Ok(slot.to_be_bytes().to_vec())),
+        }
+        Ok(self.key_bytes(node.ty, slot).ok_or_else(|| format!("its key is string {slot}, which is not stored")))
+    }
+
+    /// The key bytes (as the collection's key index orders them) of an entry of type `ty`
+    /// whose key slot holds `slot`: a dictionary key's text, a matrix key's target id;
+    /// `None` if the text is not stored.
+    fn key_bytes(&self, ty: NodeTypeId, slot: u64) -> Option<Vec<u8>> {
+        match self.g.schema.node_type(ty).parent {
+            ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
+            _ => Some(slot.to_be_bytes().to_vec()),
         }
     }
 
@@ -600,12 +604,8 @@ impl<'g> Checker<'g, '_> {
                         Ok(k) => k,
                         Err(e) => return Ok(Err(e.to_string())),
                     };
-                    let key = match schema.node_type(h.ty).parent {
-                        ParentLink::DictionaryEntry { .. } => match self.g.txn.string(slot) {
-                            Some(b) => b.to_vec(),
-                            None => return Ok(Err(format!("record {at}'s key is string {slot}, which is not stored"))),
-                        },
-                        _ => slot.to_be_bytes().to_vec(),
+                    let Some(key) = self.key_bytes(h.ty, slot) else {
+                        return Ok(Err(format!("record {at}'s key is string {slot}, which is not stored")));
                     };
                     let row = self
                         .g
@@ -706,11 +706,7 @@ impl<'g> Checker<'g, '_> {
 
     /// The key bytes an entry record of type `ty` stores (without counting anything).
     fn key_of(&self, ty: NodeTypeId, rec: &[u8]) -> Option<Vec<u8>> {
-        let slot = record::key_slot(self.g.schema, rec).ok()?;
-        match self.g.schema.node_type(ty).parent {
-            ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
-            _ => Some(slot.to_be_bytes().to_vec()),
-        }
+        self.key_bytes(ty, record::key_slot(self.g.schema, rec).ok()?)
     }
 
     fn scan_links(&mut self) -> Result<()> {

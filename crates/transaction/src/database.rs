@@ -301,9 +301,15 @@ impl Database {
         self.tables.writer().sync().map_err(|e| TxError::Commit(e.to_string()))
     }
 
-    /// Bytes the database's files take on disk (allocated blocks).
+    /// Bytes the database's files ([`Database::files`]) take on disk (allocated blocks).
     pub fn disk_size(&self) -> u64 {
-        dir_size(self.tables.dir())
+        use std::os::unix::fs::MetadataExt;
+        // A file that went meanwhile (a checkpoint replaced, a segment cut) counts 0.
+        Database::files(self.tables.dir())
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.blocks() * 512)
+            .sum()
     }
 
     /// Sets the version of an otherwise unchanged database (an import carrying over the
@@ -456,26 +462,6 @@ impl Database {
         }
         Ok((version, results))
     }
-}
-
-/// Bytes allocated to the files under `dir` (a missing or unreadable file counts 0).
-fn dir_size(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    // Bounded: a database directory is two levels deep (the log's directory).
-    for _ in 0..1024 {
-        let Some(d) = stack.pop() else { break };
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
-        for entry in entries.flatten() {
-            match entry.metadata() {
-                Ok(m) if m.is_dir() => stack.push(entry.path()),
-                Ok(m) => total += m.blocks() * 512,
-                Err(_) => {}
-            }
-        }
-    }
-    total
 }
 
 impl BatchRunner for Database {

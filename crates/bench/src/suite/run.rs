@@ -279,13 +279,13 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     let (engine, dataset) = create_dataset(&db_dir, suite, db_options.clone(), &build, &pb)?;
     pb.finish_and_clear();
     let memory_build = sys::memory();
-    let disk_bytes_built = sys::disk_bytes(&db_dir);
+    let disk_bytes_built = engine.database().disk_size();
     let data_file = data_file(&db_dir);
 
     let cold_dir = tmp.path().join("cold");
     if opts.cold.is_some() {
         std::fs::create_dir_all(cold_dir.join("log")).map_err(io("making the cold copy's directory"))?;
-        for file in database_files(&db_dir) {
+        for file in Database::files(&db_dir) {
             let Ok(rel) = file.strip_prefix(&db_dir) else { continue };
             let copy = cold_dir.join(rel);
             sys::copy_sparse(&file, &copy).map_err(io("copying the database for the cold run"))?;
@@ -313,7 +313,7 @@ pub fn run_suite(suite: &Suite, opts: &RunOptions) -> Result<SuiteRun, RunError>
     let hot_cached_end = sys::cached_fraction(&data_file);
     let faults_end = sys::page_faults();
     engine.database().sync().map_err(|e| RunError::Engine { context: "syncing".into(), reason: e.to_string() })?;
-    let disk_bytes_after = sys::disk_bytes(&db_dir);
+    let disk_bytes_after = engine.database().disk_size();
     drop(engine);
 
     // ---- cold ----
@@ -483,10 +483,4 @@ fn measure_cold(
 fn data_file(dir: &Path) -> PathBuf {
     let files = Database::files(dir);
     files.get(1).cloned().unwrap_or_else(|| dir.join("log"))
-}
-
-/// Every file of the database in `dir`: the manifest, the checkpoint and the log's segments
-/// (not the lock).
-fn database_files(dir: &Path) -> Vec<PathBuf> {
-    Database::files(dir)
 }
