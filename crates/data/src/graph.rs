@@ -1,8 +1,6 @@
 //! Reading the typed graph: properties of nodes, entries of collections, states, references
 //! forwards and backwards, and the path of any node.
 
-use std::borrow::Cow;
-
 use espalier_schema::{
     DownStep, NodeTypeId, ParentLink, PropertyId, PropertyKind, ReferenceTarget, Schema, StateIndex, UpStep,
 };
@@ -34,10 +32,29 @@ pub enum EntryKey<'k> {
 }
 
 impl EntryKey<'_> {
-    pub fn bytes(&self) -> Cow<'_, [u8]> {
+    /// The key as the collection's key index holds it (no allocation: a lookup by key is on
+    /// every join's path).
+    pub fn bytes(&self) -> KeyBytes<'_> {
         match self {
-            EntryKey::Text(t) => Cow::Borrowed(t.as_bytes()),
-            EntryKey::Target(id) => Cow::Owned(id.to_be_bytes().to_vec()),
+            EntryKey::Text(t) => KeyBytes::Text(t.as_bytes()),
+            EntryKey::Target(id) => KeyBytes::Target(id.to_be_bytes()),
+        }
+    }
+}
+
+/// The bytes of an [`EntryKey`]: borrowed text, or a target id big-endian.
+pub enum KeyBytes<'k> {
+    Text(&'k [u8]),
+    Target([u8; 8]),
+}
+
+impl std::ops::Deref for KeyBytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            KeyBytes::Text(t) => t,
+            KeyBytes::Target(b) => b,
         }
     }
 }
@@ -54,6 +71,12 @@ impl<'a> NodeView<'a> {
     /// A view of `record`, which must be `node`'s (or its host's, for a group).
     pub(crate) fn new(schema: &'a Schema, node: NodeRef, record: &'a [u8]) -> NodeView<'a> {
         NodeView { schema, node, record }
+    }
+
+    /// The record the view reads (its host's, for a group).
+    #[inline]
+    pub fn record(&self) -> &'a [u8] {
+        self.record
     }
 
     fn slot(&self, property: PropertyId, extra: usize) -> Result<u64> {
@@ -321,6 +344,67 @@ impl<'a> Graph<'a> {
         record::key_slot(self.schema, self.record(node.id)?)
     }
 
+    /// Every node of type `ty` in the snapshot with its record, in row order: a sequential
+    /// scan of its table (for a group type, of its host's). `None` for a type without records
+    /// (an empty state), which a caller reaches by walking instead.
+    pub fn nodes_of(&self, ty: NodeTypeId) -> Option<impl Iterator<Item = NodeView<'a>> + 'a> {
+        let mut host = ty;
+        for _ in 0..MAX_DEPTH {
+            match self.schema.node_type(host).parent {
+                ParentLink::Group { property } => host = self.schema.property(property).owner,
+                _ => break,
+            }
+        }
+        if record::row_width(self.schema, host) == 0 {
+            return None;
+        }
+        let table = self.txn.table(host)?;
+        let schema = self.schema;
+        Some(table.rows().map(move |(row, record)| NodeView {
+            schema,
+            node: NodeRef { id: record::id_of(host, row), ty },
+            record,
+        }))
+    }
+
+    /// A byte string that orders nodes of one type as walking down from the root does: per
+    /// entry on the way, its key as the collection's key index orders it (dictionary text,
+    /// matrix target id big-endian), each escaped (`00` → `00 FF`) and ended by `00 00`, so
+    /// that a shorter key sorts first.
+    pub fn walk_order(&self, node: NodeRef) -> Result<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut at = node;
+        for _ in 0..MAX_DEPTH {
+            let nt = self.schema.node_type(at.ty);
+            match nt.parent {
+                ParentLink::Root => {
+                    let mut out = Vec::with_capacity(keys.iter().map(|k| k.len() + 2).sum());
+                    for key in keys.iter().rev() {
+                        for &b in key {
+                            out.push(b);
+                            if b == 0 {
+                                out.push(0xFF);
+                            }
+                        }
+                        out.extend_from_slice(&[0, 0]);
+                    }
+                    return Ok(out);
+                }
+                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
+                    let rec = self.record(at.id)?;
+                    let slot = record::key_slot(self.schema, rec)?;
+                    keys.push(match nt.parent {
+                        ParentLink::DictionaryEntry { .. } => self.string_bytes(slot)?.to_vec(),
+                        _ => slot.to_be_bytes().to_vec(),
+                    });
+                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                }
+                _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,
+            }
+        }
+        Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
+    }
+
     /// The path from the root to `node`.
     pub fn path(&self, node: NodeRef) -> Result<NodePath> {
         self.path_known(node, None)
@@ -460,6 +544,18 @@ impl<'a> Graph<'a> {
             at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("reference key walk reached the root".into()))?;
         }
         Err(DataError::Corrupt("reference key walk too deep".into()))
+    }
+
+    /// The sources whose reference or matrix `property` links to `target`, in id order: one
+    /// seek in that property's link index.
+    pub fn referrers(&self, target: NodeId, property: PropertyId) -> Result<impl Iterator<Item = Result<NodeId>> + 'a> {
+        let index = self
+            .txn
+            .index(keys::links_index(self.schema, property))
+            .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
+        Ok(index
+            .entries(record::row_of(target))
+            .map(|e| u64_be(e.key).ok_or_else(|| DataError::Corrupt("short link key".into()))))
     }
 
     /// Every (source record, property) that links to `target` (references and matrix keys):

@@ -11,8 +11,8 @@ use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located,
 mod pattern;
 mod uses;
 pub use pattern::{
-    reverse, Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn,
-    PVar, PlanLine, PlanOp, UpFrom,
+    reads_table, reverse, Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan,
+    PColumn, PVar, PlanLine, PlanOp, UpFrom,
 };
 pub use uses::{ValueRole, ValueUse};
 

@@ -14,6 +14,7 @@ use crate::plan::{PFilter, PItem, POp, PStep, QueryPlan, StateChoice};
 use crate::InstructionError;
 
 pub(crate) mod pattern;
+mod row_test;
 pub(crate) use pattern::run_match;
 pub use pattern::MAX_PATTERN_ROWS;
 

@@ -1387,6 +1387,19 @@ pub fn reverse(steps: &[MStep]) -> Vec<MStep> {
         .collect()
 }
 
+/// Whether a scan reads the final node type's table instead of walking: from the root, down
+/// through every entry of at least two collections or through a state. Every node of that
+/// type sits at the end of such a path (the tree has one path per type), so its table holds
+/// exactly the nodes the walk would reach, without the key index descents on the way; the
+/// order differs (row order, not key order), which a match without `order by` does not fix.
+pub fn reads_table(from: &Anchor, steps: &[MStep]) -> bool {
+    let full =
+        steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
+    let entries = steps.iter().filter(|s| matches!(s.kind, MStepKind::Entries(_))).count();
+    let states = steps.iter().any(|s| matches!(s.kind, MStepKind::State(..)));
+    *from == Anchor::Root && full && (entries >= 2 || states)
+}
+
 /// True when a root path's steps are all unkeyed entries and groups: every node of the
 /// final type is at the end of such a path, so checking it is needless.
 fn implied_by_type(steps: &[MStep]) -> bool {
@@ -1516,8 +1529,9 @@ impl MatchPlan {
                 MOp::Scan { var, from, steps, dedupe, backward } => {
                     let dir = if *backward { " (backwards)" } else { "" };
                     let uniq = if *dedupe { ", each node once" } else { "" };
+                    let table = if reads_table(from, steps) { " (reads its table)" } else { "" };
                     let text = format!(
-                        "{pad}bind {} from {}{}{dir}{uniq}",
+                        "{pad}bind {} from {}{}{dir}{uniq}{table}",
                         self.vars[*var].name,
                         self.anchor(from),
                         self.describe_steps(steps, schema)

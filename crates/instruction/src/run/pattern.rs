@@ -6,6 +6,7 @@
 //! [`MAX_PATTERN_ROWS`], repetitions by the plan's `max` (at most
 //! [`crate::parse::MAX_REPEAT`]), and walks up the tree by the data layer's depth bound.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
@@ -15,10 +16,12 @@ use espalier_data::index::{self, IndexValue, Probe};
 use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, PathStep};
 use espalier_schema::{PropertyKind, StateIndex};
 
+use super::row_test::RowTest;
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
 use crate::plan::{
-    Anchor, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp, UpFrom,
+    Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp,
+    UpFrom,
 };
 use crate::InstructionError;
 
@@ -35,22 +38,19 @@ enum Flow {
 }
 
 /// A node reached by a walk; its record is read only when a step or a value needs it.
-/// `linked`: reached through a link (or under a node that was), so likely reached again in
-/// this run — its record goes through the run's cache.
 #[derive(Clone, Copy)]
 struct Cur<'g> {
     node: NodeRef,
     view: Option<NodeView<'g>>,
-    linked: bool,
 }
 
 impl<'g> Cur<'g> {
-    fn bare(node: NodeRef, linked: bool) -> Cur<'g> {
-        Cur { node, view: None, linked }
+    fn bare(node: NodeRef) -> Cur<'g> {
+        Cur { node, view: None }
     }
 
     fn of(view: NodeView<'g>) -> Cur<'g> {
-        Cur { node: view.node, view: Some(view), linked: false }
+        Cur { node: view.node, view: Some(view) }
     }
 }
 
@@ -59,7 +59,6 @@ impl<'g> Cur<'g> {
 struct Slot<'g> {
     node: NodeRef,
     view: Option<NodeView<'g>>,
-    linked: bool,
 }
 
 /// The variables' bindings. Cells, so that a scan can bind its variable while the walk that
@@ -67,18 +66,19 @@ struct Slot<'g> {
 type Env<'g> = [Cell<Option<Slot<'g>>>];
 
 /// A literal or parameter, resolved once per run.
-enum Lit {
+pub(crate) enum Lit {
     Int(i64),
     Text(String),
     Key(Vec<String>),
 }
 
-/// A value read from a leaf.
-enum Leaf {
+/// A value read from a leaf, borrowed from the snapshot or the literals where it can be: a
+/// condition on every row of a scan allocates nothing.
+enum Leaf<'a> {
     Number(i64),
-    Text(String),
-    State(StateIndex, String),
-    Key(Vec<String>),
+    Text(Cow<'a, str>),
+    State(StateIndex, &'a str),
+    Key(Cow<'a, [String]>),
 }
 
 /// A result value: a column, a grouping key, a sort key.
@@ -174,13 +174,10 @@ struct Exec<'g, 'p> {
     visited: Cell<u64>,
     /// Key paths already computed in this run (output rows repeat nodes).
     keys: RefCell<HashMap<NodeRef, Vec<String>>>,
-    /// Records and parents already read in this run: a join reaches the same nodes again and
-    /// again, and a read by id costs two B-tree descents (the Nodes locator, then the entry).
-    /// The snapshot does not change while the query runs, so these stay true.
-    views: RefCell<HashMap<NodeRef, NodeView<'g>>>,
-    parents: RefCell<HashMap<u64, u64>>,
     /// Rows each operation let through, by operation id (for `explain`).
     produced: Vec<Cell<u64>>,
+    /// By operation id: the filter compiled to a test of one variable's record, if it is one.
+    tests: Vec<Option<RowTest>>,
 }
 
 /// Most entries each per-run cache keeps before it starts over (bounds memory).
@@ -235,7 +232,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
         let env = unbound(plan);
         for &(var, node) in seeds {
             assert_eq!(node.ty, plan.vars[var].ty, "a seed has its variable's type");
-            env[var].set(Some(Slot { node, view: None, linked: false }));
+            env[var].set(Some(Slot { node, view: None }));
         }
         self.exec.block(&block.ops, &env, &mut |ex, env| {
             if let Some(row) = ex.row(env, None)? {
@@ -251,7 +248,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
     pub(crate) fn walk(&self, start: NodeRef, steps: &[MStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
         let env = unbound(self.exec.plan);
         let mut seen = HashSet::new();
-        self.exec.walk(Cur::bare(start, false), steps, &env, &mut |c| {
+        self.exec.walk(Cur::bare(start), steps, &env, &mut |c| {
             if seen.insert(c.node) {
                 sink(c.node);
             }
@@ -281,17 +278,44 @@ impl<'g, 'p> Exec<'g, 'p> {
                 }
             });
         }
+        let mut tests: Vec<Option<RowTest>> = (0..plan.op_count).map(|_| None).collect();
+        let blocks = std::iter::once(&plan.block)
+            .chain(plan.seeded.iter().map(|(_, b)| b))
+            .chain(plan.paired.iter().map(|(_, b)| b));
+        for block in blocks {
+            compile_tests(block, &lits, graph.schema, &mut tests);
+        }
         Ok(Exec {
             graph,
             plan,
+            tests,
             lits,
             visited: Cell::new(0),
             keys: RefCell::new(HashMap::new()),
-            views: RefCell::new(HashMap::new()),
-            parents: RefCell::new(HashMap::new()),
             produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
             cancel: b.cancel,
         })
+    }
+}
+
+/// Compiles every filter of `block` (and of the blocks inside its conditions) that reads one
+/// variable's record alone into `tests`, by operation id.
+fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
+    fn inner(c: &MCond, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
+        match c {
+            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| inner(c, lits, schema, tests)),
+            MCond::Not(c) => inner(c, lits, schema, tests),
+            MCond::Exists(b) => compile_tests(b, lits, schema, tests),
+            _ => {}
+        }
+    }
+    for op in &block.ops {
+        if let MOp::Filter(c) = &op.kind {
+            if let Some(slot) = tests.get_mut(op.id) {
+                *slot = RowTest::compile(c, lits, schema);
+            }
+            inner(c, lits, schema, tests);
+        }
     }
 }
 
@@ -342,39 +366,21 @@ impl<'g> Exec<'g, '_> {
         match cur.view {
             Some(v) => Ok(v),
             None => {
-                let v = if cur.linked { self.view(cur.node)? } else { self.graph.view(cur.node)? };
+                let v = self.view(cur.node)?;
                 cur.view = Some(v);
                 Ok(v)
             }
         }
     }
 
-    /// A node's record, read once per run.
+    /// A node's record: a row read by id (a page lookup), cheaper than any cache of it.
     fn view(&self, node: NodeRef) -> Result<NodeView<'g>> {
-        if let Some(v) = self.views.borrow().get(&node) {
-            return Ok(*v);
-        }
-        let v = self.graph.view(node)?;
-        let mut cache = self.views.borrow_mut();
-        if cache.len() >= MAX_CACHED {
-            cache.clear();
-        }
-        cache.insert(node, v);
-        Ok(v)
+        Ok(self.graph.view(node)?)
     }
 
-    /// The record id of an entry's or state's parent, read once per run.
+    /// The record id of an entry's or state's parent, from its row's header.
     fn parent_id(&self, id: u64) -> Result<u64> {
-        if let Some(p) = self.parents.borrow().get(&id) {
-            return Ok(*p);
-        }
-        let p = self.graph.header(id)?.parent;
-        let mut cache = self.parents.borrow_mut();
-        if cache.len() >= MAX_CACHED {
-            cache.clear();
-        }
-        cache.insert(id, p);
-        Ok(p)
+        Ok(self.graph.header(id)?.parent)
     }
 
     fn slot(&self, env: &Env<'g>, var: usize) -> Slot<'g> {
@@ -383,7 +389,7 @@ impl<'g> Exec<'g, '_> {
 
     fn var_cur(&self, env: &Env<'g>, var: usize) -> Cur<'g> {
         let s = self.slot(env, var);
-        Cur { node: s.node, view: s.view, linked: s.linked }
+        Cur { node: s.node, view: s.view }
     }
 
     fn var_view(&self, env: &Env<'g>, var: usize) -> Result<NodeView<'g>> {
@@ -391,7 +397,7 @@ impl<'g> Exec<'g, '_> {
         match s.view {
             Some(v) => Ok(v),
             None => {
-                let v = if s.linked { self.view(s.node)? } else { self.graph.view(s.node)? };
+                let v = self.view(s.node)?;
                 env[var].set(Some(Slot { view: Some(v), ..s }));
                 Ok(v)
             }
@@ -400,7 +406,7 @@ impl<'g> Exec<'g, '_> {
 
     fn anchor(&self, a: &Anchor, env: &Env<'g>) -> Cur<'g> {
         match a {
-            Anchor::Root => Cur::bare(NodeRef::ROOT, true),
+            Anchor::Root => Cur::bare(NodeRef::ROOT),
             Anchor::Var(v) => self.var_cur(env, *v),
         }
     }
@@ -426,7 +432,15 @@ impl<'g> Exec<'g, '_> {
         let produced = &self.produced[op.id];
         match &op.kind {
             MOp::Filter(c) => {
-                if self.holds(c, env)? {
+                let fast = match &self.tests[op.id] {
+                    Some(t) => t.holds(self.var_view(env, t.var)?.record()),
+                    None => None,
+                };
+                let holds = match fast {
+                    Some(h) => h,
+                    None => self.holds(c, env)?,
+                };
+                if holds {
                     produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 } else {
@@ -437,7 +451,7 @@ impl<'g> Exec<'g, '_> {
                 let ty = self.plan.vars[*var].ty;
                 let flow = self.index_probes(*index, probe, &mut |id| {
                     self.tick()?;
-                    env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None, linked: false }));
+                    env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None }));
                     produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 })?;
@@ -445,6 +459,41 @@ impl<'g> Exec<'g, '_> {
                 Ok(flow)
             }
             MOp::Scan { var, from, steps, dedupe, .. } => {
+                if crate::plan::reads_table(from, steps) {
+                    let ty = steps.last().map_or(espalier_schema::ROOT, |s| s.to);
+                    if let Some(nodes) = self.graph.nodes_of(ty) {
+                        // The filters right after that test the row alone run on its bytes,
+                        // before anything is bound.
+                        let tested = rest
+                            .iter()
+                            .take_while(|f| self.tests[f.id].as_ref().is_some_and(|t| t.var == *var))
+                            .count();
+                        let (filters, rest) = rest.split_at(tested);
+                        'rows: for view in nodes {
+                            self.tick()?;
+                            produced.set(produced.get() + 1);
+                            for f in filters {
+                                let test = self.tests[f.id].as_ref().expect("counted above");
+                                match test.holds(view.record()) {
+                                    Some(true) => self.produced[f.id].set(self.produced[f.id].get() + 1),
+                                    Some(false) => continue 'rows,
+                                    None => {
+                                        return Err(
+                                            DataError::Corrupt(format!("record {} is too short", view.node.id)).into()
+                                        )
+                                    }
+                                }
+                            }
+                            env[*var].set(Some(Slot { node: view.node, view: Some(view) }));
+                            if self.block(rest, env, emit)? == Flow::Stop {
+                                env[*var].set(None);
+                                return Ok(Flow::Stop);
+                            }
+                        }
+                        env[*var].set(None);
+                        return Ok(Flow::Go);
+                    }
+                }
                 let start = self.anchor(from, env);
                 // Each candidate is bound and the rest of the block runs on it right away.
                 let mut seen: Option<HashSet<NodeRef>> = dedupe.then(HashSet::new);
@@ -454,7 +503,7 @@ impl<'g> Exec<'g, '_> {
                             return Ok(Flow::Go);
                         }
                     }
-                    env[*var].set(Some(Slot { node: c.node, view: c.view, linked: c.linked }));
+                    env[*var].set(Some(Slot { node: c.node, view: c.view }));
                     produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 })?;
@@ -514,6 +563,13 @@ impl<'g> Exec<'g, '_> {
                 let goal = to.map(|a| self.anchor(&a, env).node);
                 self.reaches(start, steps, env, goal)?
             }
+            MCond::Compare { left, op, right, how: Compared::Number } => {
+                // Numbers without a `Leaf` between: the filter on every row of a scan.
+                let (Some(l), Some(r)) = (self.number(left, env)?, self.number(right, env)?) else {
+                    return Ok(false);
+                };
+                ordered(*op, l.cmp(&r))
+            }
             MCond::Compare { left, op, right, how } => {
                 let (Some(l), Some(r)) = (self.leaf(left, env)?, self.leaf(right, env)?) else {
                     return Ok(false);
@@ -549,7 +605,7 @@ impl<'g> Exec<'g, '_> {
             MStepKind::Group(p) => {
                 let node = NodeRef { id: cur.node.id, ty: step.to };
                 let view = cur.view.map(|v| v.group(*p));
-                self.walk(Cur { node, view, linked: cur.linked }, rest, env, sink)
+                self.walk(Cur { node, view }, rest, env, sink)
             }
             MStepKind::Entries(p) => {
                 for entry in g.entry_views(cur.node, *p)? {
@@ -577,7 +633,7 @@ impl<'g> Exec<'g, '_> {
                 if current != *s {
                     return Ok(Flow::Go);
                 }
-                self.walk(Cur::bare(child, cur.linked), rest, env, sink)
+                self.walk(Cur::bare(child), rest, env, sink)
             }
             MStepKind::Reference(p) => {
                 let id = self.load(&mut cur)?.reference(*p)?;
@@ -586,14 +642,15 @@ impl<'g> Exec<'g, '_> {
                         DataError::Corrupt(format!("reference '{}' is unset", g.schema.property(*p).name)).into()
                     );
                 }
-                self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
             }
             MStepKind::Targets(p) => {
-                for entry in g.entry_views(cur.node, *p)? {
+                // The target is in the key: the matrix entry's own row is not read.
+                for entry in g.entries(cur.node, *p)? {
                     let (raw, _) = entry?;
                     self.tick()?;
                     let id = target_id(raw)?;
-                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)? == Flow::Stop {
+                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
@@ -601,11 +658,8 @@ impl<'g> Exec<'g, '_> {
             }
             MStepKind::Referrers(p) | MStepKind::Owners(p) => {
                 let owners = matches!(step.kind, MStepKind::Owners(_));
-                for link in g.links_to(cur.node.id)? {
-                    let (source, property) = link?;
-                    if property != *p {
-                        continue;
-                    }
+                for source in g.referrers(cur.node.id, *p)? {
+                    let source = source?;
                     self.tick()?;
                     let node = if owners {
                         // The link's source is the matrix entry; its owner holds the matrix.
@@ -613,7 +667,7 @@ impl<'g> Exec<'g, '_> {
                     } else {
                         NodeRef { id: source, ty: step.to }
                     };
-                    if self.walk(Cur::bare(node, true), rest, env, sink)? == Flow::Stop {
+                    if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
@@ -624,12 +678,12 @@ impl<'g> Exec<'g, '_> {
                     UpFrom::Group(_) => cur.node.id,
                     UpFrom::Entry(_) | UpFrom::State(..) => self.parent_id(cur.node.id)?,
                 };
-                self.walk(Cur::bare(NodeRef { id, ty: step.to }, true), rest, env, sink)
+                self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
             }
             MStepKind::UpIfKey(p, k) => {
                 let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
                 match self.entry_by_key(parent, *p, *k)? {
-                    Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent, true), rest, env, sink),
+                    Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent), rest, env, sink),
                     _ => Ok(Flow::Go),
                 }
             }
@@ -638,7 +692,7 @@ impl<'g> Exec<'g, '_> {
                     return Ok(Flow::Go);
                 }
                 let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
-                self.walk(Cur::bare(parent, true), rest, env, sink)
+                self.walk(Cur::bare(parent), rest, env, sink)
             }
             MStepKind::Repeat { min, max, body } => {
                 // Breadth first: each node once, at its shortest distance.
@@ -702,22 +756,24 @@ impl<'g> Exec<'g, '_> {
                 let p = *p;
                 let kind = last.cloned();
                 let prefix = &steps[..steps.len() - 1];
-                self.walk(start, prefix, env, &mut |c| {
-                    let hit = match kind {
-                        Some(MStepKind::Targets(_)) => {
-                            g.find_entry_view(c.node, p, EntryKey::Target(goal.id))?.is_some()
-                        }
-                        Some(MStepKind::Owners(_)) => {
-                            g.find_entry_view(goal, p, EntryKey::Target(c.node.id))?.is_some()
-                        }
+                let hit = |c: Cur<'g>| -> Result<bool> {
+                    Ok(match kind {
+                        Some(MStepKind::Targets(_)) => g.find_entry(c.node, p, EntryKey::Target(goal.id))?.is_some(),
+                        Some(MStepKind::Owners(_)) => g.find_entry(goal, p, EntryKey::Target(c.node.id))?.is_some(),
                         Some(MStepKind::Referrers(_)) => self.view(goal)?.reference(p)? == c.node.id,
                         // The goal's type is the collection's entry type (checked), so
                         // its parent is reached through `p`.
                         Some(MStepKind::Entries(_)) => self.parent_id(goal.id)? == c.node.id,
                         _ => unreachable!(),
-                    };
-                    found = hit;
-                    Ok(if hit { Flow::Stop } else { Flow::Go })
+                    })
+                };
+                if prefix.is_empty() {
+                    // One lookup from the start: no walk.
+                    return hit(start);
+                }
+                self.walk(start, prefix, env, &mut |c| {
+                    found = hit(c)?;
+                    Ok(if found { Flow::Stop } else { Flow::Go })
                 })?;
             }
             _ => {
@@ -732,36 +788,59 @@ impl<'g> Exec<'g, '_> {
 
     // ---- values ----
 
-    fn leaf(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Leaf>> {
+    /// A number term's value: [`Exec::leaf`] for numbers, reading a variable's own slot and a
+    /// literal directly.
+    fn number(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<i64>> {
+        match t {
+            MTerm::Lit(i) => match &self.lits[*i] {
+                Lit::Int(n) => Ok(Some(*n)),
+                _ => unreachable!("checked: a number literal"),
+            },
+            MTerm::Leaf { var, steps, property, kind: LeafKind::Number } if steps.is_empty() => {
+                Ok(Some(self.var_view(env, *var)?.number(*property)?))
+            }
+            _ => match self.leaf(t, env)? {
+                Some(Leaf::Number(n)) => Ok(Some(n)),
+                Some(_) => unreachable!("checked: a number term"),
+                None => Ok(None),
+            },
+        }
+    }
+
+    fn leaf<'s>(&'s self, t: &MTerm, env: &Env<'g>) -> Result<Option<Leaf<'s>>> {
         match t {
             MTerm::Lit(i) => Ok(Some(match &self.lits[*i] {
                 Lit::Int(n) => Leaf::Number(*n),
-                Lit::Text(s) => Leaf::Text(s.clone()),
-                Lit::Key(k) => Leaf::Key(k.clone()),
+                Lit::Text(s) => Leaf::Text(Cow::Borrowed(s)),
+                Lit::Key(k) => Leaf::Key(Cow::Borrowed(k)),
             })),
-            MTerm::Key(v) => Ok(Some(Leaf::Key(self.key_path(self.slot(env, *v).node)?))),
+            MTerm::Key(v) => Ok(Some(Leaf::Key(Cow::Owned(self.key_path(self.slot(env, *v).node)?)))),
             MTerm::Leaf { var, steps, property, kind } => {
-                let start = if steps.is_empty() { Cur::of(self.var_view(env, *var)?) } else { self.var_cur(env, *var) };
-                let mut at: Option<Cur<'g>> = None;
-                self.walk(start, steps, env, &mut |c| {
-                    at = Some(c);
-                    Ok(Flow::Stop)
-                })?;
-                let Some(mut at) = at else { return Ok(None) };
-                let view = self.load(&mut at)?;
+                let view = if steps.is_empty() {
+                    // The variable's own property: no walk.
+                    self.var_view(env, *var)?
+                } else {
+                    let mut at: Option<Cur<'g>> = None;
+                    self.walk(self.var_cur(env, *var), steps, env, &mut |c| {
+                        at = Some(c);
+                        Ok(Flow::Stop)
+                    })?;
+                    let Some(mut at) = at else { return Ok(None) };
+                    self.load(&mut at)?
+                };
                 let g = &self.graph;
                 Ok(Some(match kind {
                     LeafKind::Number => Leaf::Number(view.number(*property)?),
-                    LeafKind::Text => Leaf::Text(g.string(view.text_id(*property)?)?),
+                    LeafKind::Text => Leaf::Text(String::from_utf8_lossy(g.string_bytes(view.text_id(*property)?)?)),
                     LeafKind::Stategroup => {
                         let s = view.state(*property)?.0;
-                        Leaf::State(s, g.state_name(*property, s).to_string())
+                        Leaf::State(s, g.state_name(*property, s))
                     }
                     LeafKind::Reference => {
                         let PropertyKind::Reference { target } = &g.schema.property(*property).kind else {
                             unreachable!("checked: reference leaf")
                         };
-                        Leaf::Key(g.target_key(view.reference(*property)?, target)?)
+                        Leaf::Key(Cow::Owned(g.target_key(view.reference(*property)?, target)?))
                     }
                 }))
             }
@@ -794,9 +873,9 @@ impl<'g> Exec<'g, '_> {
     fn value(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Val>> {
         Ok(self.leaf(t, env)?.map(|l| match l {
             Leaf::Number(n) => Val::Int(n),
-            Leaf::Text(t) => Val::Text(t),
-            Leaf::State(_, name) => Val::Text(name),
-            Leaf::Key(k) => Val::key(k),
+            Leaf::Text(t) => Val::Text(t.into_owned()),
+            Leaf::State(_, name) => Val::Text(name.to_string()),
+            Leaf::Key(k) => Val::key(k.into_owned()),
         }))
     }
 
@@ -804,7 +883,7 @@ impl<'g> Exec<'g, '_> {
     fn shortest(&self, from: NodeRef, body: &[MStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
         let mut parent: HashMap<NodeRef, NodeRef> = HashMap::new();
         let mut seen: HashSet<NodeRef> = HashSet::from([from]);
-        let mut frontier = vec![Cur::bare(from, true)];
+        let mut frontier = vec![Cur::bare(from)];
         let mut reached = from == to;
         for _ in 0..max {
             if reached {
@@ -882,7 +961,7 @@ fn target_id(raw: &[u8]) -> Result<u64> {
     Ok(u64::from_be_bytes(bytes))
 }
 
-fn ordered(op: Comparison, o: Ordering) -> bool {
+pub(crate) fn ordered(op: Comparison, o: Ordering) -> bool {
     match op {
         Comparison::Eq => o == Ordering::Equal,
         Comparison::Ne => o != Ordering::Equal,

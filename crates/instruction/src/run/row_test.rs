@@ -1,0 +1,156 @@
+//! Conditions that read only one variable's own record, compiled once per run to byte
+//! positions in it: a filter over every row of a scan then tests the row's bytes, with no
+//! term, leaf or view built on the way. Anything else stays with the general evaluator
+//! (`Exec::holds`), which gives the same answers.
+
+use espalier_data::record;
+use espalier_schema::{Schema, StateIndex};
+
+use super::pattern::{ordered, Lit};
+use crate::ast::{Comparison, LeafKind};
+use crate::plan::{Anchor, MCond, MStep, MStepKind, MTerm};
+
+/// Most parts a compiled test has (an `and` of many conditions stays general past it).
+const MAX_PARTS: usize = 16;
+
+/// A condition on variable `var` that its record alone answers.
+#[derive(Debug)]
+pub(crate) struct RowTest {
+    pub(crate) var: usize,
+    test: Test,
+}
+
+#[derive(Debug)]
+enum Test {
+    /// The number in the slot at `at`, compared with `value`: `slot op value`.
+    Number {
+        at: usize,
+        op: Comparison,
+        value: i64,
+    },
+    /// The stategroup at `at` is in one of `states`.
+    State {
+        at: usize,
+        states: Vec<StateIndex>,
+    },
+    /// The collection whose entry count is at `at` has an entry.
+    NonEmpty {
+        at: usize,
+    },
+    Not(Box<Test>),
+    And(Vec<Test>),
+}
+
+impl RowTest {
+    /// The test for `c`, if it reads one variable's own slots only.
+    pub(crate) fn compile(c: &MCond, lits: &[Lit], schema: &Schema) -> Option<RowTest> {
+        let mut var = None;
+        let mut parts = 0;
+        let test = compile(c, lits, schema, &mut var, &mut parts)?;
+        Some(RowTest { var: var?, test })
+    }
+
+    /// Whether the condition holds for the variable's record; `None` when the record is too
+    /// short for a slot (damage: the general evaluator reports it).
+    #[inline]
+    pub(crate) fn holds(&self, record: &[u8]) -> Option<bool> {
+        self.test.holds(record)
+    }
+}
+
+impl Test {
+    fn holds(&self, record: &[u8]) -> Option<bool> {
+        Some(match self {
+            Test::Number { at, op, value } => ordered(*op, (slot(record, *at)? as i64).cmp(value)),
+            Test::State { at, states } => {
+                let s = slot(record, *at)?;
+                states.iter().any(|&x| u64::from(x) == s)
+            }
+            Test::NonEmpty { at } => slot(record, *at)? > 0,
+            Test::Not(t) => !t.holds(record)?,
+            Test::And(list) => {
+                for t in list {
+                    if !t.holds(record)? {
+                        return Some(false);
+                    }
+                }
+                true
+            }
+        })
+    }
+}
+
+#[inline]
+fn slot(record: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(record.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// Notes that the condition reads variable `v`; false if it already read another.
+fn one_var(var: &mut Option<usize>, v: usize) -> bool {
+    match var {
+        Some(w) => *w == v,
+        None => {
+            *var = Some(v);
+            true
+        }
+    }
+}
+
+/// Steps that stay in the variable's own record: groups.
+fn in_record(steps: &[MStep]) -> bool {
+    steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_)))
+}
+
+fn compile(c: &MCond, lits: &[Lit], schema: &Schema, var: &mut Option<usize>, parts: &mut usize) -> Option<Test> {
+    *parts += 1;
+    if *parts > MAX_PARTS {
+        return None;
+    }
+    match c {
+        MCond::And(list) => {
+            Some(Test::And(list.iter().map(|c| compile(c, lits, schema, var, parts)).collect::<Option<Vec<_>>>()?))
+        }
+        MCond::Not(c) => Some(Test::Not(Box::new(compile(c, lits, schema, var, parts)?))),
+        MCond::Compare { left, op, right, .. } => {
+            let (leaf, op, lit) = match (left, right) {
+                (MTerm::Leaf { .. }, MTerm::Lit(i)) => (left, *op, *i),
+                (MTerm::Lit(i), MTerm::Leaf { .. }) => (right, flip(*op), *i),
+                _ => return None,
+            };
+            let MTerm::Leaf { var: v, steps, property, kind: LeafKind::Number } = leaf else { return None };
+            let Lit::Int(value) = lits.get(lit)? else { return None };
+            (in_record(steps) && one_var(var, *v)).then(|| Test::Number {
+                at: record::slot(schema, *property),
+                op,
+                value: *value,
+            })
+        }
+        MCond::States { term: MTerm::Leaf { var: v, steps, property, kind: LeafKind::Stategroup }, states } => {
+            (in_record(steps) && one_var(var, *v))
+                .then(|| Test::State { at: record::slot(schema, *property), states: states.clone() })
+        }
+        MCond::Reach { from: Anchor::Var(v), steps, to: None } => {
+            let (last, before) = steps.split_last()?;
+            if !in_record(before) || !one_var(var, *v) {
+                return None;
+            }
+            match last.kind {
+                MStepKind::State(p, s) => Some(Test::State { at: record::slot(schema, p), states: vec![s] }),
+                MStepKind::Entries(p) | MStepKind::Targets(p) => Some(Test::NonEmpty { at: record::slot(schema, p) }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The comparison with its sides swapped: `lit op x` is `x flip(op) lit`.
+fn flip(op: Comparison) -> Comparison {
+    match op {
+        Comparison::Lt => Comparison::Gt,
+        Comparison::Le => Comparison::Ge,
+        Comparison::Gt => Comparison::Lt,
+        Comparison::Ge => Comparison::Le,
+        same => same,
+    }
+}

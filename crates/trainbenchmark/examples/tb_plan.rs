@@ -1,0 +1,38 @@
+//! Espalier alone on the Train Benchmark's batch model, for profiling the pattern executor:
+//! each query's plan (`explain`) and the median of its runs. `cargo run --release -p
+//! espalier-trainbenchmark --example tb_plan -- SIZE [RUNS] [QUERY]`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use espalier_trainbenchmark::queries::espalier_matches;
+use espalier_trainbenchmark::{generate, Query, Scenario};
+use espalier_transaction::{DatabaseOptions, Durability};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let size: u32 = args.get(1).map_or(Ok(64), |s| s.parse())?;
+    let runs: usize = args.get(2).map_or(Ok(20), |s| s.parse())?;
+    let queries = match args.get(3).and_then(|q| Query::parse(q)) {
+        Some(q) => vec![q],
+        None => Query::ALL.to_vec(),
+    };
+    let model = generate(Scenario::Batch, size);
+    let dir = tempfile::tempdir()?;
+    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let engine = espalier_trainbenchmark::create(&dir.path().join("db"), &model, opts)?;
+    for q in queries {
+        let explain = engine.execute_text(&format!("explain {}", q.pattern()), &HashMap::new())?;
+        println!("## {}\n{}", q.name(), serde_json::to_string(&explain)?);
+        let mut times = Vec::with_capacity(runs);
+        let mut found = 0;
+        for _ in 0..runs {
+            let start = Instant::now();
+            found = espalier_matches(&engine, q)?.len();
+            times.push(start.elapsed().as_micros());
+        }
+        times.sort();
+        println!("{}: {} matches, median {} µs", q.name(), found, times[runs / 2]);
+    }
+    Ok(())
+}
