@@ -18,7 +18,7 @@ use espalier_storage::key_index::KeyIndex;
 use xxhash_rust::xxh3::xxh3_64;
 
 use crate::graph::Graph;
-use crate::keys::{self, meta, u64_be};
+use crate::keys::{self, meta};
 use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
 use crate::{DataError, Result};
 
@@ -240,12 +240,12 @@ impl<'g> Checker<'g, '_> {
     }
 
     /// The key bytes (as the collection's key index orders them) of an entry of type `ty`
-    /// whose key slot holds `slot`: a dictionary key's text, a matrix key's target id;
+    /// whose key slot holds `slot`: a dictionary key's text, a matrix key's target row;
     /// `None` if the text is not stored.
     fn key_bytes(&self, ty: NodeTypeId, slot: u64) -> Option<Vec<u8>> {
         match self.g.schema.node_type(ty).parent {
             ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
-            _ => Some(slot.to_be_bytes().to_vec()),
+            _ => Some(keys::target_key(slot).to_vec()),
         }
     }
 
@@ -476,7 +476,7 @@ impl<'g> Checker<'g, '_> {
             let id = record::id_of(entry_ty, row);
             let entry = NodeRef { id, ty: entry_ty };
             if let Some(target) = matrix {
-                let Some(target_id) = u64_be(key).filter(|_| key.len() == 8) else {
+                let Ok(target_id) = self.g.matrix_target_of(p, key) else {
                     self.problem(format!("{}: a matrix key has {} bytes", self.place(owner, p), key.len()));
                     continue;
                 };
@@ -726,7 +726,9 @@ impl<'g> Checker<'g, '_> {
                 self.report.links += 1;
                 self.tick();
                 let target = record::id_of(target_ty, e.owner);
-                let Some(source) = u64_be(e.key).filter(|&s| e.key.len() == 8 && record::row_of(s) == e.row) else {
+                let source_ty = keys::source_type(schema, p);
+                let Some(source) = keys::row_be(e.key).filter(|&r| r == e.row).map(|r| record::id_of(source_ty, r))
+                else {
                     self.problem(format!("the links of '{}' have a malformed key {:?}", prop.name, e.key));
                     continue;
                 };

@@ -226,7 +226,7 @@ impl<W: Write> Exporter<'_, '_, W> {
                     let mut entries = Vec::new();
                     for item in g.entries(node, p)? {
                         let (k, entry) = item?;
-                        let target_id = u64_be(k).ok_or_else(|| corrupt("short matrix key".into()))?;
+                        let target_id = g.matrix_target_of(p, k)?;
                         entries.push((g.target_key(target_id, target)?, entry));
                     }
                     entries.sort_by(|a, b| a.0.cmp(&b.0));

@@ -8,7 +8,7 @@ use espalier_storage::key_index::KeyIndex;
 use espalier_storage::tables::Read;
 
 use crate::change::{NodePath, PathStep};
-use crate::keys::{self, u64_be};
+use crate::keys;
 use crate::record::{self, Header, NodeId, NodeRef};
 use crate::{DataError, Result};
 
@@ -37,7 +37,7 @@ impl EntryKey<'_> {
     pub fn bytes(&self) -> KeyBytes<'_> {
         match self {
             EntryKey::Text(t) => KeyBytes::Text(t.as_bytes()),
-            EntryKey::Target(id) => KeyBytes::Target(id.to_be_bytes()),
+            EntryKey::Target(id) => KeyBytes::Target(keys::target_key(*id)),
         }
     }
 }
@@ -45,7 +45,7 @@ impl EntryKey<'_> {
 /// The bytes of an [`EntryKey`]: borrowed text, or a target id big-endian.
 pub enum KeyBytes<'k> {
     Text(&'k [u8]),
-    Target([u8; 8]),
+    Target([u8; 4]),
 }
 
 impl std::ops::Deref for KeyBytes<'_> {
@@ -333,10 +333,13 @@ impl<'a> Graph<'a> {
         }
     }
 
-    /// The target record a matrix entry's key names, from the key as [`Graph::entry_views`]
-    /// gives it (no lookup).
-    pub fn matrix_target_of(raw: &[u8]) -> Result<NodeId> {
-        u64_be(raw).ok_or_else(|| DataError::Corrupt("short matrix key".into()))
+    /// The target record a key of matrix `property` names, from the key as
+    /// [`Graph::entry_views`] gives it (no lookup).
+    pub fn matrix_target_of(&self, property: PropertyId, raw: &[u8]) -> Result<NodeId> {
+        match (keys::target_type(self.schema, property), keys::row_be(raw)) {
+            (Some(ty), Some(row)) => Ok(record::id_of(ty, row)),
+            _ => Err(DataError::Corrupt(format!("matrix key {raw:?} of property {property} is not a row"))),
+        }
     }
 
     /// The target record of a matrix entry.
@@ -395,7 +398,7 @@ impl<'a> Graph<'a> {
                     let slot = record::key_slot(self.schema, rec)?;
                     keys.push(match nt.parent {
                         ParentLink::DictionaryEntry { .. } => self.string_bytes(slot)?.to_vec(),
-                        _ => slot.to_be_bytes().to_vec(),
+                        _ => keys::target_key(slot).to_vec(),
                     });
                     at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                 }
@@ -553,9 +556,8 @@ impl<'a> Graph<'a> {
             .txn
             .index(keys::links_index(self.schema, property))
             .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
-        Ok(index
-            .entries(record::row_of(target))
-            .map(|e| u64_be(e.key).ok_or_else(|| DataError::Corrupt("short link key".into()))))
+        let ty = keys::source_type(self.schema, property);
+        Ok(index.entries(record::row_of(target)).map(move |e| Ok(record::id_of(ty, e.row))))
     }
 
     /// Every (source record, property) that links to `target` (references and matrix keys):
@@ -571,8 +573,9 @@ impl<'a> Graph<'a> {
                 .txn
                 .index(keys::links_index(self.schema, p.id))
                 .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {}", p.id)))?;
+            let source = keys::source_type(self.schema, p.id);
             for e in index.entries(record::row_of(target)) {
-                links.push(Ok((u64_be(e.key).ok_or_else(|| DataError::Corrupt("short link key".into()))?, p.id)));
+                links.push(Ok((record::id_of(source, e.row), p.id)));
             }
         }
         Ok(links.into_iter())

@@ -3,8 +3,8 @@
 //!
 //! | key index | for | owner | key | row |
 //! |---|---|---|---|---|
-//! | `p` | the entries of collection `p` | owner's row | dictionary: the key's UTF-8; matrix: the target id, big-endian | entry's row |
-//! | `P + p` | the links of reference or matrix `p` (P: the schema's property count) | target's row | source id, big-endian | source's row |
+//! | `p` | the entries of collection `p` | owner's row | dictionary: the key's UTF-8; matrix: the target's row, big-endian | entry's row |
+//! | `P + p` | the links of reference or matrix `p` (P: the schema's property count) | target's row | source's row, big-endian | source's row |
 //! | `2P + n` | schema index `n` ([`crate::index`]) | 0 | encoded value · entry id, big-endian | entry's row |
 //!
 //! Table `t` holds the records of node type `t` ([`crate::record::row_width`]; types without
@@ -44,10 +44,43 @@ pub fn shape(schema: &Schema) -> Shape {
     }
 }
 
-/// A link's key: the source id, big-endian.
+/// A link's key: the source's row, big-endian (the sources of one property are of one type,
+/// [`source_type`]; four bytes keep the key index's search words apart, see
+/// `espalier_storage::key_index`).
 #[inline]
-pub fn link_key(source: NodeId) -> [u8; 8] {
-    source.to_be_bytes()
+pub fn link_key(source: NodeId) -> [u8; 4] {
+    record::row_of(source).to_be_bytes()
+}
+
+/// A matrix entry's key: its target's row, big-endian (the targets of one matrix are of one
+/// type, the matrix's target entry type).
+#[inline]
+pub fn target_key(target: NodeId) -> [u8; 4] {
+    record::row_of(target).to_be_bytes()
+}
+
+/// The row in a four-byte key ([`link_key`], [`target_key`]); `None` if it is not four bytes.
+#[inline]
+pub fn row_be(b: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(b.try_into().ok()?))
+}
+
+/// The node type whose records hold the links of reference or matrix `property`: the matrix's
+/// entry type, or the record holding the reference (its owner's host, past groups).
+pub fn source_type(schema: &Schema, property: PropertyId) -> u32 {
+    match schema.property(property).kind {
+        espalier_schema::PropertyKind::Matrix { node, .. } => node,
+        _ => schema.property(property).host,
+    }
+}
+
+/// The node type a matrix's keys name (its target entry type); `None` if `property` is not a
+/// matrix.
+pub fn target_type(schema: &Schema, property: PropertyId) -> Option<u32> {
+    match &schema.property(property).kind {
+        espalier_schema::PropertyKind::Matrix { target, .. } => Some(target.entry_type),
+        _ => None,
+    }
 }
 
 pub fn u64_be(b: &[u8]) -> Option<NodeId> {
@@ -56,8 +89,9 @@ pub fn u64_be(b: &[u8]) -> Option<NodeId> {
 
 /// Meta values kept beside the tables.
 pub mod meta {
-    /// Bumped when the layout of rows and key indexes changes incompatibly (4: tables).
-    pub const FORMAT_VERSION: u64 = 4;
+    /// Bumped when the layout of rows and key indexes changes incompatibly (4: tables; 5:
+    /// matrix and link keys are four-byte rows).
+    pub const FORMAT_VERSION: u64 = 5;
     /// The name the format version is kept under.
     pub const FORMAT: &[u8] = b"format";
 }

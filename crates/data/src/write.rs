@@ -559,7 +559,9 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 self.delete_link(target, node.id, property)?;
                 self.touch_link(target, property);
                 let owner = record::row_of(record::header(&rec)?.parent);
-                self.txn.index_remove(keys::entries_index(property), owner, &target.to_be_bytes()).map_err(storage)?;
+                self.txn
+                    .index_remove(keys::entries_index(property), owner, &keys::target_key(target))
+                    .map_err(storage)?;
             }
             ParentLink::DictionaryEntry { property } => {
                 let key_id = record::key_slot(self.schema, &rec)?;

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use espalier_data::keys::{entries_index, link_key, links_index};
+use espalier_data::keys::{entries_index, link_key, links_index, source_type};
 use espalier_data::record::{id_of, row_of, table_of};
 use espalier_data::{check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeRef, WriteGraph};
 use espalier_schema::{compile, NodeTypeId, PropertyId, PropertyKind, ReferenceTarget, Schema};
@@ -425,7 +425,8 @@ fn check_finds_an_orphan_record_and_a_dangling_links_row() {
         .unwrap()
         .value;
     let r = check_db(&db);
-    let source = id_of(table_of(target), 999);
+    // A link's key is the source's row; its table is the one holding 'Depot'.
+    let source = id_of(source_type(db.schema(), p.depot), 999);
     assert_problem(
         &r.problems,
         &[&format!("record {source} refers to record {target} through 'Depot', but it does not")],

@@ -421,7 +421,7 @@ fn visit<'g>(
                 let (raw, entry) = entry?;
                 let before = key.len();
                 if matrix {
-                    key.push(KeyPart::Target { id: Graph::matrix_target_of(raw)?, property: *property });
+                    key.push(KeyPart::Target { id: nav.graph.matrix_target_of(*property, raw)?, property: *property });
                 } else {
                     // Borrowed from the snapshot: no allocation for rows outside the page.
                     key.push(KeyPart::Text(String::from_utf8_lossy(raw)));

@@ -812,10 +812,8 @@ impl<'r, 'g> Walker<'r, 'g> {
                 at = 2;
             }
             cells[at] = if matrix {
-                let target = <[u8; 8]>::try_from(raw).map_err(|_| {
-                    PeerError::Invalid(format!("matrix entry {} has a key of {} bytes", node.id, raw.len()))
-                })?;
-                Cell::Int(u64::from_be_bytes(target) as i64)
+                let target = graph.matrix_target_of(property, raw).map_err(data_err("reading a matrix key"))?;
+                Cell::Int(target as i64)
             } else {
                 let key = std::str::from_utf8(raw)
                     .map_err(|_| PeerError::Invalid(format!("entry {} has a key that is not UTF-8", node.id)))?;

@@ -649,7 +649,7 @@ impl<'g> Exec<'g, '_> {
                 for entry in g.entries(cur.node, *p)? {
                     let (raw, _) = entry?;
                     self.tick()?;
-                    let id = target_id(raw)?;
+                    let id = g.matrix_target_of(*p, raw)?;
                     if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
@@ -953,12 +953,6 @@ impl<'g> Exec<'g, '_> {
         }
         Ok(Some(out))
     }
-}
-
-/// The target record of a matrix entry, from its raw key.
-fn target_id(raw: &[u8]) -> Result<u64> {
-    let bytes: [u8; 8] = raw.try_into().map_err(|_| DataError::Corrupt("matrix key is not 8 bytes".into()))?;
-    Ok(u64::from_be_bytes(bytes))
 }
 
 pub(crate) fn ordered(op: Comparison, o: Ordering) -> bool {
