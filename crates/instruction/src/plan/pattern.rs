@@ -267,6 +267,11 @@ const ROOT_ENTRIES: f64 = 1000.0;
 const NESTED_ENTRIES: f64 = 20.0;
 /// Guessed number of links a node has along one matrix or backwards along one reference.
 const LINKS: f64 = 10.0;
+/// [`PatternChecker::early_discount`]: how much each later condition is guessed to prune,
+/// the fewest that count, and the most.
+const TIE_DISCOUNT: f64 = 0.5;
+const EARLY_TIES: usize = 2;
+const MAX_TIES: usize = 8;
 
 /// A link between two variables (or the root and a variable) that can bind either side.
 #[derive(Debug, Clone)]
@@ -1091,6 +1096,49 @@ impl<'c, 's> PatternChecker<'c, 's> {
         best
     }
 
+    /// A variable reached from a bound one by following links forwards (at most one matrix
+    /// step), that several later conditions or links tie to variables not yet bound, is
+    /// worth binding early: each of them then filters where the other variable is bound
+    /// (ConnectedSegments' sensor, tested at every segment). The factor scales its cost.
+    #[allow(clippy::too_many_arguments)]
+    fn early_discount(
+        &self,
+        var: usize,
+        edge: usize,
+        backward: bool,
+        edges: &[Edge],
+        pending: &[Pending],
+        used: &[bool],
+        with: &BTreeSet<usize>,
+    ) -> f64 {
+        let e = &edges[edge];
+        let forward = e.steps.iter().all(|s| {
+            matches!(
+                s.kind,
+                MStepKind::Group(_) | MStepKind::State(..) | MStepKind::Reference(_) | MStepKind::Targets(_)
+            )
+        }) && e.steps.iter().filter(|s| matches!(s.kind, MStepKind::Targets(_))).count() <= 1;
+        if backward || e.from == Anchor::Root || !forward {
+            return 1.0;
+        }
+        let ties = pending.iter().filter(|p| p.vars.contains(&var) && p.vars.iter().any(|v| !with.contains(v))).count()
+            + edges
+                .iter()
+                .enumerate()
+                .filter(|&(j, o)| {
+                    let ends = [anchor_var_of(o.from), Some(o.to)];
+                    j != edge
+                        && !used[j]
+                        && ends.contains(&Some(var))
+                        && ends.iter().flatten().any(|v| !with.contains(v))
+                })
+                .count();
+        if ties < EARLY_TIES {
+            return 1.0;
+        }
+        TIE_DISCOUNT.powi(ties.min(MAX_TIES) as i32)
+    }
+
     fn plan_level(&self, level: Level, outer: &BTreeSet<usize>) -> Block {
         let Level { locals, edges, mut pending } = level;
         let schema = self.schema();
@@ -1183,7 +1231,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     .filter(|p| p.vars.contains(&var) && p.vars.iter().all(|v| with.contains(v)))
                     .map(|p| p.selectivity)
                     .product();
-                let cost = cost * keep;
+                let cost = cost * keep * self.early_discount(var, i, backward, &edges, &pending, &used, &with);
                 if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && var < *bv)) {
                     best = Some((cost, var, i, backward, None));
                 }
@@ -1218,6 +1266,14 @@ impl<'c, 's> PatternChecker<'c, 's> {
         }
         debug_assert!(pending.is_empty(), "every condition's variables are bound at the end");
         Block { ops }
+    }
+}
+
+/// The variable an anchor names (`None` for the root).
+fn anchor_var_of(a: Anchor) -> Option<usize> {
+    match a {
+        Anchor::Root => None,
+        Anchor::Var(v) => Some(v),
     }
 }
 
