@@ -32,6 +32,9 @@ pub struct Oo7Args {
     /// CI size: tiny, fanout 3, 1 warm-up, 3 timed runs, 1 cold sample (a few seconds).
     #[arg(long)]
     pub quick: bool,
+    /// Also write box plots per operation (Espalier and SQLite, hot and cold) to FILE as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -60,5 +63,10 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
         }
     };
     let report = run(&config).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.svg {
+        let chart = report.chart_svg();
+        espalier_bench::suite::report::write_atomic(path, |w| std::io::Write::write_all(w, chart.as_bytes()))
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
     crate::output::print_report(json, || &report, || report.to_markdown())
 }
