@@ -50,6 +50,8 @@ pub struct Props {
     pub doc_id_of_doc: PropertyId,
     pub doc_text: PropertyId,
     pub part: PropertyId,
+    /// The schema index of documents by id.
+    pub document_id_index: u32,
 }
 
 fn find(schema: &Schema, ty: NodeTypeId, name: &str) -> Result<PropertyId, LoadError> {
@@ -139,6 +141,12 @@ impl Props {
             doc_id_of_doc: find(s, document, "Id")?,
             doc_text: find(s, document, "Text")?,
             part: find(s, document, "Part")?,
+            document_id_index: s
+                .indexes
+                .iter()
+                .position(|i| i.name == "Document Id")
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| LoadError::Schema("no index 'Document Id'".into()))?,
         })
     }
 }

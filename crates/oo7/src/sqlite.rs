@@ -201,6 +201,18 @@ pub fn read(conn: &Connection, op: Op, draw: &Draw) -> Result<Answer> {
             let (n, s) = st.query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
             a = Answer { count: n as u64, sum: s as u64 };
         }
+        Op::Q8Coded => {
+            let mut parts = conn.prepare_cached("SELECT id, doc_id FROM atomic_part")?;
+            let mut doc = conn.prepare_cached("SELECT id FROM document WHERE id = ?1")?;
+            let mut rows = parts.query([])?;
+            while let Some(r) = rows.next()? {
+                let (id, doc_id): (i64, i64) = (r.get(0)?, r.get(1)?);
+                let mut found = doc.query([doc_id])?;
+                while found.next()?.is_some() {
+                    a.add(id);
+                }
+            }
+        }
         _ => return Err(SqliteError::NotHere(op.name())),
     }
     Ok(a)

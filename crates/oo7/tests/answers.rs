@@ -101,7 +101,7 @@ fn expected(db: &Oo7, op: Op, draw: &Draw) -> Answer {
                 .map(|(a, _)| a.id),
         ),
         Op::Q7 => sum_ids(atoms().map(|x| x.id)),
-        Op::Q8 => {
+        Op::Q8 | Op::Q8Coded => {
             let docs: HashSet<i64> = db.documents.iter().map(|d| d.id as i64).collect();
             sum_ids(atoms().filter(|x| docs.contains(&x.doc_id)).map(|x| x.id))
         }

@@ -10,7 +10,7 @@ fn quick_run_agrees_on_every_operation() {
     for op in ["T1", "T1 one", "T1 many", "T2a", "T2b", "T2c", "T3a", "T3b", "T3c", "T6", "T8", "T9", "CU"] {
         assert!(names.contains(&(op, "hot")), "{op} missing from {names:?}");
     }
-    for op in ["Q1", "Q2", "Q3", "Q4", "Q5", "Q7", "Q8"] {
+    for op in ["Q1", "Q2", "Q3", "Q4", "Q5", "Q7", "Q8", "Q8 coded"] {
         assert!(names.contains(&(op, "hot")) && names.contains(&(op, "cold")), "{op} missing from {names:?}");
     }
     assert!(names.contains(&("insert", "hot")) && names.contains(&("delete", "hot")));
