@@ -223,6 +223,8 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     }
     .map_err(|e| err("making a temporary directory", e))?;
     let dir = tmp.path().to_path_buf();
+    // Ctrl-C deletes the temporary databases (a medium run leaves hundreds of MB otherwise).
+    let _cleanup = espalier_bench::interrupt::on_interrupt(dir.clone(), None);
 
     let pb = bar(c, 2, "load".into());
     let start = Instant::now();
