@@ -43,11 +43,15 @@ use crate::sqlite;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The database configuration (table 1).
     pub size: Size,
     /// Atomic-part fanout: 3, 6 or 9.
     pub fanout: usize,
+    /// Seed of the generator and of the operations' random choices.
     pub seed: u64,
+    /// Untimed runs per operation before the timed ones.
     pub warmup: usize,
+    /// Timed (hot) runs per operation and system.
     pub runs: usize,
     /// Cold samples per read-only operation (0: no cold runs).
     pub cold: usize,
@@ -80,37 +84,45 @@ fn err(what: &str, e: impl std::fmt::Display) -> BenchError {
 /// One run's report.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// What was generated: configuration, fanout, seed and the parameters they give.
     pub size: Size,
     pub fanout: usize,
     pub seed: u64,
     pub params: Params,
+    /// Runs per operation: untimed, timed (hot), cold samples.
     pub warmup: usize,
     pub runs: usize,
     pub cold_samples: usize,
     /// How the cold samples were made cold.
     pub cold: String,
+    /// The database's size in objects.
     pub composite_parts: usize,
     pub atomic_parts: usize,
     pub connections: usize,
     pub assemblies: usize,
+    /// Loading each system (Espalier's includes its checkpoint).
     pub load_espalier_ms: f64,
     pub load_sqlite_ms: f64,
+    /// Each database's files at the end of the run.
     pub disk_espalier_bytes: u64,
     pub disk_sqlite_bytes: u64,
     /// Opening the closed database before a cold sample.
     pub reopen_espalier: Option<Summary>,
     pub reopen_sqlite: Option<Summary>,
+    /// Every operation, hot, then cold, then the updates and the structural modifications.
     pub ops: Vec<OpReport>,
 }
 
 /// One operation in one mode.
 #[derive(Debug, Serialize)]
 pub struct OpReport {
+    /// The operation's name ([`Op::name`]).
     pub op: String,
     /// `hot` or `cold`.
     pub mode: &'static str,
     /// The answer of the last run (equal in both systems).
     pub answer: Answer,
+    /// Timings of each system.
     pub espalier: Summary,
     pub sqlite: Summary,
     /// SQLite's median over Espalier's: above 1, Espalier is faster.

@@ -75,8 +75,10 @@ impl Size {
 /// One generated OO7 database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Oo7 {
+    /// The parameters and seed it was generated from.
     pub params: Params,
     pub seed: u64,
+    /// The one module (small and medium have one).
     pub module: Module,
     /// The design library, by id (composite part `i` is at index `i - 1`).
     pub composites: Vec<CompositePart>,
@@ -87,6 +89,7 @@ pub struct Oo7 {
 /// A module: its manual and its assembly hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
+    /// The `DesignObj` fields (`type` is a Rust keyword: `kind`), as in every class below.
     pub id: u64,
     pub kind: String,
     pub build_date: i64,
@@ -99,6 +102,7 @@ pub struct Module {
 /// A module's manual: a large text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manual {
+    /// Its id, title and text (`textLen` is the text's length).
     pub id: u64,
     pub title: String,
     pub text: String,
@@ -107,6 +111,7 @@ pub struct Manual {
 /// An assembly of the hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assembly {
+    /// The `DesignObj` fields.
     pub id: u64,
     pub kind: String,
     pub build_date: i64,
@@ -125,6 +130,7 @@ pub enum Shape {
 /// A composite part and its graph of atomic parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompositePart {
+    /// The `DesignObj` fields.
     pub id: u64,
     pub kind: String,
     pub build_date: i64,
@@ -135,6 +141,7 @@ pub struct CompositePart {
 /// An atomic part and its outgoing connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AtomicPart {
+    /// The `DesignObj` fields, then the coordinates and the document id (Q8).
     pub id: u64,
     pub kind: String,
     pub build_date: i64,
@@ -147,6 +154,7 @@ pub struct AtomicPart {
 /// A connection to another atomic part of the same composite part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connection {
+    /// The target atomic part's id, then the connection's own type and length.
     pub to: u64,
     pub kind: String,
     pub length: i64,
@@ -155,6 +163,7 @@ pub struct Connection {
 /// A composite part's document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
+    /// Its id (the composite part's), title (the key), text and composite part.
     pub id: u64,
     pub title: String,
     pub text: String,
