@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use espalier_oo7::bench::{run, Config, SEED};
-use espalier_oo7::Size;
+use espalier_oo7::{Op, Size};
 
 /// Options of `espalier bench oo7`.
 #[derive(Debug, Clone, clap::Args)]
@@ -29,6 +29,11 @@ pub struct Oo7Args {
     /// Seed of the generator (the same seed gives the same database).
     #[arg(long, value_name = "N", default_value_t = SEED)]
     pub seed: u64,
+    /// Run only these operations (repeatable): T1, T6, T8, T9, Q1, Q2, Q3, Q4, Q5, Q7, Q8,
+    /// Q8-coded, T1-one, T1-many, T2a, T2b, T2c, T3a, T3b, T3c, CU, insert, delete (insert and
+    /// delete run together). Useful under a profiler.
+    #[arg(long, value_name = "OP")]
+    pub only: Vec<String>,
     /// CI size: tiny, fanout 3, 1 warm-up, 3 timed runs, 1 cold sample (a few seconds).
     #[arg(long)]
     pub quick: bool,
@@ -48,8 +53,16 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
     if ![3, 6, 9].contains(&args.fanout) {
         return Err(format!("the fanout is 3, 6 or 9 (the paper's NumConnPerAtomic), not {}", args.fanout));
     }
+    let mut only = Vec::with_capacity(args.only.len());
+    for name in &args.only {
+        let known: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+        only.push(
+            Op::parse(name)
+                .ok_or_else(|| format!("unknown operation {name:?}; the operations are {}", known.join(", ")))?,
+        );
+    }
     let config = if args.quick {
-        Config { dir: args.dir.clone(), progress: !json, ..Config::quick() }
+        Config { dir: args.dir.clone(), progress: !json, only, ..Config::quick() }
     } else {
         Config {
             size,
@@ -58,6 +71,7 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
             warmup: args.warmup,
             runs: args.runs,
             cold: args.cold,
+            only,
             dir: args.dir.clone(),
             progress: !json,
         }

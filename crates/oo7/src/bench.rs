@@ -55,6 +55,8 @@ pub struct Config {
     pub runs: usize,
     /// Cold samples per read-only operation (0: no cold runs).
     pub cold: usize,
+    /// Only these operations (empty: every one); insert and delete always run together.
+    pub only: Vec<Op>,
     /// Directory for the temporary databases (default: the system's temp directory).
     pub dir: Option<PathBuf>,
     /// Progress bars on stderr.
@@ -67,7 +69,17 @@ pub const SEED: u64 = 0x007;
 impl Config {
     /// The CI run: tiny, fanout 3, one warm-up, three timed runs, one cold sample.
     pub fn quick() -> Config {
-        Config { size: Size::Tiny, fanout: 3, seed: SEED, warmup: 1, runs: 3, cold: 1, dir: None, progress: false }
+        Config {
+            size: Size::Tiny,
+            fanout: 3,
+            seed: SEED,
+            warmup: 1,
+            runs: 3,
+            cold: 1,
+            only: Vec::new(),
+            dir: None,
+            progress: false,
+        }
     }
 }
 
@@ -253,27 +265,30 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     let mut p = Pair { ours, theirs, dir };
     p.same_state("loading")?;
 
+    let wanted = |op: &Op| c.only.is_empty() || c.only.contains(op);
     let mut ops = Vec::new();
-    for op in Op::READS {
-        ops.push(hot_read(c, &p, &db, op)?);
+    for op in Op::READS.iter().filter(|op| wanted(op)) {
+        ops.push(hot_read(c, &p, &db, *op)?);
     }
-    for op in Op::VARIANTS {
-        ops.push(variant(c, &p, op)?);
+    for op in Op::VARIANTS.iter().filter(|op| wanted(op)) {
+        ops.push(variant(c, &p, *op)?);
     }
     let mut reopened = (Vec::new(), Vec::new());
     let mut cold_method = None;
     if c.cold > 0 {
-        for op in Op::READS {
-            let (q, r, method) = cold_read(c, p, &db, op, &mut reopened)?;
+        for op in Op::READS.iter().filter(|op| wanted(op)) {
+            let (q, r, method) = cold_read(c, p, &db, *op, &mut reopened)?;
             p = q;
             cold_method = Some(method);
             ops.push(r);
         }
     }
-    for op in Op::UPDATES {
-        ops.push(update(c, &p, op)?);
+    for op in Op::UPDATES.iter().filter(|op| wanted(op)) {
+        ops.push(update(c, &p, *op)?);
     }
-    ops.extend(structural(c, &p, &db)?);
+    if wanted(&Op::Insert) || wanted(&Op::Delete) {
+        ops.extend(structural(c, &p, &db)?);
+    }
 
     let disk_espalier_bytes = p.ours.engine().database().disk_size();
     let disk_sqlite_bytes = [p.sqlite_path(), p.dir.join("sqlite.db-wal")]

@@ -69,6 +69,40 @@ impl Op {
     /// The traversals that update.
     pub const UPDATES: [Op; 7] = [Op::T2a, Op::T2b, Op::T2c, Op::T3a, Op::T3b, Op::T3c, Op::Cu];
 
+    /// Every operation, in the order a run makes them.
+    pub const ALL: [Op; 23] = [
+        Op::T1,
+        Op::T6,
+        Op::T8,
+        Op::T9,
+        Op::Q1,
+        Op::Q2,
+        Op::Q3,
+        Op::Q4,
+        Op::Q5,
+        Op::Q7,
+        Op::Q8,
+        Op::Q8Coded,
+        Op::T1One,
+        Op::T1Many,
+        Op::T2a,
+        Op::T2b,
+        Op::T2c,
+        Op::T3a,
+        Op::T3b,
+        Op::T3c,
+        Op::Cu,
+        Op::Insert,
+        Op::Delete,
+    ];
+
+    /// The operation called `name` (as [`Op::name`] spells it, any case; `-` or `_` for the
+    /// space), if any.
+    pub fn parse(name: &str) -> Option<Op> {
+        let norm = |s: &str| s.to_ascii_lowercase().replace(['-', '_'], " ");
+        Op::ALL.into_iter().find(|op| norm(op.name()) == norm(name))
+    }
+
     /// The operation's name in reports.
     pub fn name(self) -> &'static str {
         match self {

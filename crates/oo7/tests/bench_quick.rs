@@ -18,3 +18,16 @@ fn quick_run_agrees_on_every_operation() {
     assert!(md.contains("| T1 | hot |"), "{md}");
     println!("{md}");
 }
+
+#[test]
+fn only_runs_the_operations_asked_for() {
+    use espalier_oo7::Op;
+    assert_eq!(Op::parse("q8-coded"), Some(Op::Q8Coded));
+    assert_eq!(Op::parse("T1_one"), Some(Op::T1One));
+    assert_eq!(Op::parse("T4"), None);
+    assert!(Op::ALL.iter().all(|op| Op::parse(op.name()) == Some(*op)));
+    let config = Config { only: vec![Op::Q1, Op::Delete], ..Config::quick() };
+    let report = run(&config).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<(&str, &str)> = report.ops.iter().map(|r| (r.op.as_str(), r.mode)).collect();
+    assert_eq!(names, [("Q1", "hot"), ("Q1", "cold"), ("insert", "hot"), ("delete", "hot")]);
+}
