@@ -364,6 +364,7 @@ Examples:\n\n    \
 espalier bench oo7 --quick\n    \
 espalier bench oo7 --size small --fanout 3 --runs 10\n    \
 espalier bench oo7 --size medium --fanout 9 --runs 5 --cold 1\n    \
+espalier bench oo7 --size medium --only Q8 --only Q8-coded --runs 3\n    \
 espalier --json bench oo7 --size small > oo7.json")]
     #[cfg(feature = "peers")]
     Oo7(bench_oo7::Oo7Args),
