@@ -23,6 +23,8 @@ mod backup;
 #[cfg(feature = "peers")]
 mod bench_cmd;
 #[cfg(feature = "peers")]
+mod bench_oo7;
+#[cfg(feature = "peers")]
 mod bench_peers;
 #[cfg(feature = "peers")]
 mod bench_remote;
@@ -340,6 +342,33 @@ espalier --json bench trainbenchmark --scenario batch --size 64 > tb.json")]
     #[cfg(feature = "peers")]
     Trainbenchmark(bench_trainbenchmark::TrainBenchmarkArgs),
 
+    /// OO7's traversals, queries and structural modifications beside SQLite, hot and cold.
+    #[command(long_about = "Generates an OO7 database (Carey, DeWitt, Naughton 1993) by the paper's \
+rules: a module with its manual and a seven-level assembly hierarchy (1 093 assemblies; each base \
+assembly uses three private composite parts), a library of 500 composite parts each with a document \
+and a graph of atomic parts (20 in small, 200 in medium) wired by --fanout connections each. Loads it \
+into Espalier and into SQLite (file-backed, WAL, synchronous=OFF, an index on every lookup and join \
+column) and times in both: the traversals T1 (raw), T6 (sparse), T2a-c and T3a-c (updating (x, y) or \
+the indexed build date as they go), T8 and T9 (the manual), CU (cached update); the queries Q1 \
+(lookup by id), Q2 and Q3 (1% and 10% date ranges), Q4 (path lookup from document titles), Q5 \
+(single-level make), Q7 (scan), Q8 (join); and the structural insert and delete of five composite \
+parts. T1 also runs as the paper's transaction variants: all runs in one read transaction (\"one\") \
+and each in its own (\"many\").\n\n\
+Hot runs: warm-up, then --runs timed runs, the systems alternating. Cold samples: both databases \
+closed, their files dropped from the OS page cache (posix_fadvise), reopened, then one run each; \
+this empties every cache of the process and, where the kernel honours the advice, the file pages, \
+but not caches below the kernel (disk, VM host). Every answer is cross-checked, and the whole \
+database's state after each update operation; a difference fails the run (exit 1). The report gives \
+medians and the SQLite/Espalier speedup per operation and mode.\n\n\
+Examples:\n\n    \
+espalier bench oo7 --quick\n    \
+espalier bench oo7 --size small --fanout 3 --runs 10\n    \
+espalier bench oo7 --size medium --fanout 9 --runs 5 --cold 1\n    \
+espalier bench oo7 --size medium --only Q8 --only Q8-coded --runs 3\n    \
+espalier --json bench oo7 --size small > oo7.json")]
+    #[cfg(feature = "peers")]
+    Oo7(bench_oo7::Oo7Args),
+
     /// Run benchmark files: a model, an `initialize` part and `repeat` parts (suites B1–B7).
     #[command(long_about = "Runs benchmark files written in the benchmark language of the thesis \
 (docs/benchmark-language.md; the suites B1-B7 of its appendix B are in benchmarks/). For each file: \
@@ -590,7 +619,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
     }
     if !std::path::Path::new(first).exists() {
         return Err(Failure::other(format!(
-            "no bench command or file named {:?} (commands: core, trainbenchmark, run, compare, peers, remote; \
+            "no bench command or file named {:?} (commands: core, trainbenchmark, oo7, run, compare, peers, remote; \
              see `espalier bench --help`)",
             first.to_string_lossy()
         )));
@@ -602,7 +631,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
 }
 
 /// The `bench` commands of the `peers` feature.
-const PEER_COMMANDS: [&str; 4] = ["core", "trainbenchmark", "peers", "remote"];
+const PEER_COMMANDS: [&str; 5] = ["core", "trainbenchmark", "oo7", "peers", "remote"];
 
 fn main() -> ExitCode {
     let mut cli = match parse(std::env::args_os().collect()) {
@@ -648,6 +677,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Trainbenchmark(args)) => {
             bench_trainbenchmark::run_trainbenchmark(&args, g.json).map_err(Failure::Other)
         }
+        #[cfg(feature = "peers")]
+        Command::Bench(BenchCommand::Oo7(args)) => bench_oo7::run_oo7(&args, g.json).map_err(Failure::Other),
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g)),
         // `parse` made it `bench run FILE…`.
         Command::Bench(BenchCommand::File(_)) => unreachable!("bench FILE is parsed as bench run FILE"),
