@@ -249,13 +249,14 @@ impl<'g> Checker<'g, '_> {
         }
     }
 
-    /// Whether the reverse-link key index of `p` has the link `source → target`.
-    fn has_link(&self, target: NodeId, source: NodeId, p: PropertyId) -> bool {
+    /// Whether the reverse-link key index of `p` has the link `source → target` with `value`
+    /// (the source for a reference, the matrix entry's owner for a matrix).
+    fn has_link(&self, target: NodeId, source: NodeId, p: PropertyId, value: NodeId) -> bool {
         self.g
             .txn
             .index(keys::links_index(self.g.schema, p))
             .and_then(|i| i.get(record::row_of(target), &keys::link_key(source)))
-            == Some(record::row_of(source))
+            == Some(record::row_of(value))
     }
 
     /// Checks the slots of logical node `node` (stored in `rec`, the record `node.id`).
@@ -295,7 +296,7 @@ impl<'g> Checker<'g, '_> {
                         continue;
                     }
                     if self.link_target(node, p, value, target)? {
-                        if self.has_link(value, node.id, p) {
+                        if self.has_link(value, node.id, p, node.id) {
                             self.links_reached += 1;
                         } else {
                             self.problem(format!(
@@ -482,7 +483,7 @@ impl<'g> Checker<'g, '_> {
                 };
                 // A matrix key is resolved from the node that declares the matrix.
                 if self.link_target(owner, p, target_id, target)? {
-                    if self.has_link(target_id, id, p) {
+                    if self.has_link(target_id, id, p, owner.id) {
                         self.links_reached += 1;
                     } else {
                         self.problem(format!(
@@ -727,8 +728,7 @@ impl<'g> Checker<'g, '_> {
                 self.tick();
                 let target = record::id_of(target_ty, e.owner);
                 let source_ty = keys::source_type(schema, p);
-                let Some(source) = keys::row_be(e.key).filter(|&r| r == e.row).map(|r| record::id_of(source_ty, r))
-                else {
+                let Some(source) = keys::row_be(e.key).map(|r| record::id_of(source_ty, r)) else {
                     self.problem(format!("the links of '{}' have a malformed key {:?}", prop.name, e.key));
                     continue;
                 };
@@ -738,13 +738,16 @@ impl<'g> Checker<'g, '_> {
                     PropertyKind::Reference { .. } => {
                         let node = NodeRef { id: source, ty: prop.owner };
                         let ok = header.is_some_and(|h| h.ty == prop.host)
+                            && e.row == record::row_of(source)
                             && rec.and_then(|r| record::read_u64(r, record::slot(schema, p)).ok()) == Some(target);
                         (ok, node)
                     }
                     PropertyKind::Matrix { node: ty, .. } => {
                         let node = NodeRef { id: source, ty: *ty };
-                        let ok = header.is_some_and(|h| h.ty == *ty && h.parent_property == p)
-                            && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target);
+                        // The row is the entry's owner's.
+                        let ok = header.is_some_and(|h| {
+                            h.ty == *ty && h.parent_property == p && record::row_of(h.parent) == e.row
+                        }) && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target);
                         (ok, node)
                     }
                     _ => continue,

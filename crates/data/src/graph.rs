@@ -557,7 +557,22 @@ impl<'a> Graph<'a> {
             .index(keys::links_index(self.schema, property))
             .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
         let ty = keys::source_type(self.schema, property);
-        Ok(index.entries(record::row_of(target)).map(move |e| Ok(record::id_of(ty, e.row))))
+        Ok(index.entries(record::row_of(target)).map(move |e| match keys::row_be(e.key) {
+            Some(row) => Ok(record::id_of(ty, row)),
+            None => Err(DataError::Corrupt(format!("link key {:?} of property {property} is not a row", e.key))),
+        }))
+    }
+
+    /// The nodes holding matrix `property` with an entry keyed by `target`, in the order of
+    /// their entries' ids: one seek in its link index, whose rows are the owners (no entry is
+    /// read).
+    pub fn owners(&self, target: NodeId, property: PropertyId) -> Result<impl Iterator<Item = NodeId> + 'a> {
+        let index = self
+            .txn
+            .index(keys::links_index(self.schema, property))
+            .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
+        let host = self.schema.property(property).host;
+        Ok(index.entries(record::row_of(target)).map(move |e| record::id_of(host, e.row)))
     }
 
     /// Every (source record, property) that links to `target` (references and matrix keys):
@@ -575,7 +590,8 @@ impl<'a> Graph<'a> {
                 .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {}", p.id)))?;
             let source = keys::source_type(self.schema, p.id);
             for e in index.entries(record::row_of(target)) {
-                links.push(Ok((record::id_of(source, e.row), p.id)));
+                let row = keys::row_be(e.key).ok_or_else(|| DataError::Corrupt("link key is not a row".into()))?;
+                links.push(Ok((record::id_of(source, row), p.id)));
             }
         }
         Ok(links.into_iter())

@@ -4,7 +4,7 @@
 //! | key index | for | owner | key | row |
 //! |---|---|---|---|---|
 //! | `p` | the entries of collection `p` | owner's row | dictionary: the key's UTF-8; matrix: the target's row, big-endian | entry's row |
-//! | `P + p` | the links of reference or matrix `p` (P: the schema's property count) | target's row | source's row, big-endian | source's row |
+//! | `P + p` | the links of reference or matrix `p` (P: the schema's property count) | target's row | source's row, big-endian | reference: source's row; matrix: the owner's row (the entry's parent: going backwards over a matrix reads no entry) |
 //! | `2P + n` | schema index `n` ([`crate::index`]) | 0 | encoded value · entry id, big-endian | entry's row |
 //!
 //! Table `t` holds the records of node type `t` ([`crate::record::row_width`]; types without

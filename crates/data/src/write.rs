@@ -254,10 +254,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.put(record::table_of(id), record::row_of(id), rec).map_err(storage)
     }
 
-    /// Adds the link `source → target` of `property` to its key index.
-    fn put_link(&mut self, target: NodeId, source: NodeId, property: PropertyId) -> Result<()> {
+    /// Adds the link `source → target` of `property` to its key index, with `value` (the
+    /// source's row for a reference, the matrix entry's owner's row for a matrix: see
+    /// [`keys`]).
+    fn put_link(&mut self, target: NodeId, source: NodeId, property: PropertyId, value: NodeId) -> Result<()> {
         let index = keys::links_index(self.schema, property);
-        let (owner, row) = (record::row_of(target), record::row_of(source));
+        let (owner, row) = (record::row_of(target), record::row_of(value));
         self.txn.index_put(index, owner, &keys::link_key(source), row).map_err(storage)?;
         Ok(())
     }
@@ -369,7 +371,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.delete_link(old, node.id, property)?;
             self.touch_link(old, property);
         }
-        self.put_link(target, node.id, property)?;
+        self.put_link(target, node.id, property, node.id)?;
         self.touch_link(target, property);
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, property, &rec)?;
@@ -425,7 +427,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             .map_err(storage)?;
         let mut target_id = 0;
         if let EntryKey::Target(target) = key {
-            self.put_link(target, id, property)?;
+            self.put_link(target, id, property, owner.id)?;
             self.touch_link(target, property);
             target_id = target;
         }

@@ -21,12 +21,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
     let engine = espalier_trainbenchmark::create(&dir.path().join("db"), &model, opts)?;
+    // TB_EVICT=1: write 64 MiB between runs.
+    let mut evict = std::env::var_os("TB_EVICT").map(|_| vec![0u8; 64 << 20]);
     for q in queries {
         let explain = engine.execute_text(&format!("explain {}", q.pattern()), &HashMap::new())?;
         println!("## {}\n{}", q.name(), serde_json::to_string(&explain)?);
         let mut times = Vec::with_capacity(runs);
         let mut found = 0;
         for _ in 0..runs {
+            if let Some(buf) = evict.as_mut() {
+                // Another system's run in between, as the side-by-side benchmark has: caches cold.
+                for (i, b) in buf.iter_mut().enumerate().step_by(64) {
+                    *b = b.wrapping_add(i as u8);
+                }
+            }
             let start = Instant::now();
             found = espalier_matches(&engine, q)?.len();
             times.push(start.elapsed().as_micros());

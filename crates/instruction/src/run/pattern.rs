@@ -656,18 +656,21 @@ impl<'g> Exec<'g, '_> {
                 }
                 Ok(Flow::Go)
             }
-            MStepKind::Referrers(p) | MStepKind::Owners(p) => {
-                let owners = matches!(step.kind, MStepKind::Owners(_));
+            MStepKind::Referrers(p) => {
                 for source in g.referrers(cur.node.id, *p)? {
-                    let source = source?;
                     self.tick()?;
-                    let node = if owners {
-                        // The link's source is the matrix entry; its owner holds the matrix.
-                        NodeRef { id: self.parent_id(source)?, ty: step.to }
-                    } else {
-                        NodeRef { id: source, ty: step.to }
-                    };
+                    let node = NodeRef { id: source?, ty: step.to };
                     if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::Go)
+            }
+            MStepKind::Owners(p) => {
+                // The link index's rows are the owners of the matrix entries: none is read.
+                for owner in g.owners(cur.node.id, *p)? {
+                    self.tick()?;
+                    if self.walk(Cur::bare(NodeRef { id: owner, ty: step.to }), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
