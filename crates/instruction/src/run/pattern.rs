@@ -461,37 +461,8 @@ impl<'g> Exec<'g, '_> {
             MOp::Scan { var, from, steps, dedupe, .. } => {
                 if crate::plan::reads_table(from, steps) {
                     let ty = steps.last().map_or(espalier_schema::ROOT, |s| s.to);
-                    if let Some(nodes) = self.graph.nodes_of(ty) {
-                        // The filters right after that test the row alone run on its bytes,
-                        // before anything is bound.
-                        let tested = rest
-                            .iter()
-                            .take_while(|f| self.tests[f.id].as_ref().is_some_and(|t| t.var == *var))
-                            .count();
-                        let (filters, rest) = rest.split_at(tested);
-                        'rows: for view in nodes {
-                            self.tick()?;
-                            produced.set(produced.get() + 1);
-                            for f in filters {
-                                let test = self.tests[f.id].as_ref().expect("counted above");
-                                match test.holds(view.record()) {
-                                    Some(true) => self.produced[f.id].set(self.produced[f.id].get() + 1),
-                                    Some(false) => continue 'rows,
-                                    None => {
-                                        return Err(
-                                            DataError::Corrupt(format!("record {} is too short", view.node.id)).into()
-                                        )
-                                    }
-                                }
-                            }
-                            env[*var].set(Some(Slot { node: view.node, view: Some(view) }));
-                            if self.block(rest, env, emit)? == Flow::Stop {
-                                env[*var].set(None);
-                                return Ok(Flow::Stop);
-                            }
-                        }
-                        env[*var].set(None);
-                        return Ok(Flow::Go);
+                    if let Some(flow) = self.table_scan(op, *var, ty, rest, env, emit)? {
+                        return Ok(flow);
                     }
                 }
                 let start = self.anchor(from, env);
@@ -510,6 +481,85 @@ impl<'g> Exec<'g, '_> {
                 env[*var].set(None);
                 Ok(flow)
             }
+        }
+    }
+
+    /// Binds `var` to every node of type `ty` by reading a table, running the rest of the
+    /// block on each; `None` if the type has no table (the caller walks instead). The filters
+    /// right after that test the variable's record alone run on its bytes before it is
+    /// bound. When one of them asks for a state whose node has a table, that (smaller) table
+    /// is read and each row's parent is the candidate: every node in that state has exactly
+    /// one row there, and the filters still run on the parent's record.
+    fn table_scan(
+        &self,
+        op: &PlanOp,
+        var: usize,
+        ty: espalier_schema::NodeTypeId,
+        rest: &[PlanOp],
+        env: &Env<'g>,
+        emit: &mut dyn FnMut(&Self, &Env<'g>) -> Result<Flow>,
+    ) -> Result<Option<Flow>> {
+        let tested = rest.iter().take_while(|f| self.tests[f.id].as_ref().is_some_and(|t| t.var == var)).count();
+        let (filters, rest) = rest.split_at(tested);
+        let produced = &self.produced[op.id];
+        let mut one = |view: NodeView<'g>| -> Result<Flow> {
+            self.tick()?;
+            produced.set(produced.get() + 1);
+            for f in filters {
+                let test = self.tests[f.id].as_ref().expect("counted above");
+                match test.holds(view.record()) {
+                    Some(true) => self.produced[f.id].set(self.produced[f.id].get() + 1),
+                    Some(false) => return Ok(Flow::Go),
+                    None => return Err(DataError::Corrupt(format!("record {} is too short", view.node.id)).into()),
+                }
+            }
+            env[var].set(Some(Slot { node: view.node, view: Some(view) }));
+            self.block(rest, env, emit)
+        };
+        let g = &self.graph;
+        let mut flow = Flow::Go;
+        if let Some(states) = filters.iter().find_map(|f| self.state_asked(f, var)).and_then(|st| g.nodes_of(st)) {
+            for state in states {
+                let parent = espalier_data::record::header(state.record())?.parent;
+                flow = one(g.view(NodeRef { id: parent, ty })?)?;
+                if flow == Flow::Stop {
+                    break;
+                }
+            }
+        } else if let Some(nodes) = g.nodes_of(ty) {
+            for view in nodes {
+                flow = one(view)?;
+                if flow == Flow::Stop {
+                    break;
+                }
+            }
+        } else {
+            return Ok(None);
+        }
+        env[var].set(None);
+        Ok(Some(flow))
+    }
+
+    /// The node type of the state filter `f` asks `var`'s own stategroup to be in
+    /// (`var ? 'G' * 'S'`, or `var stategroup : 'G' == 'S'`), if it is one.
+    fn state_asked(&self, f: &PlanOp, var: usize) -> Option<espalier_schema::NodeTypeId> {
+        let (p, s) = match &f.kind {
+            MOp::Filter(MCond::Reach { from: Anchor::Var(v), steps, to: None }) if *v == var => {
+                match steps.as_slice() {
+                    [MStep { kind: MStepKind::State(p, s), .. }] => (*p, *s),
+                    _ => return None,
+                }
+            }
+            MOp::Filter(MCond::States { term: MTerm::Leaf { var: v, steps, property, .. }, states })
+                if *v == var && steps.is_empty() && states.len() == 1 =>
+            {
+                (*property, states[0])
+            }
+            _ => return None,
+        };
+        match &self.graph.schema.property(p).kind {
+            PropertyKind::StateGroup { states } => states.get(s as usize).map(|st| st.node),
+            _ => None,
         }
     }
 
