@@ -408,6 +408,42 @@ impl<'a> Graph<'a> {
         Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
     }
 
+    /// The keys of the entries from the root down to `node`, as a key path spells them (a
+    /// matrix entry's key is its target's keys): [`Graph::path`]'s entry keys without its
+    /// names, each entry's record read once.
+    pub fn entry_keys(&self, node: NodeRef) -> Result<Vec<String>> {
+        // Collected from the node up, each entry's keys reversed, then all turned around.
+        let mut keys: Vec<String> = Vec::new();
+        let mut at = node;
+        for _ in 0..MAX_DEPTH {
+            let nt = self.schema.node_type(at.ty);
+            match nt.parent {
+                ParentLink::Root => {
+                    keys.reverse();
+                    return Ok(keys);
+                }
+                ParentLink::DictionaryEntry { property } => {
+                    let rec = self.record(at.id)?;
+                    let text = self.string_bytes(record::key_slot(self.schema, rec)?)?;
+                    keys.push(String::from_utf8_lossy(text).into_owned());
+                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                }
+                ParentLink::MatrixEntry { property } => {
+                    let rec = self.record(at.id)?;
+                    let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
+                        return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
+                    };
+                    let mut target_keys = self.target_key(record::key_slot(self.schema, rec)?, target)?;
+                    target_keys.reverse();
+                    keys.extend(target_keys);
+                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                }
+                _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,
+            }
+        }
+        Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
+    }
+
     /// The path from the root to `node`.
     pub fn path(&self, node: NodeRef) -> Result<NodePath> {
         self.path_known(node, None)

@@ -7,13 +7,13 @@
 //! [`crate::parse::MAX_REPEAT`]), and walks up the tree by the data layer's depth bound.
 
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use espalier_data::index::{self, IndexValue, Probe};
-use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, PathStep};
+use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView};
 use espalier_schema::{PropertyKind, StateIndex};
 
 use super::row_test::RowTest;
@@ -135,6 +135,15 @@ impl Val {
 
     /// A key path as the instruction language shows keys: one component as text, several as
     /// a list.
+    /// [`Val::json`], moving the texts instead of copying them (a result's rows).
+    fn into_json(self) -> serde_json::Value {
+        match self {
+            Val::Text(t) => serde_json::Value::String(t),
+            Val::List(l) => serde_json::Value::Array(l.into_iter().map(Val::into_json).collect()),
+            other => other.json(),
+        }
+    }
+
     fn key(mut parts: Vec<String>) -> Val {
         if parts.len() == 1 {
             Val::Text(parts.pop().unwrap_or_default())
@@ -172,16 +181,11 @@ struct Exec<'g, 'p> {
     plan: &'p MatchPlan,
     lits: Vec<Lit>,
     visited: Cell<u64>,
-    /// Key paths already computed in this run (output rows repeat nodes).
-    keys: RefCell<HashMap<NodeRef, Vec<String>>>,
     /// Rows each operation let through, by operation id (for `explain`).
     produced: Vec<Cell<u64>>,
     /// By operation id: the filter compiled to a test of one variable's record, if it is one.
     tests: Vec<Option<RowTest>>,
 }
-
-/// Most entries each per-run cache keeps before it starts over (bounds memory).
-const MAX_CACHED: usize = 100_000;
 
 pub(crate) fn run_match(
     graph: Graph<'_>,
@@ -237,7 +241,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
         self.exec.block(&block.ops, &env, &mut |ex, env| {
             if let Some(row) = ex.row(env, None)? {
                 let nodes = plan.top.iter().map(|&v| ex.slot(env, v).node).collect();
-                found((nodes, row.iter().map(Val::json).collect()))?;
+                found((nodes, row.into_iter().map(Val::into_json).collect()))?;
             }
             Ok(Flow::Go)
         })?;
@@ -291,7 +295,6 @@ impl<'g, 'p> Exec<'g, 'p> {
             tests,
             lits,
             visited: Cell::new(0),
-            keys: RefCell::new(HashMap::new()),
             produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
             cancel: b.cancel,
         })
@@ -900,27 +903,10 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    /// The keys of the entries from the root down to `node` (its path reads each entry's
-    /// record once, for its key and its parent).
+    /// The keys of the entries from the root down to `node` (each entry's record read once,
+    /// for its key and its parent).
     fn key_path(&self, node: NodeRef) -> Result<Vec<String>> {
-        if let Some(k) = self.keys.borrow().get(&node) {
-            return Ok(k.clone());
-        }
-        let path = self.graph.path(node)?;
-        let keys: Vec<String> = path
-            .0
-            .into_iter()
-            .flat_map(|step| match step {
-                PathStep::Entry { key, .. } => key,
-                PathStep::Group(_) | PathStep::State { .. } => Vec::new(),
-            })
-            .collect();
-        let mut cache = self.keys.borrow_mut();
-        if cache.len() >= MAX_CACHED {
-            cache.clear();
-        }
-        cache.insert(node, keys.clone());
-        Ok(keys)
+        Ok(self.graph.entry_keys(node)?)
     }
 
     fn value(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Val>> {
@@ -1218,7 +1204,7 @@ impl Accumulator {
             rows: self
                 .rows
                 .into_iter()
-                .map(|r| Row { key: Vec::new(), values: r.iter().map(Val::json).collect() })
+                .map(|r| Row { key: Vec::new(), values: r.into_iter().map(Val::into_json).collect() })
                 .collect(),
         })
     }
