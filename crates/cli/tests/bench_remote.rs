@@ -77,6 +77,8 @@ fn markdown_report_without_postgres() {
     assert!(md.contains("| 2 |"), "{md}");
     assert!(md.contains("durability **sync**"), "sync is the default: {md}");
     assert!(!md.contains("### PostgreSQL"), "{md}");
+    assert!(md.contains("## Espalier server under load\n"), "the title claims no PostgreSQL: {md}");
+    assert!(!md.contains("beside PostgreSQL"), "{md}");
 }
 
 #[test]

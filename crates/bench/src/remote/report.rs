@@ -291,7 +291,9 @@ fn markdown(r: &Report) -> String {
     let c = &r.config;
     let m = &r.machine;
     let mut s = String::new();
-    let _ = writeln!(s, "## Espalier server under load beside PostgreSQL\n");
+    // Without PostgreSQL (`--no-pg`) the title does not claim it.
+    let beside = if c.postgres { " beside PostgreSQL" } else { "" };
+    let _ = writeln!(s, "## Espalier server under load{beside}\n");
     let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
     let stop = match c.stop {
         Stop::Seconds(secs) => format!("{secs} s per point after {} s of warm-up", c.warmup_seconds),
