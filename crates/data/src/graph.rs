@@ -370,44 +370,6 @@ impl<'a> Graph<'a> {
         }))
     }
 
-    /// A byte string that orders nodes of one type as walking down from the root does: per
-    /// entry on the way, its key as the collection's key index orders it (dictionary text,
-    /// matrix target id big-endian), each escaped (`00` → `00 FF`) and ended by `00 00`, so
-    /// that a shorter key sorts first.
-    pub fn walk_order(&self, node: NodeRef) -> Result<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = Vec::new();
-        let mut at = node;
-        for _ in 0..MAX_DEPTH {
-            let nt = self.schema.node_type(at.ty);
-            match nt.parent {
-                ParentLink::Root => {
-                    let mut out = Vec::with_capacity(keys.iter().map(|k| k.len() + 2).sum());
-                    for key in keys.iter().rev() {
-                        for &b in key {
-                            out.push(b);
-                            if b == 0 {
-                                out.push(0xFF);
-                            }
-                        }
-                        out.extend_from_slice(&[0, 0]);
-                    }
-                    return Ok(out);
-                }
-                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
-                    let rec = self.record(at.id)?;
-                    let slot = record::key_slot(self.schema, rec)?;
-                    keys.push(match nt.parent {
-                        ParentLink::DictionaryEntry { .. } => self.string_bytes(slot)?.to_vec(),
-                        _ => keys::target_key(slot).to_vec(),
-                    });
-                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
-                }
-                _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,
-            }
-        }
-        Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
-    }
-
     /// The keys of the entries from the root down to `node`, as a key path spells them (a
     /// matrix entry's key is its target's keys): [`Graph::path`]'s entry keys without its
     /// names, each entry's record read once.
@@ -422,20 +384,11 @@ impl<'a> Graph<'a> {
                     keys.reverse();
                     return Ok(keys);
                 }
-                ParentLink::DictionaryEntry { property } => {
+                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
                     let rec = self.record(at.id)?;
-                    let text = self.string_bytes(record::key_slot(self.schema, rec)?)?;
-                    keys.push(String::from_utf8_lossy(text).into_owned());
-                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
-                }
-                ParentLink::MatrixEntry { property } => {
-                    let rec = self.record(at.id)?;
-                    let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
-                        return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
-                    };
-                    let mut target_keys = self.target_key(record::key_slot(self.schema, rec)?, target)?;
-                    target_keys.reverse();
-                    keys.extend(target_keys);
+                    let mut key = self.entry_key_in(at, rec)?;
+                    key.reverse();
+                    keys.extend(key);
                     at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                 }
                 _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,

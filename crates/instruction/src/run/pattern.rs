@@ -133,8 +133,6 @@ impl Val {
         }
     }
 
-    /// A key path as the instruction language shows keys: one component as text, several as
-    /// a list.
     /// [`Val::json`], moving the texts instead of copying them (a result's rows).
     fn into_json(self) -> serde_json::Value {
         match self {
@@ -144,6 +142,8 @@ impl Val {
         }
     }
 
+    /// A key path as the instruction language shows keys: one component as text, several as
+    /// a list.
     fn key(mut parts: Vec<String>) -> Val {
         if parts.len() == 1 {
             Val::Text(parts.pop().unwrap_or_default())
