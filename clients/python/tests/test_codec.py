@@ -122,7 +122,7 @@ def test_every_protocol_code_has_its_family() -> None:
             "reference_unset",
             "not_unique",
         ],
-        errors.DatabaseError: ["transaction", "storage", "corrupt", "schema"],
+        errors.DatabaseError: ["transaction", "storage", "storage_full", "corrupt", "schema"],
         errors.EngineLimitError: ["limit"],
         errors.ProtocolError: ["bad_frame", "wrong_encoding", "bad_request", "unknown_kind", "unknown_subscription"],
         errors.LimitError: [

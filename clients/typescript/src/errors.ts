@@ -68,7 +68,7 @@ export class InvalidInstructionError extends InstructionError {}
 export class NotFoundError extends InstructionError {}
 /** `key_exists`, `already_in_state`, `state_not_selected`, `referenced`, `reference_unset`, `not_unique`. */
 export class ConflictError extends InstructionError {}
-/** `transaction`, `storage`, `corrupt`, `schema`: the commit failed or the database is unusable. */
+/** `transaction`, `storage`, `storage_full`, `corrupt`, `schema`: the commit failed or the database is unusable. */
 export class DatabaseError extends InstructionError {}
 /** `bad_frame`, `wrong_encoding`, `bad_request`, `unknown_kind`, `unknown_subscription`. */
 export class ProtocolError extends EspalierError {}
@@ -120,6 +120,7 @@ export const CODE_FAMILIES: Readonly<
   limit: EngineLimitError,
   transaction: DatabaseError,
   storage: DatabaseError,
+  storage_full: DatabaseError,
   corrupt: DatabaseError,
   schema: DatabaseError,
   bad_frame: ProtocolError,

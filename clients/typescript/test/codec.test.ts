@@ -159,7 +159,7 @@ test("every protocol code has its family", () => {
       ConflictError,
       ["key_exists", "already_in_state", "state_not_selected", "referenced", "reference_unset", "not_unique"],
     ],
-    [DatabaseError, ["transaction", "storage", "corrupt", "schema"]],
+    [DatabaseError, ["transaction", "storage", "storage_full", "corrupt", "schema"]],
     [EngineLimitError, ["limit"]],
     [ProtocolError, ["bad_frame", "wrong_encoding", "bad_request", "unknown_kind", "unknown_subscription"]],
     [LimitError, ["too_large", "result_too_large", "too_many_requests", "too_many_subscriptions", "too_many_sessions"]],

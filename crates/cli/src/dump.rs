@@ -83,6 +83,12 @@ impl From<TxError> for ImportError {
     }
 }
 
+impl From<espalier_data::DataError> for ImportError {
+    fn from(e: espalier_data::DataError) -> ImportError {
+        ImportError::Dump(DumpError::Data(e))
+    }
+}
+
 impl std::fmt::Display for ImportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

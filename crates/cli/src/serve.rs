@@ -268,6 +268,7 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
         return print_config(g, &settings, file.as_deref(), args);
     }
     log::init(settings.log_level, settings.log_format);
+    log::install_panic_hook();
     let config = server_config(&settings, args)?;
     // The database and durability as configured: the commands below open it as usual.
     let g = &Global {

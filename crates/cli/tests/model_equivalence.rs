@@ -323,7 +323,14 @@ impl Person {
 struct Model {
     people: BTreeMap<String, Person>,
     counter: i64,
+    /// People removed while still referred to, so far (numbers their tombstones).
+    removed: u64,
 }
+
+/// Marks a key in a reference or matrix key that names a person removed while the reference
+/// was there: the link is to the removed node, not to its key, so a person added again under
+/// the key is another node, which the old reference does not find.
+const TOMBSTONE: char = '\u{0}';
 
 /// What the model predicts an operation replies.
 #[derive(Debug, PartialEq)]
@@ -450,11 +457,19 @@ impl Model {
         items.iter().try_for_each(|i| self.item(k, i, init))
     }
 
-    /// Runs `op`; on error the model is left as it was (atomicity).
+    /// Runs `op`; on error the model is left as it was (atomicity). Integrity is checked when
+    /// the whole request has run: a reference may point at a removed person meanwhile.
     fn apply(&mut self, op: &Op) -> Result<Expect, Code> {
         if op.writes() {
             let mut next = self.clone();
             let r = next.write(op)?;
+            let dangling = next.people.values().any(|p| {
+                p.friends.keys().any(|f| f.starts_with(TOMBSTONE))
+                    || p.partner.as_ref().is_some_and(|w| w.as_deref().is_some_and(|w| w.starts_with(TOMBSTONE)))
+            });
+            if dangling {
+                return Err("referenced");
+            }
             *self = next;
             Ok(r)
         } else {
@@ -477,12 +492,18 @@ impl Model {
                 if !self.people.contains_key(k) {
                     return Err("key_missing");
                 }
-                let referenced = self.people.iter().any(|(other, p)| {
-                    other != k
-                        && (p.friends.contains_key(k) || p.partner.as_ref().is_some_and(|w| w.as_deref() == Some(k)))
-                });
-                if referenced {
-                    return Err("referenced");
+                self.removed += 1;
+                let tombstone = format!("{TOMBSTONE}{k}#{}", self.removed);
+                for (other, p) in self.people.iter_mut() {
+                    if other == k {
+                        continue; // removed with it
+                    }
+                    if let Some(years) = p.friends.remove(k) {
+                        p.friends.insert(tombstone.clone(), years);
+                    }
+                    if p.partner.as_ref().is_some_and(|w| w.as_deref() == Some(k)) {
+                        p.partner = Some(Some(tombstone.clone()));
+                    }
                 }
                 self.people.remove(k);
             }

@@ -21,6 +21,8 @@ pub enum DataError {
     NotUnique(Box<UniqueViolation>),
     #[error("entry key of {len} bytes is too long (the limit is {max} bytes)")]
     KeyTooLong { len: usize, max: usize },
+    #[error("limit exceeded: {0}")]
+    Limit(String),
     #[error("the stored data is inconsistent: {0}")]
     Corrupt(String),
 }

@@ -449,6 +449,16 @@ impl<'a> Graph<'a> {
     }
 
     /// Path of a node for messages; never fails (falls back to the record id).
+    /// Entry key `key` of collection `property` as errors show it: a dictionary's text quoted,
+    /// a matrix's target by its path (not its record number).
+    pub fn shown_key(&self, property: PropertyId, key: EntryKey<'_>) -> String {
+        match (key, keys::target_type(self.schema, property)) {
+            (EntryKey::Text(t), _) => format!("{t:?}"),
+            (EntryKey::Target(id), Some(ty)) => self.describe(NodeRef { id, ty }),
+            (EntryKey::Target(id), None) => format!("record {id}"),
+        }
+    }
+
     pub fn describe(&self, node: NodeRef) -> String {
         match self.path(node) {
             Ok(p) => p.to_string(),
@@ -550,6 +560,15 @@ impl<'a> Graph<'a> {
             Some(row) => Ok(record::id_of(ty, row)),
             None => Err(DataError::Corrupt(format!("link key {:?} of property {property} is not a row", e.key))),
         }))
+    }
+
+    /// Whether `source` links to `target` through `property` (one lookup in its link index).
+    pub fn has_link(&self, target: NodeId, source: NodeId, property: PropertyId) -> Result<bool> {
+        let index = self
+            .txn
+            .index(keys::links_index(self.schema, property))
+            .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
+        Ok(index.get(record::row_of(target), &keys::link_key(source)).is_some())
     }
 
     /// The nodes holding matrix `property` with an entry keyed by `target`, in the order of

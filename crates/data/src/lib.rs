@@ -23,6 +23,6 @@ pub use graph::{EntryKey, Graph, NodeView};
 pub use keys::{meta, shape};
 pub use record::{NodeId, NodeRef, ROOT_ID};
 pub use write::GraphSavepoint;
-pub use write::WriteGraph;
+pub use write::{MemberError, WriteGraph, MAX_DEFERRED};
 
 pub type Result<T, E = DataError> = std::result::Result<T, E>;

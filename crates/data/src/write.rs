@@ -23,6 +23,10 @@ const MAX_DEPTH: usize = 1024;
 /// check goes over every unique index whole (bounds memory on a bulk load).
 const MAX_UNIQUE_PENDING: usize = 4096;
 
+/// Links into removed nodes one request may leave open until it ends (see [`Deferred`]):
+/// past it the request fails with a `limit` error rather than growing without bound.
+pub const MAX_DEFERRED: usize = 1 << 16;
+
 /// Paths a batch keeps for its change sets (see `WriteGraph::paths`): an update names the same
 /// few nodes (an entry, the states below it) in several changes.
 const PATHS_KEPT: usize = 8;
@@ -48,6 +52,39 @@ pub struct WriteGraph<'a, 's> {
     touched: Option<Touched>,
     /// Whether to record what requests touch (see [`WriteGraph::track_touched`]).
     tracking: bool,
+    /// Links from outside into nodes this request removed: allowed while the request runs
+    /// (a later member of a transaction may remove or re-point their sources), an error if
+    /// still there when it ends ([`WriteGraph::check_references`]). At most [`MAX_DEFERRED`].
+    deferred: Vec<Deferred>,
+    /// The member of a transaction now running, as the caller numbers them
+    /// ([`WriteGraph::begin_member`]); kept with each deferred link to name it in the error.
+    member: usize,
+}
+
+/// A link `source → target` of `property` whose target this request removed while the link
+/// was still there. Row ids freed in a request are not reused before it commits, so the
+/// link index still holding `(target, source)` at the end means the source still refers to
+/// the removed node.
+#[derive(Debug, Clone)]
+struct Deferred {
+    target: NodeId,
+    source: NodeId,
+    property: PropertyId,
+    /// The removed node as the error names it (it cannot be described once gone).
+    shown: String,
+    /// For a reference: the removed target's key as the reference spells it (a later
+    /// re-point's change set names the old target by it).
+    key: Option<Vec<String>>,
+    member: usize,
+}
+
+/// A deferred integrity failure ([`WriteGraph::check_references`]): the error, and the member
+/// of the transaction whose removal left the link (as numbered by
+/// [`WriteGraph::begin_member`]; 0 outside transactions).
+#[derive(Debug)]
+pub struct MemberError {
+    pub member: usize,
+    pub error: DataError,
 }
 
 /// Where to roll one instruction back to.
@@ -57,6 +94,7 @@ pub struct GraphSavepoint {
     changes: usize,
     /// Lengths of the touched records, slots, entries and links.
     touched: [usize; 4],
+    deferred: usize,
 }
 
 /// A storage failure, as the data layer's error.
@@ -76,6 +114,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
             unique_overflow: false,
             touched: Some(Touched::default()),
             tracking: true,
+            deferred: Vec::new(),
+            member: 0,
         })
     }
 
@@ -92,13 +132,19 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn savepoint(&mut self) -> GraphSavepoint {
         let touched =
             self.touched.as_ref().map_or([0; 4], |t| [t.records.len(), t.slots.len(), t.entries.len(), t.links.len()]);
-        GraphSavepoint { storage: self.txn.savepoint(), changes: self.changes.len(), touched }
+        GraphSavepoint {
+            storage: self.txn.savepoint(),
+            changes: self.changes.len(),
+            touched,
+            deferred: self.deferred.len(),
+        }
     }
 
     /// Undoes every write and forgets every change since `sp`.
     pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
         self.txn.rollback_to(&sp.storage);
         self.changes.truncate(sp.changes);
+        self.deferred.truncate(sp.deferred);
         if let Some(t) = self.touched.as_mut() {
             let [records, slots, entries, links] = sp.touched;
             t.records.truncate(records);
@@ -366,7 +412,15 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         let old = record::read_u64(&rec, at)?;
-        let old_key = if old != 0 { Some(self.graph().target_key(old, path)?) } else { None };
+        // The old target may have been removed earlier in this request (see `Deferred`).
+        let old_alive = old != 0 && (self.deferred.is_empty() || self.graph().exists(old)?);
+        let old_key = if old_alive {
+            Some(self.graph().target_key(old, path)?)
+        } else if old != 0 {
+            self.removed_target_key(old, node.id, property)
+        } else {
+            None
+        };
         if old != 0 {
             self.delete_link(old, node.id, property)?;
             self.touch_link(old, property);
@@ -375,7 +429,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.touch_link(target, property);
         record::write_u64(&mut rec, at, target)?;
         self.store(node.id, property, &rec)?;
-        if old != 0 {
+        if old_alive {
             self.member(old, Over::Referrers(property), &rec, false)?;
         }
         self.member(target, Over::Referrers(property), &rec, true)?;
@@ -410,11 +464,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let ty = self.graph().entry_type(property);
         if self.graph().find_entry(owner, property, key)?.is_some() {
             let g = self.graph();
-            let shown = match key {
-                EntryKey::Text(t) => format!("{t:?}"),
-                EntryKey::Target(id) => format!("{:?}", g.describe(NodeRef { id, ty })),
-            };
-            return Err(DataError::KeyExists { collection: g.collection_path(owner, property), key: shown });
+            return Err(DataError::KeyExists {
+                collection: g.collection_path(owner, property),
+                key: g.shown_key(property, key),
+            });
         }
         // A dictionary key is a text slot of the entry; a matrix key the target's id.
         let key_slot = match key {
@@ -452,11 +505,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn remove_entry(&mut self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<()> {
         let Some(entry) = self.graph().find_entry(owner, property, key)? else {
             let g = self.graph();
-            let shown = match key {
-                EntryKey::Text(t) => format!("{t:?}"),
-                EntryKey::Target(id) => g.describe(NodeRef { id, ty: g.entry_type(property) }),
-            };
-            return Err(DataError::KeyMissing { collection: g.collection_path(owner, property), key: shown });
+            return Err(DataError::KeyMissing {
+                collection: g.collection_path(owner, property),
+                key: g.shown_key(property, key),
+            });
         };
         let entry_key = self.graph().entry_key(entry)?;
         let owner_path = self.path(owner)?;
@@ -538,13 +590,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let incoming: Vec<(NodeId, PropertyId)> = self.graph().links_to(node.id)?.collect::<Result<_>>()?;
         for (source, property) in incoming {
             if !self.is_within(source, boundary)? {
-                let g = self.graph();
-                let referrer = g.declaring_node(source, property)?;
-                return Err(DataError::Referenced {
-                    target: g.describe(node),
-                    referrer: g.describe(referrer),
-                    property: self.schema.property(property).name.clone(),
-                });
+                self.defer(node, source, property)?;
             }
         }
         let rec = self.load(node.id)?;
@@ -577,6 +623,70 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn.free(record::table_of(node.id), record::row_of(node.id)).map_err(storage)?;
         self.touch(node.id);
         Ok(())
+    }
+
+    /// Notes that `source` still refers to `target`, which is being removed: the request may
+    /// still remove or re-point `source`; [`WriteGraph::check_references`] fails if not.
+    fn defer(&mut self, target: NodeRef, source: NodeId, property: PropertyId) -> Result<()> {
+        if self.deferred.len() >= MAX_DEFERRED {
+            return Err(DataError::Limit(format!(
+                "one request may remove at most {MAX_DEFERRED} nodes that are still referred to when removed"
+            )));
+        }
+        let g = self.graph();
+        let key = match &self.schema.property(property).kind {
+            PropertyKind::Reference { target: path } => Some(g.target_key(target.id, path)?),
+            _ => None,
+        };
+        let shown = g.describe(target);
+        self.deferred.push(Deferred { target: target.id, source, property, shown, key, member: self.member });
+        Ok(())
+    }
+
+    /// Numbers the member of a transaction about to run, for the errors of
+    /// [`WriteGraph::check_references`]. Outside transactions it stays 0.
+    pub fn begin_member(&mut self, member: usize) {
+        self.member = member;
+    }
+
+    /// Fails if a node this request removed is still referred to: integrity is checked when
+    /// the whole request is done, so the order of a transaction's members does not matter.
+    /// The error names the first such link in the order the removals happened.
+    pub fn check_references(&mut self) -> Result<(), MemberError> {
+        let deferred = std::mem::take(&mut self.deferred);
+        self.member = 0;
+        let g = self.graph();
+        for d in deferred {
+            let member = d.member;
+            let fail = |error: DataError| MemberError { member, error };
+            if g.has_link(d.target, d.source, d.property).map_err(fail)? {
+                let referrer = g.declaring_node(d.source, d.property).map_err(fail)?;
+                return Err(fail(DataError::Referenced {
+                    target: d.shown,
+                    referrer: g.describe(referrer),
+                    property: self.schema.property(d.property).name.clone(),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything checked when a request ends: references into removed nodes
+    /// ([`WriteGraph::check_references`]), then unique indexes ([`WriteGraph::check_unique`]).
+    /// The write queue calls it before it keeps a request's changes; on failure the request is
+    /// rolled back.
+    pub fn check_end(&mut self) -> Result<()> {
+        self.check_references().map_err(|e| e.error)?;
+        self.check_unique()
+    }
+
+    /// The key a deferred link of `source` to removed `target` recorded (see [`Deferred`]).
+    fn removed_target_key(&self, target: NodeId, source: NodeId, property: PropertyId) -> Option<Vec<String>> {
+        self.deferred
+            .iter()
+            .rev()
+            .find(|d| d.target == target && d.source == source && d.property == property)
+            .and_then(|d| d.key.clone())
     }
 
     /// Releases what the slots of logical node `logical` (in record `rec`) hold.

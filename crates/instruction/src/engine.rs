@@ -329,22 +329,44 @@ impl Engine {
                 let node = nav.walk(path, b)?;
                 Ok(Reply::Node(crate::run::node_json(&nav.graph, node)?))
             }
-            Plan::Transaction(list) => {
-                Ok(Reply::Transaction(list.iter().map(|p| self.read(nav, p, b)).collect::<Result<_, _>>()?))
-            }
+            Plan::Transaction(list) => Ok(Reply::Transaction(
+                list.iter()
+                    .enumerate()
+                    .map(|(i, m)| self.read(nav, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))
+                    .collect::<Result<_, _>>()?,
+            )),
             Plan::Update { .. } | Plan::Command { .. } => unreachable!("read-only plans only"),
         }
     }
 
-    /// One request's writes, then its unique indexes checked (so a violation answers
-    /// `not_unique`, and the write queue rolls the request back).
+    /// One request's writes, then what is checked when it ends: references into removed nodes
+    /// (so the order of a transaction's members does not matter; the error names the member
+    /// whose removal is still referred to), then unique indexes (a violation answers
+    /// `not_unique`). On an error the write queue rolls the request back.
     fn write_request(
         &self,
         g: &mut WriteGraph<'_, '_>,
         plan: &Plan,
         b: &mut Bindings<'_>,
     ) -> Result<Reply, InstructionError> {
-        let reply = self.write(g, plan, b)?;
+        let reply = match plan {
+            Plan::Transaction(list) => {
+                let mut replies = Vec::with_capacity(list.len());
+                for (i, m) in list.iter().enumerate() {
+                    g.begin_member(i);
+                    replies.push(self.write(g, &m.plan, b).map_err(|e| e.in_member(i, &m.text))?);
+                }
+                Reply::Transaction(replies)
+            }
+            _ => self.write(g, plan, b)?,
+        };
+        g.check_references().map_err(|e| match plan {
+            Plan::Transaction(list) => {
+                let text = list.get(e.member).map_or("", |m| m.text.as_str());
+                InstructionError::from(e.error).in_member(e.member, text)
+            }
+            _ => InstructionError::from(e.error),
+        })?;
         g.check_unique()?;
         Ok(reply)
     }
@@ -379,9 +401,12 @@ impl Engine {
                 }
                 Ok(Reply::Done { version: 0, changes: 0 })
             }
-            Plan::Transaction(list) => {
-                Ok(Reply::Transaction(list.iter().map(|p| self.write(g, p, b)).collect::<Result<_, _>>()?))
-            }
+            Plan::Transaction(list) => Ok(Reply::Transaction(
+                list.iter()
+                    .enumerate()
+                    .map(|(i, m)| self.write(g, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))
+                    .collect::<Result<_, _>>()?,
+            )),
         }
     }
 }

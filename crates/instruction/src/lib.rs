@@ -36,6 +36,10 @@ pub enum InstructionError {
     Limit(String),
     #[error("schema error:\n{0}")]
     Schema(String),
+    /// The error of one member of a transaction (counting from 0, as the reply's list does),
+    /// with the member's text. Its code is the member's error's.
+    #[error("in transaction member [{index}] `{text}`: {source}")]
+    Member { index: usize, text: String, source: Box<InstructionError> },
 }
 
 fn render_check(d: &espalier_schema::Diagnostic) -> String {
@@ -51,9 +55,23 @@ impl InstructionError {
         InstructionError::Value(msg.into())
     }
 
+    /// This error as the error of member `index` (text `text`) of a transaction.
+    pub fn in_member(self, index: usize, text: &str) -> InstructionError {
+        InstructionError::Member { index, text: text.to_string(), source: Box::new(self) }
+    }
+
+    /// The error a transaction's member met, past the members that name it.
+    pub fn innermost(&self) -> &InstructionError {
+        match self {
+            InstructionError::Member { source, .. } => source.innermost(),
+            other => other,
+        }
+    }
+
     /// A stable machine-readable code for the error kind (clients match on it).
     pub fn code(&self) -> &'static str {
         match self {
+            InstructionError::Member { source, .. } => source.code(),
             InstructionError::Parse(_) => "syntax",
             InstructionError::Check(_) => "type",
             InstructionError::Data(d) => match d {
@@ -65,13 +83,32 @@ impl InstructionError {
                 DataError::ReferenceUnset { .. } => "reference_unset",
                 DataError::KeyTooLong { .. } => "key_too_long",
                 DataError::NotUnique(_) => "not_unique",
+                DataError::Limit(_) => "limit",
                 DataError::Tables(_) => "storage",
                 DataError::Corrupt(_) => "corrupt",
             },
+            InstructionError::Transaction(TxError::StorageFull(_)) => "storage_full",
+            // A bug, not the request's fault; the server logged one line of it.
+            InstructionError::Transaction(TxError::Panicked(_)) => "internal",
             InstructionError::Transaction(_) => "transaction",
             InstructionError::Value(_) => "value",
             InstructionError::Limit(_) => "limit",
             InstructionError::Schema(_) => "schema",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_and_a_panic_have_their_own_codes() {
+        assert_eq!(InstructionError::Transaction(TxError::StorageFull("no space".into())).code(), "storage_full");
+        assert_eq!(InstructionError::Transaction(TxError::Panicked("a bug".into())).code(), "internal");
+        assert_eq!(InstructionError::Transaction(TxError::Commit("fsync".into())).code(), "transaction");
+        let member = InstructionError::Data(DataError::Limit("x".into())).in_member(2, "update ( )");
+        assert_eq!(member.code(), "limit");
+        assert_eq!(member.to_string(), "in transaction member [2] `update ( )`: limit exceeded: x");
     }
 }

@@ -57,14 +57,22 @@ pub enum Plan {
         name: String,
         args: Vec<(String, Value)>,
     },
-    Transaction(Vec<Plan>),
+    Transaction(Vec<Member>),
+}
+
+/// One member of a checked transaction: its plan, and its canonical text, with which an error
+/// names the member that caused it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub plan: Plan,
+    pub text: String,
 }
 
 impl Plan {
     pub fn is_read_only(&self) -> bool {
         match self {
             Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => true,
-            Plan::Transaction(list) => list.iter().all(Plan::is_read_only),
+            Plan::Transaction(list) => list.iter().all(|m| m.plan.is_read_only()),
             Plan::Update { .. } | Plan::Command { .. } => false,
         }
     }
@@ -233,8 +241,11 @@ impl<'s> Checker<'s> {
                 Ok(Plan::Command { name: name.clone(), args: args.clone() })
             }
             Instruction::Transaction(list) => {
-                let plans = list.iter().map(|i| self.check(&i.item, i.span)).collect::<Result<_, _>>()?;
-                Ok(Plan::Transaction(plans))
+                let members = list
+                    .iter()
+                    .map(|i| Ok(Member { plan: self.check(&i.item, i.span)?, text: crate::parse::to_text(&i.item) }))
+                    .collect::<Result<_, _>>()?;
+                Ok(Plan::Transaction(members))
             }
         }
     }

@@ -358,3 +358,63 @@ fn reads_stop_when_cancelled() {
         assert!(err.to_string().contains("stopped"), "{err}");
     }
 }
+
+/// #18: references are checked when the whole request ends, so a transaction's members may
+/// come in any order; the error names the member (from 0, with its text) and the node.
+#[test]
+fn integrity_is_checked_when_the_transaction_ends() {
+    let (_d, e) = engine(SCHEMA);
+    seed(&e);
+    let clients = |e: &Engine| rows(ok(e, "collection select . 'Clients'")).0;
+    let orders = |e: &Engine| rows(ok(e, "collection select . 'Orders'")).0;
+    // c2 is referred to by o2 only. Removing the target first and the referrer second used to
+    // fail on the first member; now both orders succeed.
+    ok(
+        &e,
+        r#"transaction ( update ( 'Clients' -> dictionary "c2" remove ), update ( 'Orders' -> dictionary "o2" remove ) )"#,
+    );
+    assert_eq!((clients(&e), orders(&e)), (2, 2));
+    // Re-pointing the referrer later in the transaction frees the target too.
+    ok(
+        &e,
+        r#"transaction ( update . 'Clients' : "c3" ( 'Name' -> text "Cato" ), update ( 'Clients' -> dictionary "c1" remove ), update . 'Orders' : "o1" ( 'Client' -> reference "c3" ), update . 'Orders' : "o3" ( 'Client' -> reference "c3" ) )"#,
+    );
+    assert_eq!(clients(&e), 1);
+    // Still referred to at the end: the whole transaction fails, naming the member that
+    // removed it and the referrer; nothing of it stays.
+    let (code, message) = fail(
+        &e,
+        r#"transaction ( update ( 'Clients' -> dictionary "c4" ( ) ), update ( 'Clients' -> dictionary "c3" remove ), update . 'Orders' : "o1" ( 'Client' -> reference "c4" ) )"#,
+    );
+    assert_eq!(code, "referenced");
+    assert!(
+        message.starts_with("in transaction member [1] `update ( 'Clients' -> dictionary \"c3\" remove )`"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cannot remove . 'Clients' : \"c3\"") && message.contains("'Orders' : \"o3\""),
+        "{message}"
+    );
+    assert_eq!((clients(&e), orders(&e)), (1, 2));
+    // A reference is to a node, not to its key: a client added again under the key is
+    // another node, which the old reference does not reach.
+    let (code, _) = fail(
+        &e,
+        r#"transaction ( update ( 'Clients' -> dictionary "c3" remove ), update ( 'Clients' -> dictionary "c3" ( ) ) )"#,
+    );
+    assert_eq!(code, "referenced");
+    // A member's own error names it too.
+    let (code, message) = fail(
+        &e,
+        r#"transaction ( update ( 'Clients' -> dictionary "c5" ( ) ), update ( 'Clients' -> dictionary "c5" ( ) ) )"#,
+    );
+    assert_eq!(code, "key_exists");
+    assert!(message.starts_with("in transaction member [1] `"), "{message}");
+    assert_eq!(clients(&e), 1);
+    // A matrix key is named by its target's path, not by a record number.
+    ok(&e, r#"update . 'Orders' : "o1" ( 'Tags' -> matrix "c3" ( ) )"#);
+    let (code, message) = fail(&e, r#"update . 'Orders' : "o1" ( 'Tags' -> matrix "c3" ( ) )"#);
+    assert_eq!(code, "key_exists");
+    assert!(message.contains("already has an entry . 'Clients' : \"c3\""), "{message}");
+    assert!(!message.contains("record"), "{message}");
+}

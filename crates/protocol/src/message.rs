@@ -292,6 +292,9 @@ pub enum ErrorCode {
     NotUnique,
     KeyTooLong,
     Storage,
+    /// The disk is full: the request was not applied; writes succeed again once space is
+    /// freed (HTTP 507).
+    StorageFull,
     Corrupt,
     Transaction,
     Value,
@@ -318,7 +321,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::Syntax,
         ErrorCode::Type,
         ErrorCode::KeyExists,
@@ -330,6 +333,7 @@ impl ErrorCode {
         ErrorCode::NotUnique,
         ErrorCode::KeyTooLong,
         ErrorCode::Storage,
+        ErrorCode::StorageFull,
         ErrorCode::Corrupt,
         ErrorCode::Transaction,
         ErrorCode::Value,
@@ -365,6 +369,7 @@ impl ErrorCode {
             ErrorCode::NotUnique => "not_unique",
             ErrorCode::KeyTooLong => "key_too_long",
             ErrorCode::Storage => "storage",
+            ErrorCode::StorageFull => "storage_full",
             ErrorCode::Corrupt => "corrupt",
             ErrorCode::Transaction => "transaction",
             ErrorCode::Value => "value",
@@ -418,6 +423,7 @@ impl ErrorCode {
             ErrorCode::Limit | ErrorCode::TooManyRequests | ErrorCode::TooManySubscriptions => 429,
             ErrorCode::TooManySessions | ErrorCode::ShuttingDown => 503,
             ErrorCode::Timeout => 504,
+            ErrorCode::StorageFull => 507,
             ErrorCode::Storage
             | ErrorCode::Corrupt
             | ErrorCode::Transaction

@@ -85,6 +85,7 @@ use std::path::PathBuf;
 
 pub use format::{LogBatch, MAX_BATCH_BYTES, MAX_PAYLOAD, RECORD_HEADER_LEN, SEGMENT_HEADER_LEN};
 pub use reader::{truncate_before, LogEnd, LogReader, LogRecord};
+pub(crate) use segment::is_full;
 #[cfg(any(test, feature = "fault-injection"))]
 pub use segment::Faults;
 pub use segment::{Preparation, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE};
@@ -135,6 +136,10 @@ pub enum LogError {
     /// `fdatasync` failed: the data up to `offset` may not be on disk; the writer is poisoned.
     #[error("fdatasync of {} failed (data up to offset {offset} not known durable): {source}; the log is poisoned", path.display())]
     Sync { path: PathBuf, offset: u64, source: std::io::Error },
+    /// No space is left for the next segment: nothing of the batch was written and the
+    /// writer is not poisoned (appends succeed again once space is freed).
+    #[error("no space left to prepare the next log segment {}: {source}; nothing of the batch was written, and writes resume once space is freed", path.display())]
+    Full { path: PathBuf, source: std::io::Error },
     /// An earlier write or `fdatasync` failed; nothing more is appended. Reopen the database
     /// (recovery reads what is really on disk).
     #[error("the log is poisoned by an earlier failure: {reason}")]
@@ -166,6 +171,12 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// True for a full disk (or quota) met before anything was written: the one failure that
+    /// leaves the log as it was.
+    pub fn is_storage_full(&self) -> bool {
+        matches!(self, LogError::Full { .. })
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, offset: u64) -> impl FnOnce(std::io::Error) -> LogError {
         let path = path.into();
         move |source| LogError::Io { path, offset, source }

@@ -196,6 +196,19 @@ pub enum TablesError {
     String(#[from] StringError),
 }
 
+impl TablesError {
+    /// True for a full disk (or quota): the log could not prepare its next segment (the
+    /// commit failed whole, writes go on once space is freed), or a checkpoint could not be
+    /// written.
+    pub fn is_storage_full(&self) -> bool {
+        match self {
+            TablesError::Log(e) => e.is_storage_full(),
+            TablesError::Io { source, .. } => crate::log::is_full(source),
+            _ => false,
+        }
+    }
+}
+
 impl From<RowError> for TablesError {
     fn from(e: RowError) -> Self {
         TablesError::Shape(e.to_string())

@@ -46,12 +46,22 @@ pub struct Committed<R> {
     pub changes: Arc<ChangeSet>,
 }
 
+/// How long after a failed checkpoint the next is tried.
+pub const CHECKPOINT_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub struct Database {
     tables: Arc<Tables>,
     durability: Durability,
     checkpoint_log_bytes: u64,
     /// The background checkpoint, while one runs (joined before the next and on drop).
     checkpointer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// After a failed checkpoint (a full disk, say), none is tried before this time: one
+    /// line of log per [`CHECKPOINT_RETRY`], not one per commit.
+    checkpoint_retry_at: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     schema: Arc<Schema>,
     queue: WriteQueue,
     feed: Feed,
@@ -214,6 +224,7 @@ impl Database {
             durability: options.durability,
             checkpoint_log_bytes: options.checkpoint_log_bytes,
             checkpointer: std::sync::Mutex::new(None),
+            checkpoint_retry_at: Arc::default(),
             schema,
             queue: WriteQueue::new(options.max_batch),
             feed: Feed::default(),
@@ -262,6 +273,10 @@ impl Database {
         if self.tables.log_bytes_since_checkpoint() < bound {
             return;
         }
+        let retry_at = self.checkpoint_retry_at.clone();
+        if lock(&retry_at).is_some_and(|at| std::time::Instant::now() < at) {
+            return;
+        }
         let mut running = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
         if running.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
@@ -272,9 +287,13 @@ impl Database {
         let tables = self.tables.clone();
         let spawned = std::thread::Builder::new().name("espalier-checkpoint".into()).spawn(move || {
             // A failure leaves the previous checkpoint and the whole log: nothing is lost, and
-            // the next commit past the bound tries again.
-            if let Err(e) = tables.checkpoint() {
-                eprintln!("espalier: checkpoint failed: {e}");
+            // a commit past the bound tries again after a pause.
+            match tables.checkpoint() {
+                Ok(_) => *lock(&retry_at) = None,
+                Err(e) => {
+                    eprintln!("espalier: checkpoint failed (next try in {} s): {e}", CHECKPOINT_RETRY.as_secs());
+                    *lock(&retry_at) = Some(std::time::Instant::now() + CHECKPOINT_RETRY);
+                }
             }
         });
         *running = spawned.ok();
@@ -376,7 +395,7 @@ impl Database {
     where
         F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
         R: Send,
-        E: Send + From<TxError>,
+        E: Send + From<TxError> + From<DataError>,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let job: Box<dyn Job + '_> = Box::new(TypedJob { f, result: None, tx });
@@ -397,7 +416,7 @@ impl Database {
     where
         F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
-        E: Send + From<TxError> + 'static,
+        E: Send + From<TxError> + From<DataError> + 'static,
         D: FnOnce(Result<Committed<R>, E>) + Send + 'static,
     {
         let job = Box::new(DetachedJob { f, result: None, done });
@@ -408,15 +427,20 @@ impl Database {
         self.queue.submit_detached(&**self, runner, job, lead_here)
     }
 
-    fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, String> {
+    fn try_batch(&self, batch: &mut [Box<dyn Job>]) -> Result<Vec<Option<Arc<ChangeSet>>>, TxError> {
         let mut w = self.tables.writer();
-        let result = self.run_requests(&mut w, batch);
+        let result = self.run_requests(&mut w, batch).map_err(TxError::Commit);
         match result {
             Ok((version, results)) if results.iter().any(Option::is_some) => {
                 let committing = std::time::Instant::now();
                 // The counter moves before readers can see the commit: none sees a version ahead of it.
-                w.commit_then(version, &mut || self.version.store(version, Ordering::Release))
-                    .map_err(|e| e.to_string())?;
+                w.commit_then(version, &mut || self.version.store(version, Ordering::Release)).map_err(|e| {
+                    if e.is_storage_full() {
+                        TxError::StorageFull(e.to_string())
+                    } else {
+                        TxError::Commit(e.to_string())
+                    }
+                })?;
                 let nanos = u64::try_from(committing.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.store_commit_nanos.fetch_add(nanos, Ordering::Relaxed);
                 Ok(results)
@@ -467,7 +491,7 @@ impl Database {
 impl BatchRunner for Database {
     fn run_batch(&self, mut batch: Vec<Box<dyn Job>>) -> Completions {
         let started = std::time::Instant::now();
-        let mut outcome = self.try_batch(&mut batch).map_err(TxError::Commit);
+        let mut outcome = self.try_batch(&mut batch);
         if let Ok(results) = outcome.as_mut() {
             let committed = results.iter().flatten().count() as u64;
             if committed > 0 {

@@ -5,7 +5,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use espalier_data::{ChangeSet, WriteGraph};
+use espalier_data::{ChangeSet, DataError, WriteGraph};
 
 use crate::TxError;
 
@@ -272,7 +272,7 @@ impl<F, R, E> Job for TypedJob<F, R, E>
 where
     F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
     R: Send,
-    E: Send + From<TxError>,
+    E: Send + From<TxError> + From<DataError>,
 {
     fn run(&mut self, graph: &mut WriteGraph<'_, '_>) -> bool {
         run_request(&mut self.f, &mut self.result, graph)
@@ -301,7 +301,7 @@ impl<F, R, E, D> Job for DetachedJob<F, R, E, D>
 where
     F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
     R: Send,
-    E: Send + From<TxError>,
+    E: Send + From<TxError> + From<DataError>,
     D: FnOnce(Result<crate::Committed<R>, E>) + Send,
 {
     fn run(&mut self, graph: &mut WriteGraph<'_, '_>) -> bool {
@@ -330,12 +330,13 @@ where
 fn run_request<F, R, E>(f: &mut F, result: &mut Option<Result<R, E>>, graph: &mut WriteGraph<'_, '_>) -> bool
 where
     F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E>,
-    E: From<TxError>,
+    E: From<TxError> + From<DataError>,
 {
     let r = match catch_unwind(AssertUnwindSafe(|| f(graph))) {
-        // The request's unique-index values are checked here unless it checked them itself
-        // (the engine does, to answer with its own error code).
-        Ok(Ok(value)) => graph.check_unique().map(|()| value).map_err(|e| E::from(TxError::from(e))),
+        // What is checked when a request ends (references into removed nodes, unique-index
+        // values) is checked here unless the request checked it itself (the engine does, to
+        // answer with its own error codes).
+        Ok(Ok(value)) => graph.check_end().map(|()| value).map_err(E::from),
         Ok(r) => r,
         Err(p) => Err(E::from(TxError::Panicked(panic_message(&p)))),
     };

@@ -27,8 +27,10 @@ pub enum TxError {
     Commit(String),
     #[error("the request panicked: {0}")]
     Panicked(String),
-    #[error("the database map could not grow: {0}")]
-    MapFull(String),
+    /// The disk (or quota) is full: the batch was not written, nothing of it is applied, and
+    /// writes succeed again once space is freed.
+    #[error("the disk is full: {0}")]
+    StorageFull(String),
     #[error("{0}")]
     Open(String),
     /// The database directory is held by another open: another process (a server, say, whose

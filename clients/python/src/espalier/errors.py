@@ -179,6 +179,7 @@ CODE_FAMILIES: dict[str, type[EspalierError]] = {
     "limit": EngineLimitError,
     "transaction": DatabaseError,
     "storage": DatabaseError,
+    "storage_full": DatabaseError,
     "corrupt": DatabaseError,
     "schema": DatabaseError,
     "bad_frame": ProtocolError,

@@ -65,6 +65,12 @@ impl From<TxError> for BuildError {
     }
 }
 
+impl From<espalier_data::DataError> for BuildError {
+    fn from(e: espalier_data::DataError) -> BuildError {
+        BuildError::Database(e.to_string())
+    }
+}
+
 /// SplitMix64: a tiny, fast generator whose output is fixed by its definition (not by a
 /// library version), so datasets stay the same across builds.
 #[derive(Debug, Clone)]

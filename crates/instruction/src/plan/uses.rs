@@ -94,7 +94,7 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
                 out.push(ValueUse { value, role });
             }
         }
-        Plan::Transaction(list) => list.iter().for_each(|p| plan(schema, p, out)),
+        Plan::Transaction(list) => list.iter().for_each(|m| plan(schema, &m.plan, out)),
     }
 }
 

@@ -55,6 +55,32 @@ pub fn info(message: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     event(LogLevel::Info, message, fields)
 }
 
+/// Makes a panic write one event at level `error` (where, and its message on one line)
+/// instead of the default report with its backtrace: a request that still reaches a panic is
+/// answered `internal`, and many such requests must not flood the log.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let location = info.location().map_or_else(|| "unknown".to_string(), |l| l.to_string());
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("(no message)");
+        let (level, format) = (LogLevel::Error, config().1);
+        let line = panic_line(format, SystemTime::now(), &location, message);
+        if level <= config().0 {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }));
+}
+
+/// A panic's event: its message with line breaks escaped, so that it stays one line.
+fn panic_line(format: LogFormat, time: SystemTime, location: &str, message: &str) -> String {
+    let message: String = message.escape_debug().collect();
+    render(format, time, LogLevel::Error, "a request panicked (a bug)", &[("at", &location), ("panic", &message)])
+}
+
 /// One event as a line (with its newline).
 pub fn render(
     format: LogFormat,
@@ -139,6 +165,15 @@ pub fn rfc3339(time: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_panic_is_one_line() {
+        for format in [LogFormat::Text, LogFormat::Json, LogFormat::Logfmt] {
+            let line = panic_line(format, UNIX_EPOCH, "src/run.rs:68:9", "assertion failed\nleft: 1\nright: 2");
+            assert_eq!(line.matches('\n').count(), 1, "{line}");
+            assert!(line.ends_with('\n') && line.contains("run.rs:68:9") && line.contains("right: 2"), "{line}");
+        }
+    }
 
     #[test]
     fn times_are_utc_rfc3339() {

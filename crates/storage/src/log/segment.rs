@@ -90,6 +90,8 @@ pub(super) fn sync_dir(dir: &Path) -> Result<(), LogError> {
 #[derive(Debug)]
 pub struct Faults {
     fail_write: std::sync::atomic::AtomicBool,
+    /// The next segment preparation fails as on a full disk.
+    pub(super) fail_prepare: std::sync::atomic::AtomicBool,
     fail_sync: std::sync::atomic::AtomicBool,
     /// Bytes the next write really writes before failing; `usize::MAX` when not armed.
     short_write: std::sync::atomic::AtomicUsize,
@@ -98,7 +100,12 @@ pub struct Faults {
 #[cfg(any(test, feature = "fault-injection"))]
 impl Default for Faults {
     fn default() -> Self {
-        Faults { fail_write: false.into(), fail_sync: false.into(), short_write: usize::MAX.into() }
+        Faults {
+            fail_write: false.into(),
+            fail_prepare: false.into(),
+            fail_sync: false.into(),
+            short_write: usize::MAX.into(),
+        }
     }
 }
 
@@ -111,6 +118,12 @@ impl Faults {
     /// The next write fails (`EIO`) without writing anything.
     pub fn fail_next_write(&self) {
         self.fail_write.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The next segment preparation fails with `ENOSPC`, as on a full disk (until it is
+    /// asked again, every preparation after it succeeds).
+    pub fn fail_next_prepare(&self) {
+        self.fail_prepare.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The next `fdatasync` fails (`EIO`), as a disk error reported at writeback would.
@@ -168,6 +181,22 @@ impl LogFile {
 /// Creates the file `path` and prepares `size` bytes of segment space the `how` way. `sync`
 /// makes the preparation durable, so that later `fdatasync`s of the segment flush data only.
 pub(super) fn prepare(path: &Path, size: u64, how: Preparation, sync: bool) -> Result<File, LogError> {
+    prepare_space(path, size, how, sync).map_err(|e| {
+        // A half-prepared file would hold the space a retry needs (on a full disk, all of it).
+        let _ = std::fs::remove_file(path);
+        match e {
+            LogError::Io { path, source, .. } if is_full(&source) => LogError::Full { path, source },
+            other => other,
+        }
+    })
+}
+
+/// A full device or an exhausted quota.
+pub(crate) fn is_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+fn prepare_space(path: &Path, size: u64, how: Preparation, sync: bool) -> Result<File, LogError> {
     let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path);
     let file = file.map_err(LogError::io(path, 0))?;
     match how {

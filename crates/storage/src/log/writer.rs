@@ -340,6 +340,14 @@ impl LogWriter {
             }),
             None => Err(LogError::Options(String::new())),
         };
+        #[cfg(any(test, feature = "fault-injection"))]
+        if self.faults.fail_prepare.swap(false, Ordering::SeqCst) {
+            if let Ok(prepared) = &finished {
+                let _ = std::fs::remove_file(&prepared.path);
+            }
+            let source = std::io::Error::from_raw_os_error(libc::ENOSPC);
+            return Err(LogError::Full { path: self.log_dir.clone(), source });
+        }
         match finished {
             Ok(prepared) => Ok(prepared),
             // Prepare inline: the background attempt failed (or none ran); if this fails too,

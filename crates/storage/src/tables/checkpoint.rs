@@ -49,6 +49,19 @@ pub fn write(
     log_version: u64,
     shape_tables: usize,
 ) -> Result<(PathBuf, u64), TablesError> {
+    let tmp = dir.join(file_name(log_version)).with_extension("tmp");
+    write_file(dir, snapshot, log_version, shape_tables).inspect_err(|_| {
+        // A half-written checkpoint would hold space the next attempt needs (a full disk).
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+fn write_file(
+    dir: &Path,
+    snapshot: &Snapshot,
+    log_version: u64,
+    shape_tables: usize,
+) -> Result<(PathBuf, u64), TablesError> {
     let path = dir.join(file_name(log_version));
     let tmp = path.with_extension("tmp");
     let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;

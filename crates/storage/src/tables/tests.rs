@@ -309,6 +309,44 @@ fn a_failed_fsync_fails_the_commit_and_stops_writes() {
 }
 
 #[test]
+fn a_full_disk_fails_the_commit_whole_and_later_commits_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let sync = TablesOptions { durability: Durability::Sync, ..options() };
+    let db = Tables::create(dir.path(), shape(), b"", sync.clone()).unwrap();
+    let mut w = db.writer();
+    w.insert(0, &[1; 16]).unwrap();
+    w.commit(1).unwrap();
+    drop(w);
+    drop(db);
+    // A reopened log starts a new segment at its first commit: the preparation meets ENOSPC.
+    let db = Tables::open(dir.path(), shape(), sync.clone()).unwrap();
+    let mut w = db.writer();
+    w.log_faults().fail_next_prepare();
+    w.insert(0, &[2; 16]).unwrap();
+    w.acquire(b"not kept").unwrap();
+    let e = w.commit(2).unwrap_err();
+    assert!(e.is_storage_full(), "{e}");
+    assert!(e.to_string().contains("no space left"), "{e}");
+    assert_eq!(db.snapshot().version(), 1);
+    assert_eq!(w.table(0).unwrap().len(), 1, "the failed commit's writes are undone");
+    assert_eq!(w.string_table().iter().count(), 0);
+    // Not poisoned: once space is there again, the same commit goes through.
+    w.insert(0, &[2; 16]).unwrap();
+    w.commit(2).unwrap();
+    drop(w);
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), sync).unwrap();
+    assert_eq!(db.snapshot().version(), 2);
+    assert_eq!(db.snapshot().table(0).unwrap().len(), 2);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("log"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.len() <= 1, "a failed preparation leaves no file behind: {leftovers:?}");
+}
+
+#[test]
 fn rows_are_reused_only_after_the_snapshots_that_saw_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();

@@ -287,9 +287,15 @@ impl Writer {
     pub fn commit_then(&mut self, version: u64, durable: &mut dyn FnMut()) -> Result<Arc<Snapshot>, TablesError> {
         self.check()?;
         self.redo.push(Op::Version(version));
+        let start = self.log.next_version();
         if let Err(e) = self.append() {
             self.abort();
-            self.poisoned = Some(e.to_string());
+            // A full disk met before any of this commit reached the log (the next segment
+            // could not be prepared) leaves the log as it was: this commit fails, and later
+            // ones succeed once space is freed. Any other failure stops all writes.
+            if !(e.is_storage_full() && self.log.next_version() == start) {
+                self.poisoned = Some(e.to_string());
+            }
             return Err(e);
         }
         self.redo.clear();
@@ -310,14 +316,14 @@ impl Writer {
             payload.push(first | if i + 1 == chunks.len() { redo::LAST } else { 0 });
             payload.extend_from_slice(chunk);
             if !batch.is_empty() && batch.encoded_len() + payload.len() + 64 > MAX_BATCH_BYTES {
-                self.log_bytes += batch.encoded_len() as u64;
                 self.log.append(&mut batch)?;
+                self.log_bytes += batch.encoded_len() as u64;
                 batch.clear();
             }
             batch.push(next, &payload)?;
         }
-        self.log_bytes += batch.encoded_len() as u64;
         self.log.append(&mut batch)?;
+        self.log_bytes += batch.encoded_len() as u64;
         Ok(())
     }
 
