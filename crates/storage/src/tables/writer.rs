@@ -4,7 +4,7 @@
 //! then publishes the new version as a [`Snapshot`].
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::key_index::{KeyIndex, KeyIndexWriter};
 use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
@@ -39,9 +39,13 @@ pub struct Writer {
     /// The last published version (what an abort returns to), and where readers find it.
     published: Arc<Snapshot>,
     pub(super) slot: Arc<Mutex<Arc<Snapshot>>>,
-    /// Published versions that readers may still hold, oldest first (rows they can see are
-    /// not reused: [`TableWriter::release_before`]).
-    held: VecDeque<Arc<Snapshot>>,
+    /// Published versions that readers may still hold, oldest first, by publish number (rows
+    /// they can see are not reused: [`TableWriter::release_before`]). Weak: a version nobody
+    /// holds is freed by whoever dropped it last, at once, not later by the writer. (Held
+    /// strongly here, every version after a long-held snapshot stayed in memory until that
+    /// snapshot ended, and the writer then freed them all inside one commit: a pause as long
+    /// as the checkpoint that held it.)
+    held: VecDeque<(u64, Weak<Snapshot>)>,
     /// Why writing stopped (a failed log write or `fdatasync`); every later write fails.
     poisoned: Option<String>,
     /// Bytes appended to the log since open.
@@ -114,7 +118,7 @@ impl Writer {
             log,
             published: first.clone(),
             slot: Arc::new(Mutex::new(first.clone())),
-            held: VecDeque::from([first]),
+            held: VecDeque::from([(first.publish, Arc::downgrade(&first))]),
             poisoned: None,
             log_bytes: 0,
         }
@@ -342,12 +346,12 @@ impl Writer {
         debug_assert!(self.tables.iter().all(|t| t.current().version() == publish), "tables publish together");
         self.published = snapshot.clone();
         *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = snapshot.clone();
-        self.held.push_back(snapshot.clone());
-        // Versions only this list holds are gone for readers: rows they alone saw are free.
-        while self.held.len() > 1 && self.held.front().is_some_and(|s| Arc::strong_count(s) == 1) {
+        self.held.push_back((publish, Arc::downgrade(&snapshot)));
+        // Versions nobody holds are gone for readers: rows they alone saw are free.
+        while self.held.len() > 1 && self.held.front().is_some_and(|(_, s)| s.strong_count() == 0) {
             self.held.pop_front();
         }
-        let oldest = self.held.front().map_or(publish, |s| s.publish);
+        let oldest = self.held.front().map_or(publish, |(p, _)| *p);
         for t in &mut self.tables {
             t.release_before(oldest);
         }
