@@ -152,6 +152,32 @@ pub enum Comparison {
     Ge,
 }
 
+impl Comparison {
+    /// Whether two values whose order is `o` (left against right) satisfy the comparison.
+    pub fn holds(self, o: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Comparison::Eq => o == Equal,
+            Comparison::Ne => o != Equal,
+            Comparison::Lt => o == Less,
+            Comparison::Le => o != Greater,
+            Comparison::Gt => o == Greater,
+            Comparison::Ge => o != Less,
+        }
+    }
+
+    /// The comparison with its sides swapped: `a op b` is `b op.flipped() a`.
+    pub fn flipped(self) -> Comparison {
+        match self {
+            Comparison::Lt => Comparison::Gt,
+            Comparison::Le => Comparison::Ge,
+            Comparison::Gt => Comparison::Lt,
+            Comparison::Ge => Comparison::Le,
+            same => same,
+        }
+    }
+}
+
 impl From<Comparison> for espalier_schema::CompareOp {
     fn from(c: Comparison) -> Self {
         use espalier_schema::CompareOp;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::diagnostic::{line_column, Diagnostic, Diagnostics, Span};
+use crate::diagnostic::{line_column, push_error, Diagnostic, Diagnostics, Span, MAX_ERRORS};
 use crate::lexer::tokenize;
 use crate::model::*;
 use crate::parse::{parse, SynDown, SynFile, SynKind, SynNode, SynOver, SynPath, SynProperty, UpSymbol};
@@ -58,22 +58,6 @@ enum Step {
 fn id32(n: usize) -> u32 {
     // The lexer caps the source at 256 MiB, so counts of types and properties fit easily.
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// Most diagnostics reported for one source; a note marks the cut.
-pub const MAX_ERRORS: usize = 100;
-
-/// Records an error unless the cap is reached; at the cap, records a note instead.
-pub(crate) fn push_error(errors: &mut Vec<Diagnostic>, source: &str, span: Span, message: String) {
-    match errors.len() {
-        n if n < MAX_ERRORS => errors.push(Diagnostic::new(source, span, message)),
-        n if n == MAX_ERRORS => errors.push(Diagnostic::new(
-            source,
-            span,
-            format!("too many errors: only the first {MAX_ERRORS} found are reported"),
-        )),
-        _ => {}
-    }
 }
 
 fn placeholder(span: Span) -> ReferenceTarget {

@@ -86,6 +86,22 @@ impl Diagnostics {
     }
 }
 
+/// Most diagnostics reported for one source; a note marks the cut.
+pub const MAX_ERRORS: usize = 100;
+
+/// Records an error unless the cap is reached; at the cap, records a note instead.
+pub(crate) fn push_error(errors: &mut Vec<Diagnostic>, source: &str, span: Span, message: String) {
+    match errors.len() {
+        n if n < MAX_ERRORS => errors.push(Diagnostic::new(source, span, message)),
+        n if n == MAX_ERRORS => errors.push(Diagnostic::new(
+            source,
+            span,
+            format!("too many errors: only the first {MAX_ERRORS} found are reported"),
+        )),
+        _ => {}
+    }
+}
+
 /// 1-based line and character column of a byte offset.
 pub fn line_column(source: &str, offset: usize) -> (u32, u32) {
     let offset = offset.min(source.len());

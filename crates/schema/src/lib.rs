@@ -11,8 +11,8 @@ pub mod lexer;
 pub mod model;
 mod parse;
 
-pub use compile::{compile, MAX_ERRORS};
+pub use compile::compile;
 pub use describe::describe;
-pub use diagnostic::{Diagnostic, Diagnostics, Span};
+pub use diagnostic::{Diagnostic, Diagnostics, Span, MAX_ERRORS};
 pub use model::*;
 pub use parse::MAX_DEPTH;

@@ -200,7 +200,7 @@ impl<'a> Parser<'a> {
     }
 
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        crate::compile::push_error(&mut self.errors, self.source, span, message.into());
+        crate::diagnostic::push_error(&mut self.errors, self.source, span, message.into());
     }
 
     fn stop<T>(&mut self, span: Span, message: impl Into<String>) -> PResult<T> {
@@ -211,7 +211,7 @@ impl<'a> Parser<'a> {
     /// Where `span` starts, as `line:column`, for messages that mention another place.
     fn at(&self, span: Span) -> String {
         // Past the cap the message is dropped; skip the O(source) line count.
-        if self.errors.len() >= crate::compile::MAX_ERRORS {
+        if self.errors.len() >= crate::diagnostic::MAX_ERRORS {
             return String::new();
         }
         let (l, c) = crate::diagnostic::line_column(self.source, span.start as usize);

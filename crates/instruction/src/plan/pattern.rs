@@ -852,14 +852,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
     ) -> Result<(MCond, f64), CheckError> {
         if let (Term::Value(_), Term::Property { .. }) = (&left.item, &right.item) {
             // `5 < x number : 'n'` is `x number : 'n' > 5`.
-            let flipped = match op {
-                Comparison::Lt => Comparison::Gt,
-                Comparison::Le => Comparison::Ge,
-                Comparison::Gt => Comparison::Lt,
-                Comparison::Ge => Comparison::Le,
-                same => same,
-            };
-            return self.compare(right, flipped, left, scope, span);
+            return self.compare(right, op.flipped(), left, scope, span);
         }
         let (l, lk) = self.term(left, scope, span)?;
         let Some(lk) = lk else {

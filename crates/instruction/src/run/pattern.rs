@@ -315,7 +315,11 @@ fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, 
     for op in &block.ops {
         if let MOp::Filter(c) = &op.kind {
             if let Some(slot) = tests.get_mut(op.id) {
-                *slot = RowTest::compile(c, lits, schema);
+                let number = |i: usize| match lits.get(i) {
+                    Some(Lit::Int(n)) => Some(*n),
+                    _ => None,
+                };
+                *slot = RowTest::compile(c, &number, schema);
             }
             inner(c, lits, schema, tests);
         }
@@ -621,7 +625,7 @@ impl<'g> Exec<'g, '_> {
                 let (Some(l), Some(r)) = (self.number(left, env)?, self.number(right, env)?) else {
                     return Ok(false);
                 };
-                ordered(*op, l.cmp(&r))
+                op.holds(l.cmp(&r))
             }
             MCond::Compare { left, op, right, how } => {
                 let (Some(l), Some(r)) = (self.leaf(left, env)?, self.leaf(right, env)?) else {
@@ -994,17 +998,6 @@ impl<'g> Exec<'g, '_> {
     }
 }
 
-pub(crate) fn ordered(op: Comparison, o: Ordering) -> bool {
-    match op {
-        Comparison::Eq => o == Ordering::Equal,
-        Comparison::Ne => o != Ordering::Equal,
-        Comparison::Lt => o == Ordering::Less,
-        Comparison::Le => o != Ordering::Greater,
-        Comparison::Gt => o == Ordering::Greater,
-        Comparison::Ge => o != Ordering::Less,
-    }
-}
-
 fn compare(l: &Leaf, op: Comparison, r: &Leaf, how: Compared) -> bool {
     let o = match (how, l, r) {
         (Compared::Number, Leaf::Number(a), Leaf::Number(b)) => a.cmp(b),
@@ -1013,7 +1006,7 @@ fn compare(l: &Leaf, op: Comparison, r: &Leaf, how: Compared) -> bool {
         (Compared::Key, Leaf::Key(a), Leaf::Key(b)) => a.cmp(b),
         _ => unreachable!("checked: both sides of a comparison are of one kind"),
     };
-    ordered(op, o)
+    op.holds(o)
 }
 
 // ---- grouping, distinct, order, page ----

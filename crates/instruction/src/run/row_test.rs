@@ -6,7 +6,6 @@
 use espalier_data::record;
 use espalier_schema::{Schema, StateIndex};
 
-use super::pattern::{ordered, Lit};
 use crate::ast::{Comparison, LeafKind};
 use crate::plan::{Anchor, MCond, MStep, MStepKind, MTerm};
 
@@ -43,10 +42,11 @@ enum Test {
 
 impl RowTest {
     /// The test for `c`, if it reads one variable's own slots only.
-    pub(crate) fn compile(c: &MCond, lits: &[Lit], schema: &Schema) -> Option<RowTest> {
+    /// `number(i)` is literal `i` of the run if it is a number.
+    pub(crate) fn compile(c: &MCond, number: &dyn Fn(usize) -> Option<i64>, schema: &Schema) -> Option<RowTest> {
         let mut var = None;
         let mut parts = 0;
-        let test = compile(c, lits, schema, &mut var, &mut parts)?;
+        let test = compile(c, number, schema, &mut var, &mut parts)?;
         Some(RowTest { var: var?, test })
     }
 
@@ -61,7 +61,7 @@ impl RowTest {
 impl Test {
     fn holds(&self, record: &[u8]) -> Option<bool> {
         Some(match self {
-            Test::Number { at, op, value } => ordered(*op, (slot(record, *at)? as i64).cmp(value)),
+            Test::Number { at, op, value } => op.holds((slot(record, *at)? as i64).cmp(value)),
             Test::State { at, states } => {
                 let s = slot(record, *at)?;
                 states.iter().any(|&x| u64::from(x) == s)
@@ -101,28 +101,34 @@ fn in_record(steps: &[MStep]) -> bool {
     steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_)))
 }
 
-fn compile(c: &MCond, lits: &[Lit], schema: &Schema, var: &mut Option<usize>, parts: &mut usize) -> Option<Test> {
+fn compile(
+    c: &MCond,
+    number: &dyn Fn(usize) -> Option<i64>,
+    schema: &Schema,
+    var: &mut Option<usize>,
+    parts: &mut usize,
+) -> Option<Test> {
     *parts += 1;
     if *parts > MAX_PARTS {
         return None;
     }
     match c {
         MCond::And(list) => {
-            Some(Test::And(list.iter().map(|c| compile(c, lits, schema, var, parts)).collect::<Option<Vec<_>>>()?))
+            Some(Test::And(list.iter().map(|c| compile(c, number, schema, var, parts)).collect::<Option<Vec<_>>>()?))
         }
-        MCond::Not(c) => Some(Test::Not(Box::new(compile(c, lits, schema, var, parts)?))),
+        MCond::Not(c) => Some(Test::Not(Box::new(compile(c, number, schema, var, parts)?))),
         MCond::Compare { left, op, right, .. } => {
             let (leaf, op, lit) = match (left, right) {
                 (MTerm::Leaf { .. }, MTerm::Lit(i)) => (left, *op, *i),
-                (MTerm::Lit(i), MTerm::Leaf { .. }) => (right, flip(*op), *i),
+                (MTerm::Lit(i), MTerm::Leaf { .. }) => (right, op.flipped(), *i),
                 _ => return None,
             };
             let MTerm::Leaf { var: v, steps, property, kind: LeafKind::Number } = leaf else { return None };
-            let Lit::Int(value) = lits.get(lit)? else { return None };
+            let value = number(lit)?;
             (in_record(steps) && one_var(var, *v)).then(|| Test::Number {
                 at: record::slot(schema, *property),
                 op,
-                value: *value,
+                value,
             })
         }
         MCond::States { term: MTerm::Leaf { var: v, steps, property, kind: LeafKind::Stategroup }, states } => {
@@ -141,16 +147,5 @@ fn compile(c: &MCond, lits: &[Lit], schema: &Schema, var: &mut Option<usize>, pa
             }
         }
         _ => None,
-    }
-}
-
-/// The comparison with its sides swapped: `lit op x` is `x flip(op) lit`.
-fn flip(op: Comparison) -> Comparison {
-    match op {
-        Comparison::Lt => Comparison::Gt,
-        Comparison::Le => Comparison::Ge,
-        Comparison::Gt => Comparison::Lt,
-        Comparison::Ge => Comparison::Le,
-        same => same,
     }
 }
