@@ -8,6 +8,7 @@ mod engine;
 pub mod incremental;
 pub mod parse;
 pub mod plan;
+mod print;
 mod run;
 mod validate;
 

@@ -1,0 +1,428 @@
+//! Planning a checked pattern query: a greedy order of bindings and conditions, each
+//! binding by the cheapest way its bound neighbours allow, with cost estimates.
+
+use super::*;
+
+impl<'c, 's> PatternChecker<'c, 's> {
+    pub(super) fn reach(&self, from: Anchor, steps: Vec<MStep>, to: Option<Anchor>) -> MCond {
+        // With both ends known, walk from the end whose walk is cheaper; from a variable up to
+        // the root rather than from the root down.
+        if let Some(to) = to {
+            let back = reverse(&steps);
+            if from == Anchor::Root || check_cost(&back, self.schema()) < check_cost(&steps, self.schema()) {
+                return MCond::Reach { from: to, steps: back, to: Some(from) };
+            }
+        }
+        MCond::Reach { from, steps, to }
+    }
+
+    /// The best schema index to bind `e.to` by, when `e` leads from the root to every entry
+    /// of an indexed collection and a waiting condition on that variable alone is one the
+    /// index answers (equality, states, prefix, or range bounds, by the index's kind).
+    fn index_choice(&self, e: &Edge, bound: &BTreeSet<usize>, pending: &[Pending]) -> Option<IndexChoice> {
+        let schema = self.schema();
+        if e.from != Anchor::Root || bound.contains(&e.to) || schema.indexes.is_empty() {
+            return None;
+        }
+        // Unkeyed entry, group and state steps reach every entry of the last collection: a
+        // node type has one place in the tree, and a state's collections exist only in it.
+        let all = e
+            .steps
+            .iter()
+            .all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
+        let Some(MStepKind::Entries(collection)) = e.steps.last().map(|s| &s.kind) else { return None };
+        if !all {
+            return None;
+        }
+        let var = e.to;
+        let every = scan_cost(&e.steps, schema);
+        let mut best: Option<IndexChoice> = None;
+        for (n, decl) in schema.indexes_of_collection(*collection) {
+            let mut equal = None;
+            let mut states = None;
+            let mut prefix = None;
+            let (mut low, mut high) = (None, None);
+            for (j, p) in pending.iter().enumerate() {
+                if p.vars.len() != 1 || !p.vars.contains(&var) {
+                    continue;
+                }
+                let Some(use_) = index_use(&p.cond, var, decl.property) else { continue };
+                let fits = matches!(
+                    (&use_, decl.kind),
+                    (IndexUse::Equal(_) | IndexUse::States(_), _)
+                        | (IndexUse::Prefix(_), IndexKind::Prefix | IndexKind::Range)
+                        | (IndexUse::Low(_) | IndexUse::High(_), IndexKind::Range)
+                );
+                if !fits {
+                    continue;
+                }
+                match use_ {
+                    IndexUse::Equal(v) if equal.is_none() => equal = Some((v, j)),
+                    IndexUse::States(list) if states.is_none() => states = Some((list, j)),
+                    IndexUse::Prefix(v) if prefix.is_none() => prefix = Some((v, j)),
+                    IndexUse::Low(v) if low.is_none() => low = Some((v, j)),
+                    IndexUse::High(v) if high.is_none() => high = Some((v, j)),
+                    _ => {}
+                }
+            }
+            // The most selective use: equality, then states, then a prefix, then a range.
+            let (probe, served) = if let Some((v, j)) = equal {
+                (IndexProbe::Equal(v), vec![j])
+            } else if let Some((list, j)) = states {
+                (IndexProbe::States(list), vec![j])
+            } else if let Some((v, j)) = prefix {
+                (IndexProbe::Prefix(v), vec![j])
+            } else if low.is_some() || high.is_some() {
+                let served = low.iter().chain(high.iter()).map(|&(_, j)| j).collect();
+                (IndexProbe::Range { low: low.map(|(v, _)| v), high: high.map(|(v, _)| v) }, served)
+            } else {
+                continue;
+            };
+            let rows = if decl.unique && matches!(probe, IndexProbe::Equal(_)) {
+                1.0
+            } else {
+                (every * served.iter().map(|&j| pending[j].selectivity).product::<f64>()).max(1.0)
+            };
+            let choice = IndexChoice { index: n, probe, served, rows };
+            if best.as_ref().is_none_or(|b| choice.rows < b.rows) {
+                best = Some(choice);
+            }
+        }
+        best
+    }
+
+    /// A variable reached from a bound one by following links forwards (at most one matrix
+    /// step), that several later conditions or links tie to variables not yet bound, is
+    /// worth binding early: each of them then filters where the other variable is bound
+    /// (ConnectedSegments' sensor, tested at every segment). The factor scales its cost.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn early_discount(
+        &self,
+        var: usize,
+        edge: usize,
+        backward: bool,
+        edges: &[Edge],
+        pending: &[Pending],
+        used: &[bool],
+        with: &BTreeSet<usize>,
+    ) -> f64 {
+        let e = &edges[edge];
+        let forward = e.steps.iter().all(|s| {
+            matches!(
+                s.kind,
+                MStepKind::Group(_) | MStepKind::State(..) | MStepKind::Reference(_) | MStepKind::Targets(_)
+            )
+        }) && e.steps.iter().filter(|s| matches!(s.kind, MStepKind::Targets(_))).count() <= 1;
+        if backward || e.from == Anchor::Root || !forward {
+            return 1.0;
+        }
+        let ties = pending.iter().filter(|p| p.vars.contains(&var) && p.vars.iter().any(|v| !with.contains(v))).count()
+            + edges
+                .iter()
+                .enumerate()
+                .filter(|&(j, o)| {
+                    let ends = [anchor_var_of(o.from), Some(o.to)];
+                    j != edge
+                        && !used[j]
+                        && ends.contains(&Some(var))
+                        && ends.iter().flatten().any(|v| !with.contains(v))
+                })
+                .count();
+        if ties < EARLY_TIES {
+            return 1.0;
+        }
+        TIE_DISCOUNT.powi(ties.min(MAX_TIES) as i32)
+    }
+
+    pub(super) fn plan_level(&self, level: Level, outer: &BTreeSet<usize>) -> Block {
+        let Level { locals, edges, mut pending } = level;
+        let schema = self.schema();
+        let mut bound: BTreeSet<usize> = outer.clone();
+        let mut used = vec![false; edges.len()];
+        let mut ops = Vec::new();
+        // The guessed number of rows so far in one run of this block.
+        let mut rows = 1.0;
+        let ready = |bound: &BTreeSet<usize>,
+                     used: &mut Vec<bool>,
+                     pending: &mut Vec<Pending>,
+                     ops: &mut Vec<PlanOp>,
+                     rows: &mut f64| {
+            for (i, e) in edges.iter().enumerate() {
+                let from_bound = match e.from {
+                    Anchor::Root => true,
+                    Anchor::Var(v) => bound.contains(&v),
+                };
+                if !used[i] && from_bound && bound.contains(&e.to) {
+                    used[i] = true;
+                    if e.from == Anchor::Root && implied_by_type(&e.steps) {
+                        continue; // a node of this type can only sit at the end of this path
+                    }
+                    *rows *= 0.5;
+                    let check = if e.from == Anchor::Root && e.steps.iter().all(MStep::goes_down) {
+                        // Up from the node: one parent read per step, not a scan from the root.
+                        self.reach(Anchor::Var(e.to), reverse(&e.steps), Some(Anchor::Root))
+                    } else {
+                        self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))
+                    };
+                    ops.push(self.op(MOp::Filter(check), *rows));
+                }
+            }
+            let mut i = 0;
+            while i < pending.len() {
+                if pending[i].vars.iter().all(|v| bound.contains(v)) {
+                    let p = pending.remove(i);
+                    *rows *= p.selectivity;
+                    ops.push(self.op(MOp::Filter(p.cond), *rows));
+                } else {
+                    i += 1;
+                }
+            }
+        };
+        ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
+        while locals.iter().any(|v| !bound.contains(v)) {
+            // (cost, var, edge, backward, index)
+            let mut best: Option<(f64, usize, usize, bool, Option<IndexChoice>)> = None;
+            for (i, e) in edges.iter().enumerate() {
+                if used[i] {
+                    continue;
+                }
+                if let Some(choice) = self.index_choice(e, &bound, &pending) {
+                    let mut with = bound.clone();
+                    with.insert(e.to);
+                    let others: f64 = pending
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, p)| {
+                            !choice.served.contains(j)
+                                && p.vars.contains(&e.to)
+                                && p.vars.iter().all(|v| with.contains(v))
+                        })
+                        .map(|(_, p)| p.selectivity)
+                        .product();
+                    // Half: reading only the matching entries beats scanning for the same rows.
+                    let cost = choice.rows * others * 0.5;
+                    if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && e.to < *bv)) {
+                        best = Some((cost, e.to, i, false, Some(choice)));
+                    }
+                }
+                let from_bound = match e.from {
+                    Anchor::Root => true,
+                    Anchor::Var(v) => bound.contains(&v),
+                };
+                let option = match (from_bound, bound.contains(&e.to), e.from) {
+                    (true, false, _) if keys_bound(&e.steps, &bound) => {
+                        Some((e.to, false, scan_cost(&e.steps, schema)))
+                    }
+                    (false, true, Anchor::Var(v)) if keys_bound(&e.steps, &bound) => {
+                        Some((v, true, scan_cost(&reverse(&e.steps), schema)))
+                    }
+                    _ => None,
+                };
+                let Some((var, backward, cost)) = option else { continue };
+                let mut with = bound.clone();
+                with.insert(var);
+                let keep: f64 = pending
+                    .iter()
+                    .filter(|p| p.vars.contains(&var) && p.vars.iter().all(|v| with.contains(v)))
+                    .map(|p| p.selectivity)
+                    .product();
+                let cost = cost * keep * self.early_discount(var, i, backward, &edges, &pending, &used, &with);
+                if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && var < *bv)) {
+                    best = Some((cost, var, i, backward, None));
+                }
+            }
+            let Some((_, var, i, backward, index)) = best else {
+                unreachable!("every variable is bound from the root or an earlier variable")
+            };
+            used[i] = true;
+            if let Some(choice) = index {
+                rows *= choice.rows;
+                ops.push(self.op(MOp::Index { var, index: choice.index, probe: choice.probe }, rows));
+                let mut served = choice.served;
+                served.sort_unstable();
+                for j in served.into_iter().rev() {
+                    let p = pending.remove(j);
+                    ops.push(self.op(MOp::Filter(p.cond), rows));
+                }
+                bound.insert(var);
+                ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
+                continue;
+            }
+            let e = &edges[i];
+            let (from, steps) = match (backward, e.from) {
+                (false, from) => (from, e.steps.clone()),
+                (true, _) => (Anchor::Var(e.to), reverse(&e.steps)),
+            };
+            let dedupe = needs_dedupe(&steps);
+            rows *= scan_cost(&steps, schema);
+            ops.push(self.op(MOp::Scan { var, from, steps, dedupe, backward }, rows));
+            bound.insert(var);
+            ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
+        }
+        debug_assert!(pending.is_empty(), "every condition's variables are bound at the end");
+        Block { ops }
+    }
+}
+
+/// The variable an anchor names (`None` for the root).
+fn anchor_var_of(a: Anchor) -> Option<usize> {
+    match a {
+        Anchor::Root => None,
+        Anchor::Var(v) => Some(v),
+    }
+}
+
+/// How a condition on `var` alone could be answered by an index on `property`.
+enum IndexUse {
+    Equal(usize),
+    States(Vec<StateIndex>),
+    Prefix(usize),
+    Low(usize),
+    High(usize),
+}
+
+/// Is `t` the value of `property` on `var` itself (or in a group of it)?
+fn is_leaf_of(t: &MTerm, var: usize, property: PropertyId) -> bool {
+    matches!(t, MTerm::Leaf { var: v, steps, property: p, .. }
+        if *v == var && *p == property && steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_))))
+}
+
+fn index_use(c: &MCond, var: usize, property: PropertyId) -> Option<IndexUse> {
+    match c {
+        MCond::Compare { left, op, right: MTerm::Lit(v), how: Compared::Number | Compared::Text }
+            if is_leaf_of(left, var, property) =>
+        {
+            match op {
+                Comparison::Eq => Some(IndexUse::Equal(*v)),
+                Comparison::Gt | Comparison::Ge => Some(IndexUse::Low(*v)),
+                Comparison::Lt | Comparison::Le => Some(IndexUse::High(*v)),
+                Comparison::Ne => None,
+            }
+        }
+        MCond::Prefix { term, prefix } if is_leaf_of(term, var, property) => Some(IndexUse::Prefix(*prefix)),
+        MCond::States { term, states } if is_leaf_of(term, var, property) => Some(IndexUse::States(states.clone())),
+        // `where x ? 'sg' * 's'` (through groups of x).
+        MCond::Reach { from: Anchor::Var(v), steps, to: None } if *v == var => match steps.split_last() {
+            Some((MStep { kind: MStepKind::State(p, s), .. }, groups))
+                if *p == property && groups.iter().all(|g| matches!(g.kind, MStepKind::Group(_))) =>
+            {
+                Some(IndexUse::States(vec![*s]))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn keys_bound(steps: &[MStep], bound: &BTreeSet<usize>) -> bool {
+    let mut vars = BTreeSet::new();
+    steps_vars(steps, &mut vars);
+    vars.iter().all(|v| bound.contains(v))
+}
+
+/// The same path walked from its end to its start.
+pub fn reverse(steps: &[MStep]) -> Vec<MStep> {
+    steps
+        .iter()
+        .rev()
+        .map(|s| {
+            let kind = match &s.kind {
+                MStepKind::Group(p) => MStepKind::Up(UpFrom::Group(*p)),
+                MStepKind::Entries(p) => MStepKind::Up(UpFrom::Entry(*p)),
+                MStepKind::EntryKey(p, k) => MStepKind::UpIfKey(*p, *k),
+                MStepKind::EntryOf(p, v) => MStepKind::UpIfTarget(*p, *v),
+                MStepKind::State(p, st) => MStepKind::Up(UpFrom::State(*p, *st)),
+                MStepKind::Reference(p) => MStepKind::Referrers(*p),
+                MStepKind::Targets(p) => MStepKind::Owners(*p),
+                MStepKind::Referrers(p) => MStepKind::Reference(*p),
+                MStepKind::Owners(p) => MStepKind::Targets(*p),
+                MStepKind::Up(UpFrom::Entry(p)) => MStepKind::Entries(*p),
+                MStepKind::Up(UpFrom::Group(p)) => MStepKind::Group(*p),
+                MStepKind::Up(UpFrom::State(p, st)) => MStepKind::State(*p, *st),
+                MStepKind::UpIfKey(p, k) => MStepKind::EntryKey(*p, *k),
+                MStepKind::UpIfTarget(p, v) => MStepKind::EntryOf(*p, *v),
+                MStepKind::Repeat { min, max, body } => MStepKind::Repeat { min: *min, max: *max, body: reverse(body) },
+            };
+            MStep { kind, from: s.to, to: s.from }
+        })
+        .collect()
+}
+
+/// Whether a scan reads the final node type's table instead of walking: from the root, down
+/// through every entry of at least two collections or through a state. Every node of that
+/// type sits at the end of such a path (the tree has one path per type), so its table holds
+/// exactly the nodes the walk would reach, without the key index descents on the way; the
+/// order differs (row order, not key order), which a match without `order by` does not fix.
+pub fn reads_table(from: &Anchor, steps: &[MStep]) -> bool {
+    let full =
+        steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
+    let entries = steps.iter().filter(|s| matches!(s.kind, MStepKind::Entries(_))).count();
+    let states = steps.iter().any(|s| matches!(s.kind, MStepKind::State(..)));
+    *from == Anchor::Root && full && (entries >= 2 || states)
+}
+
+/// True when a root path's steps are all unkeyed entries and groups: every node of the
+/// final type is at the end of such a path, so checking it is needless.
+fn implied_by_type(steps: &[MStep]) -> bool {
+    steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_)))
+}
+
+fn fanout(s: &MStep, schema: &Schema) -> f64 {
+    match &s.kind {
+        MStepKind::Entries(p) => {
+            if schema.property(*p).owner == ROOT {
+                ROOT_ENTRIES
+            } else {
+                NESTED_ENTRIES
+            }
+        }
+        MStepKind::Targets(_) | MStepKind::Referrers(_) | MStepKind::Owners(_) => LINKS,
+        MStepKind::State(..) => 0.5,
+        MStepKind::Repeat { max, body, .. } => {
+            let one: f64 = body.iter().map(|s| fanout(s, schema)).product();
+            f64::min(one.max(1.0).powi((*max).min(6) as i32), 1e6)
+        }
+        _ => 1.0,
+    }
+}
+
+fn scan_cost(steps: &[MStep], schema: &Schema) -> f64 {
+    steps.iter().map(|s| fanout(s, schema)).product()
+}
+
+/// Cost of checking that a walk reaches a known node: the last step is a lookup when it is
+/// a link or an entry step (the goal's slot, its parent, or the matrix entry keyed by it).
+fn check_cost(steps: &[MStep], schema: &Schema) -> f64 {
+    match steps.split_last() {
+        None => 1.0,
+        Some((last, rest)) => {
+            let last = match last.kind {
+                MStepKind::Targets(_) | MStepKind::Referrers(_) | MStepKind::Owners(_) | MStepKind::Entries(_) => 1.0,
+                _ => fanout(last, schema),
+            };
+            scan_cost(rest, schema) * last
+        }
+    }
+}
+
+/// A walk can reach one node twice when a step that can merge paths (a link, an up step, a
+/// repetition) comes after a step that fans out.
+fn needs_dedupe(steps: &[MStep]) -> bool {
+    let mut fanned = false;
+    for s in steps {
+        let (fans, merges) = match s.kind {
+            MStepKind::Entries(_) => (true, false),
+            MStepKind::Referrers(_) => (true, false),
+            MStepKind::Targets(_) | MStepKind::Owners(_) | MStepKind::Repeat { .. } => (true, true),
+            MStepKind::Reference(_) | MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..) => {
+                (false, true)
+            }
+            _ => (false, false),
+        };
+        if merges && fanned {
+            return true;
+        }
+        fanned |= fans;
+    }
+    false
+}
