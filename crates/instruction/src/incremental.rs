@@ -33,7 +33,10 @@ use espalier_data::{Graph, NodeRef, QueryDiff, Touched};
 use espalier_schema::{NodeTypeId, PropertyId, Schema};
 use espalier_transaction::Database;
 
-use crate::plan::{reverse, Anchor, Block, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PVar, UpFrom};
+use crate::plan::{
+    reverse, Anchor, Block, MatchColumn, MatchCondition, MatchOp, MatchPlan, MatchStep, MatchStepKind, MatchTerm,
+    MatchVar, UpFrom,
+};
 use crate::run::pattern::{Found, Matcher};
 use crate::run::{Bindings, QueryResult, Row, MAX_PATTERN_ROWS};
 use crate::{InstructionError, ParamValue};
@@ -53,7 +56,7 @@ struct Route {
     record: NodeTypeId,
     ty: NodeTypeId,
     top: usize,
-    steps: Vec<MStep>,
+    steps: Vec<MatchStep>,
     reads: Read,
 }
 
@@ -182,8 +185,8 @@ impl Registered {
         reads.block(&plan.block, &position);
         for col in &plan.columns {
             match col {
-                PColumn::Term(t) => reads.term(t, &position),
-                PColumn::Shortest { body, .. } => reads.opaque_steps(body),
+                MatchColumn::Term(t) => reads.term(t, &position),
+                MatchColumn::Shortest { body, .. } => reads.opaque_steps(body),
                 _ => unreachable!("refused above: aggregates"),
             }
         }
@@ -506,7 +509,7 @@ fn collect(m: &Matcher<'_, '_>, block: &Block, seeds: &[(usize, NodeRef)]) -> Re
 /// in ways no route describes.
 struct Reads<'s> {
     schema: &'s Schema,
-    vars: &'s [PVar],
+    vars: &'s [MatchVar],
     /// The plans for pairs of variables bound first (`MatchPlan::paired`).
     paired: &'s [((usize, usize), Block)],
     map: ReadMap,
@@ -519,23 +522,23 @@ impl Reads<'_> {
     fn block(&mut self, block: &Block, top: &dyn Fn(usize) -> Option<usize>) {
         for op in &block.ops {
             match &op.kind {
-                MOp::Scan { from, steps, var, .. } => self.path(*from, steps, None, Some(*var), top),
-                MOp::Index { var, .. } => {
+                MatchOp::Scan { from, steps, var, .. } => self.path(*from, steps, None, Some(*var), top),
+                MatchOp::Index { var, .. } => {
                     // Bound from the root by down steps only: its own node is all that counts.
                     if self.all {
                         self.opaque.insert(self.vars[*var].ty);
                     }
                 }
-                MOp::Filter(c) => self.cond(c, top),
+                MatchOp::Filter(c) => self.cond(c, top),
             }
         }
     }
 
-    fn cond(&mut self, c: &MCond, top: &dyn Fn(usize) -> Option<usize>) {
+    fn cond(&mut self, c: &MatchCondition, top: &dyn Fn(usize) -> Option<usize>) {
         match c {
-            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| self.cond(c, top)),
-            MCond::Not(c) => self.cond(c, top),
-            MCond::Exists(block) => {
+            MatchCondition::And(list) | MatchCondition::Or(list) => list.iter().for_each(|c| self.cond(c, top)),
+            MatchCondition::Not(c) => self.cond(c, top),
+            MatchCondition::Exists(block) => {
                 let mut inner = Reads {
                     schema: self.schema,
                     vars: self.vars,
@@ -549,42 +552,51 @@ impl Reads<'_> {
             }
             // The planner's check that a node bound otherwise sits where its root path puts
             // it: parents only, fixed for the node's life.
-            MCond::Reach { from: Anchor::Var(_), steps, to: Some(Anchor::Root) }
-                if !self.all && steps.iter().all(|s| matches!(s.kind, MStepKind::Up(_) | MStepKind::UpIfKey(..))) => {}
-            MCond::Reach { from, steps, to } => {
+            MatchCondition::Reach { from: Anchor::Var(_), steps, to: Some(Anchor::Root) }
+                if !self.all
+                    && steps.iter().all(|s| matches!(s.kind, MatchStepKind::Up(_) | MatchStepKind::UpIfKey(..))) => {}
+            MatchCondition::Reach { from, steps, to } => {
                 let end = match to {
                     Some(Anchor::Var(v)) => Some(*v),
                     _ => None,
                 };
                 self.path(*from, steps, None, end, top)
             }
-            MCond::Compare { left, right, .. } => {
+            MatchCondition::Compare { left, right, .. } => {
                 self.term(left, top);
                 self.term(right, top);
             }
-            MCond::Prefix { term, .. } | MCond::States { term, .. } => self.term(term, top),
+            MatchCondition::Prefix { term, .. } | MatchCondition::States { term, .. } => self.term(term, top),
         }
     }
 
-    fn term(&mut self, t: &MTerm, top: &dyn Fn(usize) -> Option<usize>) {
+    fn term(&mut self, t: &MatchTerm, top: &dyn Fn(usize) -> Option<usize>) {
         match t {
-            MTerm::Leaf { var, steps, property, .. } => self.path(Anchor::Var(*var), steps, Some(*property), None, top),
+            MatchTerm::Leaf { var, steps, property, .. } => {
+                self.path(Anchor::Var(*var), steps, Some(*property), None, top)
+            }
             // A variable's key is fixed for its life; it counts only inside `exists`.
-            MTerm::Key(var) if self.all => {
+            MatchTerm::Key(var) if self.all => {
                 self.opaque.insert(self.vars[*var].ty);
             }
-            MTerm::Key(_) | MTerm::Lit(_) => {}
+            MatchTerm::Key(_) | MatchTerm::Lit(_) => {}
         }
     }
 
     /// Notes a pair when `steps` are one matrix step from top variable `var` to top variable
     /// `end` and the pair has a plan; whether it did.
-    fn pair(&mut self, var: usize, steps: &[MStep], end: Option<usize>, top: &dyn Fn(usize) -> Option<usize>) -> bool {
+    fn pair(
+        &mut self,
+        var: usize,
+        steps: &[MatchStep],
+        end: Option<usize>,
+        top: &dyn Fn(usize) -> Option<usize>,
+    ) -> bool {
         let Some(end) = end.filter(|&e| e != var) else { return false };
         let [step] = steps else { return false };
         let (property, owner, target) = match step.kind {
-            MStepKind::Targets(p) => (p, var, end),
-            MStepKind::Owners(p) => (p, end, var),
+            MatchStepKind::Targets(p) => (p, var, end),
+            MatchStepKind::Owners(p) => (p, end, var),
             _ => return false,
         };
         let key = (var.min(end), var.max(end));
@@ -598,11 +610,11 @@ impl Reads<'_> {
     }
 
     /// Every node type the steps pass (repeat bodies included) is opaque.
-    fn opaque_steps(&mut self, steps: &[MStep]) {
+    fn opaque_steps(&mut self, steps: &[MatchStep]) {
         for s in steps {
             self.opaque.insert(s.from);
             self.opaque.insert(s.to);
-            if let MStepKind::Repeat { body, .. } = &s.kind {
+            if let MatchStepKind::Repeat { body, .. } = &s.kind {
                 self.opaque_steps(body);
             }
         }
@@ -613,7 +625,7 @@ impl Reads<'_> {
     fn path(
         &mut self,
         from: Anchor,
-        steps: &[MStep],
+        steps: &[MatchStep],
         term: Option<PropertyId>,
         end: Option<usize>,
         top: &dyn Fn(usize) -> Option<usize>,
@@ -622,7 +634,7 @@ impl Reads<'_> {
             Anchor::Var(v) => v,
             // Down steps only: the node at the end is there exactly while it exists, and its
             // own variable covers that. With links, a route would lead back to the root.
-            Anchor::Root if !self.all && steps.iter().all(MStep::goes_down) => return,
+            Anchor::Root if !self.all && steps.iter().all(MatchStep::goes_down) => return,
             Anchor::Root => return self.opaque_steps(steps),
         };
         let Some(position) = top(var).filter(|_| !self.all) else {
@@ -638,7 +650,7 @@ impl Reads<'_> {
         };
         self.map.first[position].extend(first);
         for k in 1..=steps.len() {
-            if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MStepKind::Repeat { .. })) {
+            if let Some(r) = steps[..k].iter().position(|s| matches!(s.kind, MatchStepKind::Repeat { .. })) {
                 return self.opaque_steps(&steps[r..]);
             }
             let ty = steps[k - 1].to;
@@ -666,26 +678,27 @@ impl Reads<'_> {
 /// What a step reads of the node it leaves: a property of its record (a state, a
 /// reference), its entries of a collection, or the links into it along a reference or
 /// matrix (a step backwards). `None`: nothing that can change (a group, a parent).
-fn step_read(s: &MStep) -> Option<Read> {
+fn step_read(s: &MatchStep) -> Option<Read> {
     match s.kind {
-        MStepKind::State(p, _) | MStepKind::Reference(p) => Some(Read::Slot(p)),
-        MStepKind::Entries(p) | MStepKind::EntryKey(p, _) | MStepKind::EntryOf(p, _) | MStepKind::Targets(p) => {
-            Some(Read::Entries(p))
-        }
-        MStepKind::Referrers(p) | MStepKind::Owners(p) => Some(Read::Links(p)),
+        MatchStepKind::State(p, _) | MatchStepKind::Reference(p) => Some(Read::Slot(p)),
+        MatchStepKind::Entries(p)
+        | MatchStepKind::EntryKey(p, _)
+        | MatchStepKind::EntryOf(p, _)
+        | MatchStepKind::Targets(p) => Some(Read::Entries(p)),
+        MatchStepKind::Referrers(p) | MatchStepKind::Owners(p) => Some(Read::Links(p)),
         _ => None,
     }
 }
 
 /// A step that needs no variable bound: an entry keyed by a variable becomes any entry (a
 /// route may find more candidates than there are matches, never fewer).
-fn unkeyed(s: MStep) -> MStep {
+fn unkeyed(s: MatchStep) -> MatchStep {
     let kind = match s.kind {
-        MStepKind::EntryOf(p, _) => MStepKind::Entries(p),
-        MStepKind::UpIfTarget(p, _) => MStepKind::Up(UpFrom::Entry(p)),
+        MatchStepKind::EntryOf(p, _) => MatchStepKind::Entries(p),
+        MatchStepKind::UpIfTarget(p, _) => MatchStepKind::Up(UpFrom::Entry(p)),
         k => k,
     };
-    MStep { kind, ..s }
+    MatchStep { kind, ..s }
 }
 
 /// Most touched sets kept for registrations in progress; past it the oldest two are joined

@@ -138,7 +138,7 @@ pub struct Parser<'a> {
     eof: Token,
 }
 
-type PResult<T> = std::result::Result<T, ParseError>;
+type ParseResult<T> = std::result::Result<T, ParseError>;
 
 const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
 
@@ -273,7 +273,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn expect(&mut self, kind: &TokenKind, what: &str) -> PResult<Token> {
+    fn expect(&mut self, kind: &TokenKind, what: &str) -> ParseResult<Token> {
         if &self.peek().kind == kind {
             Ok(self.bump())
         } else {
@@ -282,7 +282,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A `'quoted'` name; `what` says which, e.g. "a dictionary name after `.`".
-    fn name(&mut self, what: &str) -> PResult<String> {
+    fn name(&mut self, what: &str) -> ParseResult<String> {
         match &self.peek().kind {
             TokenKind::Name(n) => {
                 let n = n.clone();
@@ -294,7 +294,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Runs `f` one nesting level deeper; `open` is the token that opened the level.
-    fn nested<T>(&mut self, open: Span, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+    fn nested<T>(&mut self, open: Span, f: impl FnOnce(&mut Self) -> ParseResult<T>) -> ParseResult<T> {
         if self.depth >= MAX_DEPTH {
             return Err(self.error(open, rule::too_deep()));
         }
@@ -307,7 +307,7 @@ impl<'a> Parser<'a> {
     // ---- paths ----
 
     /// Steps from the root to one node: dictionary and matrix steps carry a key.
-    fn node_path(&mut self) -> PResult<Path> {
+    fn node_path(&mut self) -> ParseResult<Path> {
         let mut path = Vec::new();
         while let Some(step) = self.step(StepKind::Node)? {
             path.push(step);
@@ -315,7 +315,7 @@ impl<'a> Parser<'a> {
         Ok(path)
     }
 
-    fn step(&mut self, kind: StepKind) -> PResult<Option<Located<Step>>> {
+    fn step(&mut self, kind: StepKind) -> ParseResult<Option<Located<Step>>> {
         let start = self.peek().span;
         let step = match self.peek().kind {
             TokenKind::Dot | TokenKind::Percent => {
@@ -371,7 +371,7 @@ impl<'a> Parser<'a> {
 
     // ---- values ----
 
-    fn value(&mut self) -> PResult<Value> {
+    fn value(&mut self) -> ParseResult<Value> {
         let tok = self.peek().clone();
         let value = match &tok.kind {
             TokenKind::Str(s) => Value::Text(s.clone()),
@@ -411,7 +411,7 @@ impl<'a> Parser<'a> {
     }
 
     /// The value of an extra word ([`ParseOptions::values`]) at the next token, if it is one.
-    fn word_value(&mut self) -> PResult<Option<Value>> {
+    fn word_value(&mut self) -> ParseResult<Option<Value>> {
         let Some(words) = self.opts.values else { return Ok(None) };
         let rest = self.tokens.get(self.pos..).unwrap_or_default();
         match words.value(rest) {
@@ -430,7 +430,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `[ value , value … ]`
-    fn compound(&mut self) -> PResult<Value> {
+    fn compound(&mut self) -> ParseResult<Value> {
         let open = self.bump().span;
         self.nested(open, |p| {
             let mut parts = vec![p.value()?];
@@ -454,7 +454,7 @@ impl<'a> Parser<'a> {
     // ---- update items ----
 
     /// `( item* )`
-    fn block(&mut self) -> PResult<Vec<Located<Item>>> {
+    fn block(&mut self) -> ParseResult<Vec<Located<Item>>> {
         let open = self.expect(&TokenKind::LParen, "`(`")?.span;
         self.nested(open, |p| {
             let mut items = Vec::new();
@@ -473,7 +473,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `'name' -> op`
-    fn item(&mut self) -> PResult<Located<Item>> {
+    fn item(&mut self) -> ParseResult<Located<Item>> {
         let start = self.peek().span;
         let name = self.name("a property name")?;
         self.expect(&TokenKind::Arrow, &format!("`->` after property name '{name}'"))?;
@@ -481,7 +481,7 @@ impl<'a> Parser<'a> {
         Ok(Located { item: Item { name, op }, span: start.to(self.last) })
     }
 
-    fn op(&mut self, name: &str) -> PResult<Op> {
+    fn op(&mut self, name: &str) -> ParseResult<Op> {
         let word = match &self.peek().kind {
             TokenKind::LParen => return Ok(Op::Group(self.block()?)),
             TokenKind::Word(w) => w.clone(),
@@ -563,7 +563,7 @@ impl<'a> Parser<'a> {
 
     /// After `stategroup`: `'S' set to ( … )`, `set to 'S' ( … )`, `random set to ( … )`, or
     /// `'S' ( … )`.
-    fn stategroup_op(&mut self, name: &str) -> PResult<Op> {
+    fn stategroup_op(&mut self, name: &str) -> ParseResult<Op> {
         if self.eat_word("set") {
             self.expect_to()?;
             let state = self.state_value(name)?;
@@ -583,7 +583,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn expect_to(&mut self) -> PResult<()> {
+    fn expect_to(&mut self) -> ParseResult<()> {
         if self.eat_word("to") {
             Ok(())
         } else {
@@ -591,7 +591,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn state_block(&mut self) -> PResult<Vec<Located<Item>>> {
+    fn state_block(&mut self) -> ParseResult<Vec<Located<Item>>> {
         if self.peek().kind != TokenKind::LParen {
             return Err(self.expected("`(` with the state's properties (may be empty: `( )`)"));
         }
@@ -600,7 +600,7 @@ impl<'a> Parser<'a> {
 
     /// A state: a `'Name'`, or a value (a `$parameter` in commands; an extra word of
     /// [`ParseOptions::values`], such as a benchmark's `random`).
-    fn state_value(&mut self, stategroup: &str) -> PResult<Value> {
+    fn state_value(&mut self, stategroup: &str) -> ParseResult<Value> {
         match &self.peek().kind {
             TokenKind::Name(n) => {
                 let n = n.clone();
@@ -625,7 +625,7 @@ impl<'a> Parser<'a> {
 
     // ---- queries ----
 
-    fn query(&mut self) -> PResult<Query> {
+    fn query(&mut self) -> ParseResult<Query> {
         self.bump(); // `collection`
         let path = self.node_path()?;
         if !self.eat_word("select") {
@@ -644,7 +644,7 @@ impl<'a> Parser<'a> {
         Ok(Query { path, select, projections, limit, offset })
     }
 
-    fn count(&mut self, what: &str) -> PResult<u64> {
+    fn count(&mut self, what: &str) -> ParseResult<u64> {
         let tok = self.peek().clone();
         match tok.kind {
             TokenKind::Int(n) => {
@@ -657,7 +657,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `'alias' -> steps kind : property [filter]`
-    fn projection(&mut self) -> PResult<Located<Projection>> {
+    fn projection(&mut self) -> ParseResult<Located<Projection>> {
         let start = self.peek().span;
         let alias = self.name("a projection name")?;
         self.expect(&TokenKind::Arrow, &format!("`->` after projection name '{alias}'"))?;
@@ -693,7 +693,7 @@ impl<'a> Parser<'a> {
         Ok(Located { item: Projection { alias, path, kind, property, filter }, span: start.to(self.last) })
     }
 
-    fn filter(&mut self) -> PResult<Option<Filter>> {
+    fn filter(&mut self) -> ParseResult<Option<Filter>> {
         if self.peek().kind.is_word("in") {
             return self.in_filter().map(Some);
         }
@@ -721,7 +721,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `in ( 'S1' 'S2' … )`
-    fn in_filter(&mut self) -> PResult<Filter> {
+    fn in_filter(&mut self) -> ParseResult<Filter> {
         self.bump(); // `in`
         let open = self.expect(&TokenKind::LParen, "`(` and state names after `in`")?.span;
         let mut states = Vec::new();
@@ -745,7 +745,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `( [ 'prefix' ] * )`
-    fn prefix_filter(&mut self) -> PResult<Filter> {
+    fn prefix_filter(&mut self) -> ParseResult<Filter> {
         let open = self.bump().span;
         self.expect(&TokenKind::LBracket, "`[` in a prefix filter `( [ 'prefix' ] * )`")?;
         let value = match &self.peek().kind {
@@ -765,7 +765,7 @@ impl<'a> Parser<'a> {
 
     // ---- command and transaction ----
 
-    fn command(&mut self) -> PResult<Instruction> {
+    fn command(&mut self) -> ParseResult<Instruction> {
         self.bump(); // `command`
         let name = self.name("the command's 'name' after `command`")?;
         let open = self.expect(&TokenKind::LParen, "`(` with the command's arguments")?.span;
@@ -788,7 +788,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn transaction(&mut self) -> PResult<Instruction> {
+    fn transaction(&mut self) -> ParseResult<Instruction> {
         self.bump(); // `transaction`
         let open = self.expect(&TokenKind::LParen, "`(` after `transaction`")?.span;
         self.nested(open, |p| {

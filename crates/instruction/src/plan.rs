@@ -11,8 +11,8 @@ use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located,
 mod pattern;
 mod uses;
 pub use pattern::{
-    reads_table, reverse, Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan,
-    PColumn, PVar, PlanLine, PlanOp, UpFrom,
+    reads_table, reverse, Anchor, Block, Compared, IndexProbe, LitKind, MatchColumn, MatchCondition, MatchOp,
+    MatchPlan, MatchStep, MatchStepKind, MatchTerm, MatchVar, PlanLine, PlanOp, UpFrom,
 };
 pub use uses::{ValueRole, ValueUse};
 
@@ -41,16 +41,16 @@ pub type ParamTypes = Option<HashMap<String, ParamKind>>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     Update {
-        path: Vec<PStep>,
+        path: Vec<StepPlan>,
         node: NodeTypeId,
-        items: Vec<PItem>,
+        items: Vec<ItemPlan>,
     },
     Query(QueryPlan),
     /// A pattern query (`collection match …`), planned (boxed: it is much larger than the
     /// other plans).
     Match(Box<MatchPlan>),
     Get {
-        path: Vec<PStep>,
+        path: Vec<StepPlan>,
         node: NodeTypeId,
     },
     Command {
@@ -80,7 +80,7 @@ impl Plan {
 
 /// A resolved step of a node path or collection path.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PStep {
+pub enum StepPlan {
     Group(PropertyId),
     /// A dictionary or matrix entry; `key` is `None` in a collection path (every entry).
     Entry {
@@ -99,26 +99,26 @@ pub enum PStep {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PItem {
+pub struct ItemPlan {
     pub property: PropertyId,
-    pub op: POp,
+    pub op: OpPlan,
     pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum POp {
+pub enum OpPlan {
     SetNumber(Value),
     AddNumber(Value),
     SetText(Value),
     SetReference(Value),
-    Group(Vec<PItem>),
+    Group(Vec<ItemPlan>),
     AddEntry {
         key: Value,
-        items: Vec<PItem>,
+        items: Vec<ItemPlan>,
     },
     UpdateEntry {
         key: Value,
-        items: Vec<PItem>,
+        items: Vec<ItemPlan>,
     },
     RemoveEntry {
         key: Value,
@@ -126,13 +126,13 @@ pub enum POp {
     /// Switch (in an update) or choose (in a new node) the state.
     SwitchState {
         state: StateChoice,
-        items: Vec<PItem>,
+        items: Vec<ItemPlan>,
     },
     /// In an update: change the current state's node, which must be `state`. In a new node's
     /// initialisation: choose `state` (as `SwitchState`).
     UpdateState {
         state: StateIndex,
-        items: Vec<PItem>,
+        items: Vec<ItemPlan>,
     },
 }
 
@@ -145,26 +145,26 @@ pub enum StateChoice {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
-    pub path: Vec<PStep>,
-    pub select: Vec<PStep>,
+    pub path: Vec<StepPlan>,
+    pub select: Vec<StepPlan>,
     /// The node type of every row.
     pub row_type: NodeTypeId,
-    pub projections: Vec<PProjection>,
+    pub projections: Vec<ProjectionPlan>,
     pub limit: Option<u64>,
     pub offset: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PProjection {
+pub struct ProjectionPlan {
     pub alias: String,
-    pub path: Vec<PStep>,
+    pub path: Vec<StepPlan>,
     pub property: PropertyId,
     pub kind: LeafKind,
-    pub filter: Option<PFilter>,
+    pub filter: Option<FilterPlan>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum PFilter {
+pub enum FilterPlan {
     Number(Comparison, Value),
     Text(Comparison, Value),
     Prefix(Value),
@@ -321,14 +321,14 @@ impl<'s> Checker<'s> {
     }
 
     /// Resolves one step from `node`; `keyed` says whether entry steps carry keys.
-    fn step(&self, node: NodeTypeId, step: &Located<Step>, keyed: bool) -> Result<(PStep, NodeTypeId), CheckError> {
+    fn step(&self, node: NodeTypeId, step: &Located<Step>, keyed: bool) -> Result<(StepPlan, NodeTypeId), CheckError> {
         let span = step.span;
         match &step.item {
             Step::Group(name) => {
                 let p = self.property(node, name, span)?;
                 self.expect_kind(p, "group", "+", span)?;
                 let PropertyKind::Group { node: next } = self.schema.property(p).kind else { unreachable!() };
-                Ok((PStep::Group(p), next))
+                Ok((StepPlan::Group(p), next))
             }
             Step::Dictionary { name, key } | Step::Matrix { name, key } => {
                 let matrix = matches!(step.item, Step::Matrix { .. });
@@ -357,25 +357,25 @@ impl<'s> Checker<'s> {
                 if let Some(k) = key {
                     self.key_fits(p, k, span)?;
                 }
-                Ok((PStep::Entry { property: p, key: key.clone(), span }, next))
+                Ok((StepPlan::Entry { property: p, key: key.clone(), span }, next))
             }
             Step::State { stategroup, state } => {
                 let p = self.property(node, stategroup, span)?;
                 self.expect_kind(p, "stategroup", "?", span)?;
                 let s = self.state_index(p, state, span)?;
                 let PropertyKind::StateGroup { states } = &self.schema.property(p).kind else { unreachable!() };
-                Ok((PStep::State { property: p, state: s, span }, states[s as usize].node))
+                Ok((StepPlan::State { property: p, state: s, span }, states[s as usize].node))
             }
             Step::Reference(name) => {
                 let p = self.property(node, name, span)?;
                 self.expect_kind(p, "reference", ">", span)?;
                 let PropertyKind::Reference { target } = &self.schema.property(p).kind else { unreachable!() };
-                Ok((PStep::Reference { property: p }, target.entry_type))
+                Ok((StepPlan::Reference { property: p }, target.entry_type))
             }
         }
     }
 
-    fn node_path(&self, path: &[Located<Step>], _span: Span) -> Result<(Vec<PStep>, NodeTypeId), CheckError> {
+    fn node_path(&self, path: &[Located<Step>], _span: Span) -> Result<(Vec<StepPlan>, NodeTypeId), CheckError> {
         self.path_from(ROOT, path, true)
     }
 
@@ -384,7 +384,7 @@ impl<'s> Checker<'s> {
         mut node: NodeTypeId,
         path: &[Located<Step>],
         keyed: bool,
-    ) -> Result<(Vec<PStep>, NodeTypeId), CheckError> {
+    ) -> Result<(Vec<StepPlan>, NodeTypeId), CheckError> {
         let mut out = Vec::with_capacity(path.len());
         for step in path {
             let (s, next) = self.step(node, step, keyed)?;
@@ -445,7 +445,7 @@ impl<'s> Checker<'s> {
         }
     }
 
-    fn items(&self, node: NodeTypeId, items: &[Located<Item>], init: bool) -> Result<Vec<PItem>, CheckError> {
+    fn items(&self, node: NodeTypeId, items: &[Located<Item>], init: bool) -> Result<Vec<ItemPlan>, CheckError> {
         let mut out = Vec::with_capacity(items.len());
         for item in items {
             out.push(self.item(node, item, init)?);
@@ -453,7 +453,7 @@ impl<'s> Checker<'s> {
         Ok(out)
     }
 
-    fn item(&self, node: NodeTypeId, item: &Located<Item>, init: bool) -> Result<PItem, CheckError> {
+    fn item(&self, node: NodeTypeId, item: &Located<Item>, init: bool) -> Result<ItemPlan, CheckError> {
         let span = item.span;
         let p = self.property(node, &item.item.name, span)?;
         let prop = self.schema.property(p);
@@ -468,35 +468,35 @@ impl<'s> Checker<'s> {
         let op = match (&item.item.op, &prop.kind) {
             (Op::SetNumber(v), PropertyKind::Number) => {
                 self.value_fits(v, ParamKind::Number, span, &format!("'{}'", prop.name))?;
-                POp::SetNumber(v.clone())
+                OpPlan::SetNumber(v.clone())
             }
             (Op::AddNumber(v), PropertyKind::Number) => {
                 self.value_fits(v, ParamKind::Number, span, &format!("'{}'", prop.name))?;
-                POp::AddNumber(v.clone())
+                OpPlan::AddNumber(v.clone())
             }
             (Op::SetText(v), PropertyKind::Text) => {
                 self.value_fits(v, ParamKind::Text, span, &format!("'{}'", prop.name))?;
-                POp::SetText(v.clone())
+                OpPlan::SetText(v.clone())
             }
             (Op::SetReference(v), PropertyKind::Reference { target }) => {
                 self.key_arity_fits(v, target.key_arity, span)?;
-                POp::SetReference(v.clone())
+                OpPlan::SetReference(v.clone())
             }
-            (Op::Group(items), PropertyKind::Group { node }) => POp::Group(self.items(*node, items, init)?),
+            (Op::Group(items), PropertyKind::Group { node }) => OpPlan::Group(self.items(*node, items, init)?),
             (Op::AddEntry { key, items }, PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. }) => {
                 self.key_fits(p, key, span)?;
-                POp::AddEntry { key: key.clone(), items: self.items(*node, items, true)? }
+                OpPlan::AddEntry { key: key.clone(), items: self.items(*node, items, true)? }
             }
             (Op::UpdateEntry { key, items }, PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. }) => {
                 self.key_fits(p, key, span)?;
-                POp::UpdateEntry { key: key.clone(), items: self.items(*node, items, init)? }
+                OpPlan::UpdateEntry { key: key.clone(), items: self.items(*node, items, init)? }
             }
             (Op::RemoveEntry { key }, PropertyKind::Dictionary { .. } | PropertyKind::Matrix { .. }) => {
                 if init {
                     return err(span, "cannot remove an entry from a node that is being created");
                 }
                 self.key_fits(p, key, span)?;
-                POp::RemoveEntry { key: key.clone() }
+                OpPlan::RemoveEntry { key: key.clone() }
             }
             (Op::SwitchState { state, items }, PropertyKind::StateGroup { states }) => {
                 let (choice, node) = match state {
@@ -515,11 +515,11 @@ impl<'s> Checker<'s> {
                     None if items.is_empty() => Vec::new(),
                     None => return err(span, "a state chosen at run time cannot be initialised with properties"),
                 };
-                POp::SwitchState { state: choice, items }
+                OpPlan::SwitchState { state: choice, items }
             }
             (Op::UpdateState { state, items }, PropertyKind::StateGroup { states }) => {
                 let i = self.state_index(p, state, span)?;
-                POp::UpdateState { state: i, items: self.items(states[i as usize].node, items, init)? }
+                OpPlan::UpdateState { state: i, items: self.items(states[i as usize].node, items, init)? }
             }
             (Op::SetNumber(_), _) => return mismatch("number"),
             (Op::AddNumber(_), _) => return mismatch("number +"),
@@ -531,14 +531,14 @@ impl<'s> Checker<'s> {
             }
             (Op::SwitchState { .. } | Op::UpdateState { .. }, _) => return mismatch("stategroup"),
         };
-        Ok(PItem { property: p, op, span })
+        Ok(ItemPlan { property: p, op, span })
     }
 
     fn query(&self, q: &ast::Query, span: Span) -> Result<QueryPlan, CheckError> {
         let (path, context) = self.node_path(&q.path, span)?;
         let (select, row_type) = self.path_from(context, &q.select, false)?;
         if let Some(last) = select.last() {
-            if !matches!(last, PStep::Entry { .. }) {
+            if !matches!(last, StepPlan::Entry { .. }) {
                 let at = q.select.last().map_or(span, |s| s.span);
                 return err(at, "a collection path ends with a dictionary (`.`) or matrix (`%`) step");
             }
@@ -550,7 +550,7 @@ impl<'s> Checker<'s> {
         Ok(QueryPlan { path, select, row_type, projections, limit: q.limit, offset: q.offset.unwrap_or(0) })
     }
 
-    fn projection(&self, row: NodeTypeId, proj: &ast::Projection, span: Span) -> Result<PProjection, CheckError> {
+    fn projection(&self, row: NodeTypeId, proj: &ast::Projection, span: Span) -> Result<ProjectionPlan, CheckError> {
         for step in &proj.path {
             if matches!(step.item, Step::Dictionary { .. } | Step::Matrix { .. }) {
                 return err(step.span, "a projection path goes through groups, states and references only");
@@ -563,23 +563,23 @@ impl<'s> Checker<'s> {
             None => None,
             Some(f) => Some(self.filter(p, proj.kind, f, span)?),
         };
-        Ok(PProjection { alias: proj.alias.clone(), path, property: p, kind: proj.kind, filter })
+        Ok(ProjectionPlan { alias: proj.alias.clone(), path, property: p, kind: proj.kind, filter })
     }
 
-    fn filter(&self, p: PropertyId, kind: LeafKind, f: &Filter, span: Span) -> Result<PFilter, CheckError> {
+    fn filter(&self, p: PropertyId, kind: LeafKind, f: &Filter, span: Span) -> Result<FilterPlan, CheckError> {
         let name = &self.schema.property(p).name;
         Ok(match (kind, f) {
             (LeafKind::Number, Filter::Compare { op, value }) => {
                 self.value_fits(value, ParamKind::Number, span, &format!("filter on '{name}'"))?;
-                PFilter::Number(*op, value.clone())
+                FilterPlan::Number(*op, value.clone())
             }
             (LeafKind::Text, Filter::Compare { op, value }) => {
                 self.value_fits(value, ParamKind::Text, span, &format!("filter on '{name}'"))?;
-                PFilter::Text(*op, value.clone())
+                FilterPlan::Text(*op, value.clone())
             }
             (LeafKind::Text, Filter::Prefix(v)) => {
                 self.value_fits(v, ParamKind::Text, span, &format!("prefix filter on '{name}'"))?;
-                PFilter::Prefix(v.clone())
+                FilterPlan::Prefix(v.clone())
             }
             (
                 LeafKind::Stategroup,
@@ -592,15 +592,15 @@ impl<'s> Checker<'s> {
                 } else {
                     (0..states.len() as StateIndex).filter(|&j| j != i).collect()
                 };
-                PFilter::States(set)
+                FilterPlan::States(set)
             }
             (LeafKind::Stategroup, Filter::In(names)) => {
-                PFilter::States(names.iter().map(|n| self.state_index(p, n, span)).collect::<Result<_, _>>()?)
+                FilterPlan::States(names.iter().map(|n| self.state_index(p, n, span)).collect::<Result<_, _>>()?)
             }
             (LeafKind::Reference, Filter::Compare { op: op @ (Comparison::Eq | Comparison::Ne), value }) => {
                 let PropertyKind::Reference { target } = &self.schema.property(p).kind else { unreachable!() };
                 self.key_arity_fits(value, target.key_arity, span)?;
-                PFilter::Reference(*op, value.clone())
+                FilterPlan::Reference(*op, value.clone())
             }
             (k, f) => return err(span, format!("filter {f:?} does not apply to a {k:?} property '{name}'")),
         })

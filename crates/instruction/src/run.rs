@@ -10,7 +10,7 @@ use espalier_schema::{PropertyId, PropertyKind, Schema, StateIndex};
 use serde::Serialize;
 
 use crate::ast::{Comparison, LeafKind, Value};
-use crate::plan::{PFilter, PItem, POp, PStep, QueryPlan, StateChoice};
+use crate::plan::{FilterPlan, ItemPlan, OpPlan, QueryPlan, StateChoice, StepPlan};
 use crate::InstructionError;
 
 pub(crate) mod pattern;
@@ -227,7 +227,7 @@ impl<'g> Nav<'g> {
     }
 
     /// Follows a node path from the root.
-    pub fn walk(&self, path: &[PStep], b: &mut Bindings<'_>) -> Result<NodeRef, InstructionError> {
+    pub fn walk(&self, path: &[StepPlan], b: &mut Bindings<'_>) -> Result<NodeRef, InstructionError> {
         Ok(self.walk_view(path, b)?.0)
     }
 
@@ -235,24 +235,24 @@ impl<'g> Nav<'g> {
     /// (an entry found by key, and groups in it), so the caller need not look it up again.
     pub(crate) fn walk_view(
         &self,
-        path: &[PStep],
+        path: &[StepPlan],
         b: &mut Bindings<'_>,
     ) -> Result<(NodeRef, Option<NodeView<'g>>), InstructionError> {
         let mut at = NodeRef::ROOT;
         let mut view: Option<NodeView<'g>> = None;
         for step in path {
             (at, view) = match step {
-                PStep::Group(p) => match view {
+                StepPlan::Group(p) => match view {
                     Some(v) => (self.graph.group(at, *p), Some(v.group(*p))),
                     None => (self.graph.group(at, *p), None),
                 },
-                PStep::Entry { property, key: Some(key), .. } => {
+                StepPlan::Entry { property, key: Some(key), .. } => {
                     let v = self.entry_view(at, *property, key, b)?;
                     (v.node, Some(v))
                 }
-                PStep::Entry { key: None, .. } => unreachable!("checked: node paths have keys"),
-                PStep::State { property, state, .. } => (self.state_step(at, *property, *state)?, None),
-                PStep::Reference { property } => (self.reference_step(at, view, *property)?, None),
+                StepPlan::Entry { key: None, .. } => unreachable!("checked: node paths have keys"),
+                StepPlan::State { property, state, .. } => (self.state_step(at, *property, *state)?, None),
+                StepPlan::Reference { property } => (self.reference_step(at, view, *property)?, None),
             };
         }
         debug_assert!(view.is_none_or(|v| v.node == at), "a view of another node");
@@ -265,25 +265,25 @@ impl<'g> Nav<'g> {
     fn project(
         &self,
         row: NodeView<'g>,
-        path: &[PStep],
+        path: &[StepPlan],
         property: PropertyId,
         kind: LeafKind,
     ) -> Result<Option<Leaf>, InstructionError> {
         let mut at = row;
         for step in path {
             at = match step {
-                PStep::Group(p) => at.group(*p),
-                PStep::State { property, state, .. } => {
+                StepPlan::Group(p) => at.group(*p),
+                StepPlan::State { property, state, .. } => {
                     let (current, child) = at.state(*property)?;
                     if current != *state {
                         return Ok(None);
                     }
                     self.graph.view(child)?
                 }
-                PStep::Reference { property } => {
+                StepPlan::Reference { property } => {
                     self.graph.view(self.reference_step(at.node, Some(at), *property)?)?
                 }
-                PStep::Entry { .. } => unreachable!("checked: no entry steps in projections"),
+                StepPlan::Entry { .. } => unreachable!("checked: no entry steps in projections"),
             };
         }
         Ok(Some(match kind {
@@ -329,11 +329,11 @@ pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> R
             .map(|p| {
                 Ok(match &p.filter {
                     None => None,
-                    Some(PFilter::Number(op, v)) => Some(Resolved::Number(*op, b.number(v)?)),
-                    Some(PFilter::Text(op, v)) => Some(Resolved::Text(*op, b.text(v)?)),
-                    Some(PFilter::Prefix(v)) => Some(Resolved::Prefix(b.text(v)?)),
-                    Some(PFilter::States(s)) => Some(Resolved::States(s.clone())),
-                    Some(PFilter::Reference(op, v)) => Some(Resolved::Key(*op, b.key(v)?)),
+                    Some(FilterPlan::Number(op, v)) => Some(Resolved::Number(*op, b.number(v)?)),
+                    Some(FilterPlan::Text(op, v)) => Some(Resolved::Text(*op, b.text(v)?)),
+                    Some(FilterPlan::Prefix(v)) => Some(Resolved::Prefix(b.text(v)?)),
+                    Some(FilterPlan::States(s)) => Some(Resolved::States(s.clone())),
+                    Some(FilterPlan::Reference(op, v)) => Some(Resolved::Key(*op, b.key(v)?)),
                 })
             })
             .collect::<Result<_, InstructionError>>()?
@@ -396,11 +396,11 @@ fn visit<'g>(
         return row(nav, q, filters, node, view, key, out);
     }
     match &q.select[depth] {
-        PStep::Group(p) => {
+        StepPlan::Group(p) => {
             let group_view = view.map(|v| v.group(*p));
             visit(nav, q, filters, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
         }
-        PStep::State { property, state, .. } => {
+        StepPlan::State { property, state, .. } => {
             let (current, child) = match view {
                 Some(v) => v.state(*property)?,
                 None => nav.graph.state(node, *property)?,
@@ -410,11 +410,11 @@ fn visit<'g>(
             }
             Ok(())
         }
-        PStep::Reference { property } => {
+        StepPlan::Reference { property } => {
             let target = nav.reference_step(node, view, *property)?;
             visit(nav, q, filters, target, None, depth + 1, key, out, visited, cancel)
         }
-        PStep::Entry { property, .. } => {
+        StepPlan::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
             // Each row's record comes with the scan of the owner's Entries rows.
             for entry in nav.graph.entry_views(node, *property)? {
@@ -450,7 +450,7 @@ fn row(
     for (i, proj) in q.projections.iter().enumerate() {
         let filter = filters.get(i).and_then(Option::as_ref);
         // Without a filter and outside the page, a projection only matters for state crossings.
-        if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, PStep::State { .. })) {
+        if filter.is_none() && !wanted && proj.path.iter().all(|s| !matches!(s, StepPlan::State { .. })) {
             continue;
         }
         let row_view = match view {
@@ -493,7 +493,7 @@ fn row(
 pub(crate) fn apply(
     g: &mut WriteGraph<'_, '_>,
     node: NodeRef,
-    items: &[PItem],
+    items: &[ItemPlan],
     init: bool,
     b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {
@@ -506,17 +506,17 @@ pub(crate) fn apply(
 fn apply_item(
     g: &mut WriteGraph<'_, '_>,
     node: NodeRef,
-    item: &PItem,
+    item: &ItemPlan,
     init: bool,
     b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {
     let p = item.property;
     match &item.op {
-        POp::SetNumber(v) => {
+        OpPlan::SetNumber(v) => {
             let n = b.number(v)?;
             g.set_number(node, p, n)?;
         }
-        POp::AddNumber(v) => {
+        OpPlan::AddNumber(v) => {
             let delta = b.number(v)?;
             let old = g.graph().number(node, p)?;
             let n = old.checked_add(delta).ok_or_else(|| {
@@ -524,21 +524,21 @@ fn apply_item(
             })?;
             g.set_number(node, p, n)?;
         }
-        POp::SetText(v) => {
+        OpPlan::SetText(v) => {
             let t = b.text(v)?;
             g.set_text(node, p, &t)?;
         }
-        POp::SetReference(v) => {
+        OpPlan::SetReference(v) => {
             let PropertyKind::Reference { target } = &g.schema.property(p).kind else { unreachable!() };
             let key = b.key(v)?;
             let target = g.graph().resolve(node, target, &key)?;
             g.set_reference(node, p, target.id)?;
         }
-        POp::Group(items) => {
+        OpPlan::Group(items) => {
             let group = g.graph().group(node, p);
             apply(g, group, items, init, b)?;
         }
-        POp::AddEntry { key, items } => {
+        OpPlan::AddEntry { key, items } => {
             let entry = match &g.schema.property(p).kind {
                 PropertyKind::Matrix { target, .. } => {
                     let k = b.key(key)?;
@@ -553,11 +553,11 @@ fn apply_item(
             apply(g, entry, items, true, b)?;
             g.require_references(entry)?;
         }
-        POp::UpdateEntry { key, items } => {
+        OpPlan::UpdateEntry { key, items } => {
             let entry = Nav { graph: g.graph() }.entry(node, p, key, b)?;
             apply(g, entry, items, init, b)?;
         }
-        POp::RemoveEntry { key } => {
+        OpPlan::RemoveEntry { key } => {
             let entry = Nav { graph: g.graph() }.entry(node, p, key, b)?;
             match &g.schema.property(p).kind {
                 PropertyKind::Matrix { .. } => {
@@ -570,7 +570,7 @@ fn apply_item(
                 }
             }
         }
-        POp::SwitchState { state, items } => {
+        OpPlan::SwitchState { state, items } => {
             let index = match state {
                 StateChoice::Fixed(i) => *i,
                 StateChoice::Param(value) => {
@@ -585,7 +585,7 @@ fn apply_item(
             };
             choose_state(g, node, p, index, items, init, b)?;
         }
-        POp::UpdateState { state, items } => {
+        OpPlan::UpdateState { state, items } => {
             if init {
                 choose_state(g, node, p, *state, items, true, b)?;
             } else {
@@ -604,7 +604,7 @@ fn choose_state(
     node: NodeRef,
     p: PropertyId,
     index: StateIndex,
-    items: &[PItem],
+    items: &[ItemPlan],
     init: bool,
     b: &mut Bindings<'_>,
 ) -> Result<(), InstructionError> {

@@ -7,7 +7,7 @@ use espalier_data::dump::{export_node, DumpError};
 use espalier_data::{DataError, EntryKey, Graph, NodePath, NodeRef, PathStep};
 use espalier_instruction::ast::{Instruction, Value};
 use espalier_instruction::parse::{parse_instruction, ParseOptions};
-use espalier_instruction::plan::{PStep, Plan};
+use espalier_instruction::plan::{Plan, StepPlan};
 use espalier_instruction::{Engine, InstructionError, ParamValue, QueryResult, Reply};
 use espalier_protocol::{ErrorCode, RequestError, Source};
 use espalier_schema::PropertyKind;
@@ -65,7 +65,7 @@ pub fn read(
 }
 
 /// The checked plan of `get <path>`.
-pub(crate) fn get_plan(engine: &Engine, path: &str) -> Result<Vec<PStep>, RequestError> {
+pub(crate) fn get_plan(engine: &Engine, path: &str) -> Result<Vec<StepPlan>, RequestError> {
     let text = format!("get {path}");
     let instr = parse_instruction(&text, ParseOptions::CLIENT).map_err(|e| {
         RequestError::new(ErrorCode::Syntax, format!("the node path {path:?} does not parse: {}", e.0.message))
@@ -117,15 +117,15 @@ fn key_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<Vec<String>
 /// Follows a checked node path from the root, with `params` for `$name` keys.
 pub(crate) fn walk(
     graph: &Graph<'_>,
-    path: &[PStep],
+    path: &[StepPlan],
     params: &HashMap<String, ParamValue>,
 ) -> Result<NodeRef, RequestError> {
     let schema = graph.schema;
     let mut at = NodeRef::ROOT;
     for step in path {
         at = match step {
-            PStep::Group(p) => graph.group(at, *p),
-            PStep::Entry { property, key: Some(key), .. } => {
+            StepPlan::Group(p) => graph.group(at, *p),
+            StepPlan::Entry { property, key: Some(key), .. } => {
                 let found = match &schema.property(*property).kind {
                     PropertyKind::Matrix { target, .. } => {
                         let key = key_of(key, params)?;
@@ -145,10 +145,10 @@ pub(crate) fn walk(
                     data_error(DataError::KeyMissing { collection: graph.collection_path(at, *property), key: shown })
                 })?
             }
-            PStep::Entry { key: None, .. } => {
+            StepPlan::Entry { key: None, .. } => {
                 return Err(RequestError::bad_request("a node path needs a key at every collection step"))
             }
-            PStep::State { property, state, .. } => {
+            StepPlan::State { property, state, .. } => {
                 let (current, child) = graph.state(at, *property).map_err(data_error)?;
                 if current != *state {
                     return Err(data_error(DataError::StateNotSelected {
@@ -160,7 +160,7 @@ pub(crate) fn walk(
                 }
                 child
             }
-            PStep::Reference { property } => {
+            StepPlan::Reference { property } => {
                 let PropertyKind::Reference { target } = &schema.property(*property).kind else {
                     return Err(RequestError::new(ErrorCode::Internal, "a checked reference step is not a reference"));
                 };
@@ -364,8 +364,8 @@ pub fn resolve_node(
     graph.path(node).map_err(data_error)
 }
 
-fn has_reference(steps: &[PStep]) -> bool {
-    steps.iter().any(|s| matches!(s, PStep::Reference { .. }))
+fn has_reference(steps: &[StepPlan]) -> bool {
+    steps.iter().any(|s| matches!(s, StepPlan::Reference { .. }))
 }
 
 /// Checks a subscription's query and finds what part of the tree it depends on: the subtree
@@ -411,11 +411,11 @@ pub fn resolve_query(
 
 /// The narrowest filter for a query's rows: down the select path's group and state steps to
 /// its first collection (the rows are in its entries), else the context node's subtree.
-fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[PStep]) -> Filter {
+fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[StepPlan]) -> Filter {
     for step in select {
         match step {
-            PStep::Group(p) => node.0.push(PathStep::Group(schema.property(*p).name.clone())),
-            PStep::State { property, state, .. } => {
+            StepPlan::Group(p) => node.0.push(PathStep::Group(schema.property(*p).name.clone())),
+            StepPlan::State { property, state, .. } => {
                 let PropertyKind::StateGroup { states } = &schema.property(*property).kind else {
                     return Filter::Subtree(node);
                 };
@@ -425,10 +425,10 @@ fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[PStep]
                     state: s.name.clone(),
                 });
             }
-            PStep::Entry { property, .. } => {
+            StepPlan::Entry { property, .. } => {
                 return Filter::Collection { node, collection: schema.property(*property).name.clone() };
             }
-            PStep::Reference { .. } => return Filter::Everything,
+            StepPlan::Reference { .. } => return Filter::Everything,
         }
     }
     Filter::Subtree(node)

@@ -5,7 +5,7 @@
 
 use espalier_schema::lexer::TokenKind;
 
-use super::{PResult, Parser};
+use super::{ParseResult, Parser};
 use crate::ast::{
     Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
     Term, UpKind, Value,
@@ -31,7 +31,7 @@ fn leaf_kind(kind: &TokenKind) -> Option<LeafKind> {
 
 impl Parser<'_> {
     /// After `collection` (the next token is `match`).
-    pub(super) fn pattern(&mut self) -> PResult<Pattern> {
+    pub(super) fn pattern(&mut self) -> ParseResult<Pattern> {
         self.bump(); // `collection`
         self.bump(); // `match`
         let clauses = self.clauses()?;
@@ -75,7 +75,7 @@ impl Parser<'_> {
     }
 
     /// Bindings and `where` conditions, up to whatever cannot start one.
-    fn clauses(&mut self) -> PResult<Vec<Located<Clause>>> {
+    fn clauses(&mut self) -> ParseResult<Vec<Located<Clause>>> {
         let mut clauses = Vec::new();
         loop {
             let start = self.peek().span;
@@ -104,7 +104,7 @@ impl Parser<'_> {
         }
     }
 
-    fn variable(&mut self, what: &str) -> PResult<String> {
+    fn variable(&mut self, what: &str) -> ParseResult<String> {
         let tok = self.peek().clone();
         match &tok.kind {
             TokenKind::Word(w) if RESERVED.contains(&w.as_str()) => {
@@ -118,7 +118,7 @@ impl Parser<'_> {
         }
     }
 
-    fn pattern_steps(&mut self) -> PResult<Vec<Located<PatternStep>>> {
+    fn pattern_steps(&mut self) -> ParseResult<Vec<Located<PatternStep>>> {
         let mut steps = Vec::new();
         while let Some(step) = self.pattern_step()? {
             steps.push(step);
@@ -126,7 +126,7 @@ impl Parser<'_> {
         Ok(steps)
     }
 
-    fn pattern_step(&mut self) -> PResult<Option<Located<PatternStep>>> {
+    fn pattern_step(&mut self) -> ParseResult<Option<Located<PatternStep>>> {
         let start = self.peek().span;
         let up_next = self.tokens.get(self.pos + 1).is_some_and(|t| t.kind == TokenKind::Caret);
         let step = match self.peek().kind {
@@ -198,7 +198,7 @@ impl Parser<'_> {
     }
 
     /// `( step+ )`
-    fn step_block(&mut self, after: &str) -> PResult<Vec<Located<PatternStep>>> {
+    fn step_block(&mut self, after: &str) -> ParseResult<Vec<Located<PatternStep>>> {
         let open = self.expect(&TokenKind::LParen, &format!("`(` and the steps to repeat after {after}"))?.span;
         self.nested(open, |p| {
             let steps = p.pattern_steps()?;
@@ -216,7 +216,7 @@ impl Parser<'_> {
         })
     }
 
-    fn repetitions(&mut self, after: &str) -> PResult<u32> {
+    fn repetitions(&mut self, after: &str) -> ParseResult<u32> {
         let tok = self.peek().clone();
         match tok.kind {
             TokenKind::Int(n) if (0..=MAX_REPEAT as i64).contains(&n) => {
@@ -230,7 +230,7 @@ impl Parser<'_> {
 
     // ---- conditions: `or` binds loosest, then `and`, then `not` ----
 
-    fn condition(&mut self) -> PResult<Located<Condition>> {
+    fn condition(&mut self) -> ParseResult<Located<Condition>> {
         let start = self.peek().span;
         let first = self.conjunction()?;
         if !self.peek().kind.is_word("or") {
@@ -243,7 +243,7 @@ impl Parser<'_> {
         Ok(Located { item: Condition::Or(list), span: start.to(self.last) })
     }
 
-    fn conjunction(&mut self) -> PResult<Located<Condition>> {
+    fn conjunction(&mut self) -> ParseResult<Located<Condition>> {
         let start = self.peek().span;
         let first = self.unary()?;
         if !self.peek().kind.is_word("and") {
@@ -256,7 +256,7 @@ impl Parser<'_> {
         Ok(Located { item: Condition::And(list), span: start.to(self.last) })
     }
 
-    fn unary(&mut self) -> PResult<Located<Condition>> {
+    fn unary(&mut self) -> ParseResult<Located<Condition>> {
         let start = self.peek().span;
         if self.eat_word("not") {
             let inner = self.nested(start, |p| p.unary())?;
@@ -265,7 +265,7 @@ impl Parser<'_> {
         self.atom()
     }
 
-    fn atom(&mut self) -> PResult<Located<Condition>> {
+    fn atom(&mut self) -> ParseResult<Located<Condition>> {
         let start = self.peek().span;
         let item = match self.peek().kind.clone() {
             TokenKind::LParen => {
@@ -335,7 +335,7 @@ impl Parser<'_> {
     }
 
     /// After the left term: `op term`, `( [ 'p' ] * )` or `in ( 'S' … )`.
-    fn comparison(&mut self, left: Located<Term>) -> PResult<Condition> {
+    fn comparison(&mut self, left: Located<Term>) -> ParseResult<Condition> {
         if self.peek().kind.is_word("in") {
             let crate::ast::Filter::In(states) = self.in_filter()? else { unreachable!("in_filter gives In") };
             return Ok(Condition::In { term: left, states });
@@ -365,13 +365,13 @@ impl Parser<'_> {
     }
 
     /// `var steps kind : 'property'`, `var`, a value, or a state `'Name'`.
-    fn term(&mut self) -> PResult<Located<Term>> {
+    fn term(&mut self) -> ParseResult<Located<Term>> {
         let start = self.peek().span;
         let item = self.bare_term()?;
         Ok(Located { item, span: start.to(self.last) })
     }
 
-    fn bare_term(&mut self) -> PResult<Term> {
+    fn bare_term(&mut self) -> ParseResult<Term> {
         match &self.peek().kind {
             k if is_variable(k) => {
                 let var = self.variable("a variable")?;
@@ -395,7 +395,7 @@ impl Parser<'_> {
         }
     }
 
-    fn property_term(&mut self, var: String, path: Vec<Located<PatternStep>>) -> PResult<Term> {
+    fn property_term(&mut self, var: String, path: Vec<Located<PatternStep>>) -> ParseResult<Term> {
         let kind = leaf_kind(&self.bump().kind).expect("caller saw a kind word");
         self.expect(&TokenKind::Colon, "`:` and the property name after the kind")?;
         let property = match &self.peek().kind {
@@ -408,7 +408,7 @@ impl Parser<'_> {
 
     // ---- columns ----
 
-    fn column(&mut self) -> PResult<Located<Column>> {
+    fn column(&mut self) -> ParseResult<Located<Column>> {
         let start = self.peek().span;
         let alias = self.name("a column name")?;
         self.expect(&TokenKind::Arrow, &format!("`->` after column name '{alias}'"))?;

@@ -24,9 +24,9 @@ use crate::ast::{
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatchPlan {
     /// Every variable, including those local to `exists`; indexes are variable ids.
-    pub vars: Vec<PVar>,
+    pub vars: Vec<MatchVar>,
     pub block: Block,
-    pub columns: Vec<PColumn>,
+    pub columns: Vec<MatchColumn>,
     pub aliases: Vec<String>,
     /// Some column aggregates: the others are the grouping keys.
     pub grouped: bool,
@@ -35,7 +35,7 @@ pub struct MatchPlan {
     pub order: Vec<(usize, bool)>,
     pub limit: Option<u64>,
     pub offset: u64,
-    /// Literals and parameters, resolved once per run; [`MStepKind::EntryKey`] and terms
+    /// Literals and parameters, resolved once per run; [`MatchStepKind::EntryKey`] and terms
     /// refer to them by index.
     pub values: Vec<(Value, LitKind)>,
     /// Number of operations in all blocks (their ids are `0..op_count`).
@@ -55,7 +55,7 @@ pub struct MatchPlan {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PVar {
+pub struct MatchVar {
     pub name: String,
     pub ty: NodeTypeId,
 }
@@ -79,18 +79,18 @@ pub struct Block {
 /// guess of how many rows leave it per run of its block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOp {
-    pub kind: MOp,
+    pub kind: MatchOp,
     pub id: usize,
     pub estimate: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum MOp {
+pub enum MatchOp {
     /// Binds `var` to every node the steps reach from `from` (each node once if `dedupe`).
     Scan {
         var: usize,
         from: Anchor,
-        steps: Vec<MStep>,
+        steps: Vec<MatchStep>,
         dedupe: bool,
         backward: bool,
     },
@@ -102,7 +102,7 @@ pub enum MOp {
         index: u32,
         probe: IndexProbe,
     },
-    Filter(MCond),
+    Filter(MatchCondition),
 }
 
 /// What an index is asked for; numbers are value slots (literals and parameters).
@@ -133,26 +133,29 @@ pub enum Anchor {
 
 /// A resolved step, the node type it leaves and the one it arrives at.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MStep {
-    pub kind: MStepKind,
+pub struct MatchStep {
+    pub kind: MatchStepKind,
     pub from: NodeTypeId,
     pub to: NodeTypeId,
 }
 
-impl MStep {
+impl MatchStep {
     /// Whether the step goes down the tree (entries, a keyed entry, a group, a state): a
     /// path of such steps reaches a node exactly when walking it backwards, one parent per
     /// step, gets back, and the node sits there for its whole life.
     pub fn goes_down(&self) -> bool {
         matches!(
             self.kind,
-            MStepKind::Entries(_) | MStepKind::EntryKey(..) | MStepKind::Group(_) | MStepKind::State(..)
+            MatchStepKind::Entries(_)
+                | MatchStepKind::EntryKey(..)
+                | MatchStepKind::Group(_)
+                | MatchStepKind::State(..)
         )
     }
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum MStepKind {
+pub enum MatchStepKind {
     Group(PropertyId),
     /// Every entry of a dictionary or matrix.
     Entries(PropertyId),
@@ -177,7 +180,7 @@ pub enum MStepKind {
     Repeat {
         min: u32,
         max: u32,
-        body: Vec<MStep>,
+        body: Vec<MatchStep>,
     },
 }
 
@@ -190,29 +193,29 @@ pub enum UpFrom {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum MCond {
-    And(Vec<MCond>),
-    Or(Vec<MCond>),
-    Not(Box<MCond>),
+pub enum MatchCondition {
+    And(Vec<MatchCondition>),
+    Or(Vec<MatchCondition>),
+    Not(Box<MatchCondition>),
     Exists(Block),
     /// The steps from `from` reach `to` (any node when `None`).
     Reach {
         from: Anchor,
-        steps: Vec<MStep>,
+        steps: Vec<MatchStep>,
         to: Option<Anchor>,
     },
     Compare {
-        left: MTerm,
+        left: MatchTerm,
         op: Comparison,
-        right: MTerm,
+        right: MatchTerm,
         how: Compared,
     },
     Prefix {
-        term: MTerm,
+        term: MatchTerm,
         prefix: usize,
     },
     States {
-        term: MTerm,
+        term: MatchTerm,
         states: Vec<StateIndex>,
     },
 }
@@ -227,12 +230,12 @@ pub enum Compared {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum MTerm {
+pub enum MatchTerm {
     /// The key path of a variable's node.
     Key(usize),
     Leaf {
         var: usize,
-        steps: Vec<MStep>,
+        steps: Vec<MatchStep>,
         property: PropertyId,
         kind: LeafKind,
     },
@@ -240,19 +243,19 @@ pub enum MTerm {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum PColumn {
-    Term(MTerm),
-    Count { distinct: bool, term: Option<MTerm> },
-    Sum(MTerm),
-    Min(MTerm),
-    Max(MTerm),
-    Avg(MTerm),
-    Shortest { from: usize, body: Vec<MStep>, to: usize, max: u32 },
+pub enum MatchColumn {
+    Term(MatchTerm),
+    Count { distinct: bool, term: Option<MatchTerm> },
+    Sum(MatchTerm),
+    Min(MatchTerm),
+    Max(MatchTerm),
+    Avg(MatchTerm),
+    Shortest { from: usize, body: Vec<MatchStep>, to: usize, max: u32 },
 }
 
-impl PColumn {
+impl MatchColumn {
     pub fn is_aggregate(&self) -> bool {
-        !matches!(self, PColumn::Term(_) | PColumn::Shortest { .. })
+        !matches!(self, MatchColumn::Term(_) | MatchColumn::Shortest { .. })
     }
 }
 
@@ -278,14 +281,14 @@ const MAX_TIES: usize = 8;
 #[derive(Debug, Clone)]
 struct Edge {
     from: Anchor,
-    steps: Vec<MStep>,
+    steps: Vec<MatchStep>,
     to: usize,
 }
 
 /// A condition waiting for its variables.
 #[derive(Clone)]
 struct Pending {
-    cond: MCond,
+    cond: MatchCondition,
     vars: BTreeSet<usize>,
     selectivity: f64,
 }
@@ -300,7 +303,7 @@ struct Level {
 
 pub(super) struct PatternChecker<'c, 's> {
     c: &'c Checker<'s>,
-    vars: Vec<PVar>,
+    vars: Vec<MatchVar>,
     values: Vec<(Value, LitKind)>,
     next_op: std::cell::Cell<usize>,
     /// Also plan the match once per top variable bound first (a registered query).
@@ -318,7 +321,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         self
     }
 
-    fn op(&self, kind: MOp, estimate: f64) -> PlanOp {
+    fn op(&self, kind: MatchOp, estimate: f64) -> PlanOp {
         let id = self.next_op.get();
         self.next_op.set(id + 1);
         PlanOp { kind, id, estimate }
@@ -330,28 +333,28 @@ impl<'c, 's> PatternChecker<'c, 's> {
 }
 
 /// Variables a step list names as keys.
-fn steps_vars(steps: &[MStep], out: &mut BTreeSet<usize>) {
+fn steps_vars(steps: &[MatchStep], out: &mut BTreeSet<usize>) {
     for s in steps {
         match &s.kind {
-            MStepKind::EntryOf(_, v) | MStepKind::UpIfTarget(_, v) => {
+            MatchStepKind::EntryOf(_, v) | MatchStepKind::UpIfTarget(_, v) => {
                 out.insert(*v);
             }
-            MStepKind::Repeat { body, .. } => steps_vars(body, out),
+            MatchStepKind::Repeat { body, .. } => steps_vars(body, out),
             _ => {}
         }
     }
 }
 
-fn term_vars(t: &MTerm, out: &mut BTreeSet<usize>) {
+fn term_vars(t: &MatchTerm, out: &mut BTreeSet<usize>) {
     match t {
-        MTerm::Key(v) => {
+        MatchTerm::Key(v) => {
             out.insert(*v);
         }
-        MTerm::Leaf { var, steps, .. } => {
+        MatchTerm::Leaf { var, steps, .. } => {
             out.insert(*var);
             steps_vars(steps, out);
         }
-        MTerm::Lit(_) => {}
+        MatchTerm::Lit(_) => {}
     }
 }
 
@@ -362,40 +365,40 @@ fn anchor_var(a: &Anchor, out: &mut BTreeSet<usize>) {
 }
 
 /// The variables a condition needs bound (for `exists`: the outer ones it uses).
-fn cond_vars(c: &MCond, out: &mut BTreeSet<usize>) {
+fn cond_vars(c: &MatchCondition, out: &mut BTreeSet<usize>) {
     match c {
-        MCond::And(l) | MCond::Or(l) => l.iter().for_each(|c| cond_vars(c, out)),
-        MCond::Not(c) => cond_vars(c, out),
-        MCond::Exists(block) => {
+        MatchCondition::And(l) | MatchCondition::Or(l) => l.iter().for_each(|c| cond_vars(c, out)),
+        MatchCondition::Not(c) => cond_vars(c, out),
+        MatchCondition::Exists(block) => {
             let mut used = BTreeSet::new();
             let mut bound = BTreeSet::new();
             for op in &block.ops {
                 match &op.kind {
-                    MOp::Scan { var, from, steps, .. } => {
+                    MatchOp::Scan { var, from, steps, .. } => {
                         anchor_var(from, &mut used);
                         steps_vars(steps, &mut used);
                         bound.insert(*var);
                     }
-                    MOp::Index { var, .. } => {
+                    MatchOp::Index { var, .. } => {
                         bound.insert(*var);
                     }
-                    MOp::Filter(c) => cond_vars(c, &mut used),
+                    MatchOp::Filter(c) => cond_vars(c, &mut used),
                 }
             }
             out.extend(used.difference(&bound));
         }
-        MCond::Reach { from, steps, to } => {
+        MatchCondition::Reach { from, steps, to } => {
             anchor_var(from, out);
             steps_vars(steps, out);
             if let Some(to) = to {
                 anchor_var(to, out);
             }
         }
-        MCond::Compare { left, right, .. } => {
+        MatchCondition::Compare { left, right, .. } => {
             term_vars(left, out);
             term_vars(right, out);
         }
-        MCond::Prefix { term, .. } | MCond::States { term, .. } => term_vars(term, out),
+        MatchCondition::Prefix { term, .. } | MatchCondition::States { term, .. } => term_vars(term, out),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use espalier_schema::{ParamKind, PropertyId, Schema};
 
-use super::{PFilter, PItem, POp, PStep, Plan, StateChoice};
+use super::{FilterPlan, ItemPlan, OpPlan, Plan, StateChoice, StepPlan};
 use crate::ast::Value;
 
 /// How a value is used.
@@ -76,10 +76,10 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
             for proj in &q.projections {
                 steps(&proj.path, out);
                 let (value, role) = match &proj.filter {
-                    None | Some(PFilter::States(_)) => continue,
-                    Some(PFilter::Number(_, v)) => (v, ValueRole::Number),
-                    Some(PFilter::Text(_, v)) | Some(PFilter::Prefix(v)) => (v, ValueRole::Text),
-                    Some(PFilter::Reference(_, v)) => (v, ValueRole::ComparedKey { reference: proj.property }),
+                    None | Some(FilterPlan::States(_)) => continue,
+                    Some(FilterPlan::Number(_, v)) => (v, ValueRole::Number),
+                    Some(FilterPlan::Text(_, v)) | Some(FilterPlan::Prefix(v)) => (v, ValueRole::Text),
+                    Some(FilterPlan::Reference(_, v)) => (v, ValueRole::ComparedKey { reference: proj.property }),
                 };
                 out.push(ValueUse { value, role });
             }
@@ -98,32 +98,36 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
     }
 }
 
-fn steps<'p>(steps: &'p [PStep], out: &mut Vec<ValueUse<'p>>) {
+fn steps<'p>(steps: &'p [StepPlan], out: &mut Vec<ValueUse<'p>>) {
     for s in steps {
-        if let PStep::Entry { property, key: Some(value), .. } = s {
+        if let StepPlan::Entry { property, key: Some(value), .. } = s {
             out.push(ValueUse { value, role: ValueRole::EntryKey { collection: *property } });
         }
     }
 }
 
-fn items<'p>(list: &'p [PItem], out: &mut Vec<ValueUse<'p>>) {
+fn items<'p>(list: &'p [ItemPlan], out: &mut Vec<ValueUse<'p>>) {
     for it in list {
         let p = it.property;
         match &it.op {
-            POp::SetNumber(value) | POp::AddNumber(value) => out.push(ValueUse { value, role: ValueRole::Number }),
-            POp::SetText(value) => out.push(ValueUse { value, role: ValueRole::Text }),
-            POp::SetReference(value) => out.push(ValueUse { value, role: ValueRole::TargetKey { reference: p } }),
-            POp::Group(is) | POp::UpdateState { items: is, .. } => items(is, out),
-            POp::AddEntry { key, items: is } => {
+            OpPlan::SetNumber(value) | OpPlan::AddNumber(value) => {
+                out.push(ValueUse { value, role: ValueRole::Number })
+            }
+            OpPlan::SetText(value) => out.push(ValueUse { value, role: ValueRole::Text }),
+            OpPlan::SetReference(value) => out.push(ValueUse { value, role: ValueRole::TargetKey { reference: p } }),
+            OpPlan::Group(is) | OpPlan::UpdateState { items: is, .. } => items(is, out),
+            OpPlan::AddEntry { key, items: is } => {
                 out.push(ValueUse { value: key, role: ValueRole::NewKey { collection: p } });
                 items(is, out);
             }
-            POp::UpdateEntry { key, items: is } => {
+            OpPlan::UpdateEntry { key, items: is } => {
                 out.push(ValueUse { value: key, role: ValueRole::EntryKey { collection: p } });
                 items(is, out);
             }
-            POp::RemoveEntry { key } => out.push(ValueUse { value: key, role: ValueRole::EntryKey { collection: p } }),
-            POp::SwitchState { state, items: is } => {
+            OpPlan::RemoveEntry { key } => {
+                out.push(ValueUse { value: key, role: ValueRole::EntryKey { collection: p } })
+            }
+            OpPlan::SwitchState { state, items: is } => {
                 if let StateChoice::Param(value) = state {
                     out.push(ValueUse { value, role: ValueRole::State { stategroup: p } });
                 }

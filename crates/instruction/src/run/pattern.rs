@@ -20,8 +20,8 @@ use super::row_test::RowTest;
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
 use crate::plan::{
-    Anchor, Block, Compared, IndexProbe, LitKind, MCond, MOp, MStep, MStepKind, MTerm, MatchPlan, PColumn, PlanOp,
-    UpFrom,
+    Anchor, Block, Compared, IndexProbe, LitKind, MatchColumn, MatchCondition, MatchOp, MatchPlan, MatchStep,
+    MatchStepKind, MatchTerm, PlanOp, UpFrom,
 };
 use crate::InstructionError;
 
@@ -249,7 +249,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
     }
 
     /// Every node the steps reach from `start` (each once).
-    pub(crate) fn walk(&self, start: NodeRef, steps: &[MStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
+    pub(crate) fn walk(&self, start: NodeRef, steps: &[MatchStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
         let env = unbound(self.exec.plan);
         let mut seen = HashSet::new();
         self.exec.walk(Cur::bare(start), steps, &env, &mut |c| {
@@ -304,16 +304,18 @@ impl<'g, 'p> Exec<'g, 'p> {
 /// Compiles every filter of `block` (and of the blocks inside its conditions) that reads one
 /// variable's record alone into `tests`, by operation id.
 fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
-    fn inner(c: &MCond, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
+    fn inner(c: &MatchCondition, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
         match c {
-            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| inner(c, lits, schema, tests)),
-            MCond::Not(c) => inner(c, lits, schema, tests),
-            MCond::Exists(b) => compile_tests(b, lits, schema, tests),
+            MatchCondition::And(list) | MatchCondition::Or(list) => {
+                list.iter().for_each(|c| inner(c, lits, schema, tests))
+            }
+            MatchCondition::Not(c) => inner(c, lits, schema, tests),
+            MatchCondition::Exists(b) => compile_tests(b, lits, schema, tests),
             _ => {}
         }
     }
     for op in &block.ops {
-        if let MOp::Filter(c) = &op.kind {
+        if let MatchOp::Filter(c) = &op.kind {
             if let Some(slot) = tests.get_mut(op.id) {
                 let number = |i: usize| match lits.get(i) {
                     Some(Lit::Int(n)) => Some(*n),
@@ -438,7 +440,7 @@ impl<'g> Exec<'g, '_> {
         };
         let produced = &self.produced[op.id];
         match &op.kind {
-            MOp::Filter(c) => {
+            MatchOp::Filter(c) => {
                 let fast = match &self.tests[op.id] {
                     Some(t) => t.holds(self.var_view(env, t.var)?.record()),
                     None => None,
@@ -454,7 +456,7 @@ impl<'g> Exec<'g, '_> {
                     Ok(Flow::Go)
                 }
             }
-            MOp::Index { var, index, probe } => {
+            MatchOp::Index { var, index, probe } => {
                 let ty = self.plan.vars[*var].ty;
                 let flow = self.index_probes(*index, probe, &mut |id| {
                     self.tick()?;
@@ -465,7 +467,7 @@ impl<'g> Exec<'g, '_> {
                 env[*var].set(None);
                 Ok(flow)
             }
-            MOp::Scan { var, from, steps, dedupe, .. } => {
+            MatchOp::Scan { var, from, steps, dedupe, .. } => {
                 if crate::plan::reads_table(from, steps) {
                     let ty = steps.last().map_or(espalier_schema::ROOT, |s| s.to);
                     if let Some(flow) = self.table_scan(op, *var, ty, rest, env, emit)? {
@@ -551,17 +553,16 @@ impl<'g> Exec<'g, '_> {
     /// (`var ? 'G' * 'S'`, or `var stategroup : 'G' == 'S'`), if it is one.
     fn state_asked(&self, f: &PlanOp, var: usize) -> Option<espalier_schema::NodeTypeId> {
         let (p, s) = match &f.kind {
-            MOp::Filter(MCond::Reach { from: Anchor::Var(v), steps, to: None }) if *v == var => {
+            MatchOp::Filter(MatchCondition::Reach { from: Anchor::Var(v), steps, to: None }) if *v == var => {
                 match steps.as_slice() {
-                    [MStep { kind: MStepKind::State(p, s), .. }] => (*p, *s),
+                    [MatchStep { kind: MatchStepKind::State(p, s), .. }] => (*p, *s),
                     _ => return None,
                 }
             }
-            MOp::Filter(MCond::States { term: MTerm::Leaf { var: v, steps, property, .. }, states })
-                if *v == var && steps.is_empty() && states.len() == 1 =>
-            {
-                (*property, states[0])
-            }
+            MatchOp::Filter(MatchCondition::States {
+                term: MatchTerm::Leaf { var: v, steps, property, .. },
+                states,
+            }) if *v == var && steps.is_empty() && states.len() == 1 => (*property, states[0]),
             _ => return None,
         };
         match &self.graph.schema.property(p).kind {
@@ -595,9 +596,9 @@ impl<'g> Exec<'g, '_> {
         Ok(Flow::Go)
     }
 
-    fn holds(&self, c: &MCond, env: &Env<'g>) -> Result<bool> {
+    fn holds(&self, c: &MatchCondition, env: &Env<'g>) -> Result<bool> {
         Ok(match c {
-            MCond::And(list) => {
+            MatchCondition::And(list) => {
                 for c in list {
                     if !self.holds(c, env)? {
                         return Ok(false);
@@ -605,7 +606,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 true
             }
-            MCond::Or(list) => {
+            MatchCondition::Or(list) => {
                 for c in list {
                     if self.holds(c, env)? {
                         return Ok(true);
@@ -613,31 +614,31 @@ impl<'g> Exec<'g, '_> {
                 }
                 false
             }
-            MCond::Not(c) => !self.holds(c, env)?,
-            MCond::Exists(block) => self.block(&block.ops, env, &mut |_, _| Ok(Flow::Stop))? == Flow::Stop,
-            MCond::Reach { from, steps, to } => {
+            MatchCondition::Not(c) => !self.holds(c, env)?,
+            MatchCondition::Exists(block) => self.block(&block.ops, env, &mut |_, _| Ok(Flow::Stop))? == Flow::Stop,
+            MatchCondition::Reach { from, steps, to } => {
                 let start = self.anchor(from, env);
                 let goal = to.map(|a| self.anchor(&a, env).node);
                 self.reaches(start, steps, env, goal)?
             }
-            MCond::Compare { left, op, right, how: Compared::Number } => {
+            MatchCondition::Compare { left, op, right, how: Compared::Number } => {
                 // Numbers without a `Leaf` between: the filter on every row of a scan.
                 let (Some(l), Some(r)) = (self.number(left, env)?, self.number(right, env)?) else {
                     return Ok(false);
                 };
                 op.holds(l.cmp(&r))
             }
-            MCond::Compare { left, op, right, how } => {
+            MatchCondition::Compare { left, op, right, how } => {
                 let (Some(l), Some(r)) = (self.leaf(left, env)?, self.leaf(right, env)?) else {
                     return Ok(false);
                 };
                 compare(&l, *op, &r, *how)
             }
-            MCond::Prefix { term, prefix } => match self.leaf(term, env)? {
+            MatchCondition::Prefix { term, prefix } => match self.leaf(term, env)? {
                 Some(Leaf::Text(t)) => t.starts_with(self.text_lit(*prefix)),
                 _ => false,
             },
-            MCond::States { term, states } => match self.leaf(term, env)? {
+            MatchCondition::States { term, states } => match self.leaf(term, env)? {
                 Some(Leaf::State(s, _)) => states.contains(&s),
                 _ => false,
             },
@@ -650,7 +651,7 @@ impl<'g> Exec<'g, '_> {
     fn walk(
         &self,
         mut cur: Cur<'g>,
-        steps: &[MStep],
+        steps: &[MatchStep],
         env: &Env<'g>,
         sink: &mut dyn FnMut(Cur<'g>) -> Result<Flow>,
     ) -> Result<Flow> {
@@ -659,12 +660,12 @@ impl<'g> Exec<'g, '_> {
         };
         let g = &self.graph;
         match &step.kind {
-            MStepKind::Group(p) => {
+            MatchStepKind::Group(p) => {
                 let node = NodeRef { id: cur.node.id, ty: step.to };
                 let view = cur.view.map(|v| v.group(*p));
                 self.walk(Cur { node, view }, rest, env, sink)
             }
-            MStepKind::Entries(p) => {
+            MatchStepKind::Entries(p) => {
                 for entry in g.entry_views(cur.node, *p)? {
                     let (_, v) = entry?;
                     self.tick()?;
@@ -674,25 +675,25 @@ impl<'g> Exec<'g, '_> {
                 }
                 Ok(Flow::Go)
             }
-            MStepKind::EntryKey(p, k) => match self.entry_by_key(cur.node, *p, *k)? {
+            MatchStepKind::EntryKey(p, k) => match self.entry_by_key(cur.node, *p, *k)? {
                 Some(v) => self.walk(Cur::of(v), rest, env, sink),
                 None => Ok(Flow::Go),
             },
-            MStepKind::EntryOf(p, var) => {
+            MatchStepKind::EntryOf(p, var) => {
                 let target = self.slot(env, *var).node.id;
                 match g.find_entry_view(cur.node, *p, EntryKey::Target(target))? {
                     Some(v) => self.walk(Cur::of(v), rest, env, sink),
                     None => Ok(Flow::Go),
                 }
             }
-            MStepKind::State(p, s) => {
+            MatchStepKind::State(p, s) => {
                 let (current, child) = self.load(&mut cur)?.state(*p)?;
                 if current != *s {
                     return Ok(Flow::Go);
                 }
                 self.walk(Cur::bare(child), rest, env, sink)
             }
-            MStepKind::Reference(p) => {
+            MatchStepKind::Reference(p) => {
                 let id = self.load(&mut cur)?.reference(*p)?;
                 if id == 0 {
                     return Err(
@@ -701,7 +702,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
             }
-            MStepKind::Targets(p) => {
+            MatchStepKind::Targets(p) => {
                 // The target is in the key: the matrix entry's own row is not read.
                 for entry in g.entries(cur.node, *p)? {
                     let (raw, _) = entry?;
@@ -713,7 +714,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 Ok(Flow::Go)
             }
-            MStepKind::Referrers(p) => {
+            MatchStepKind::Referrers(p) => {
                 for source in g.referrers(cur.node.id, *p)? {
                     self.tick()?;
                     let node = NodeRef { id: source?, ty: step.to };
@@ -723,7 +724,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 Ok(Flow::Go)
             }
-            MStepKind::Owners(p) => {
+            MatchStepKind::Owners(p) => {
                 // The link index's rows are the owners of the matrix entries: none is read.
                 for owner in g.owners(cur.node.id, *p)? {
                     self.tick()?;
@@ -733,28 +734,28 @@ impl<'g> Exec<'g, '_> {
                 }
                 Ok(Flow::Go)
             }
-            MStepKind::Up(from) => {
+            MatchStepKind::Up(from) => {
                 let id = match from {
                     UpFrom::Group(_) => cur.node.id,
                     UpFrom::Entry(_) | UpFrom::State(..) => self.parent_id(cur.node.id)?,
                 };
                 self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
             }
-            MStepKind::UpIfKey(p, k) => {
+            MatchStepKind::UpIfKey(p, k) => {
                 let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
                 match self.entry_by_key(parent, *p, *k)? {
                     Some(v) if v.node.id == cur.node.id => self.walk(Cur::bare(parent), rest, env, sink),
                     _ => Ok(Flow::Go),
                 }
             }
-            MStepKind::UpIfTarget(_, var) => {
+            MatchStepKind::UpIfTarget(_, var) => {
                 if g.matrix_target(cur.node)? != self.slot(env, *var).node.id {
                     return Ok(Flow::Go);
                 }
                 let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
                 self.walk(Cur::bare(parent), rest, env, sink)
             }
-            MStepKind::Repeat { min, max, body } => {
+            MatchStepKind::Repeat { min, max, body } => {
                 // Breadth first: each node once, at its shortest distance.
                 let mut seen: HashSet<NodeRef> = HashSet::from([cur.node]);
                 if *min == 0 && self.walk(cur, rest, env, sink)? == Flow::Stop {
@@ -804,26 +805,33 @@ impl<'g> Exec<'g, '_> {
 
     /// Whether the steps from `start` reach `goal` (anywhere, when `None`). When the last
     /// step is a link or an entry step, it is checked from the goal's side with one lookup.
-    fn reaches(&self, start: Cur<'g>, steps: &[MStep], env: &Env<'g>, goal: Option<NodeRef>) -> Result<bool> {
+    fn reaches(&self, start: Cur<'g>, steps: &[MatchStep], env: &Env<'g>, goal: Option<NodeRef>) -> Result<bool> {
         let g = &self.graph;
         let mut found = false;
         let last = steps.last().map(|s| &s.kind);
         match (goal, last) {
             (
                 Some(goal),
-                Some(MStepKind::Targets(p) | MStepKind::Owners(p) | MStepKind::Referrers(p) | MStepKind::Entries(p)),
+                Some(
+                    MatchStepKind::Targets(p)
+                    | MatchStepKind::Owners(p)
+                    | MatchStepKind::Referrers(p)
+                    | MatchStepKind::Entries(p),
+                ),
             ) => {
                 let p = *p;
                 let kind = last.cloned();
                 let prefix = &steps[..steps.len() - 1];
                 let hit = |c: Cur<'g>| -> Result<bool> {
                     Ok(match kind {
-                        Some(MStepKind::Targets(_)) => g.find_entry(c.node, p, EntryKey::Target(goal.id))?.is_some(),
-                        Some(MStepKind::Owners(_)) => g.find_entry(goal, p, EntryKey::Target(c.node.id))?.is_some(),
-                        Some(MStepKind::Referrers(_)) => self.view(goal)?.reference(p)? == c.node.id,
+                        Some(MatchStepKind::Targets(_)) => {
+                            g.find_entry(c.node, p, EntryKey::Target(goal.id))?.is_some()
+                        }
+                        Some(MatchStepKind::Owners(_)) => g.find_entry(goal, p, EntryKey::Target(c.node.id))?.is_some(),
+                        Some(MatchStepKind::Referrers(_)) => self.view(goal)?.reference(p)? == c.node.id,
                         // The goal's type is the collection's entry type (checked), so
                         // its parent is reached through `p`.
-                        Some(MStepKind::Entries(_)) => self.parent_id(goal.id)? == c.node.id,
+                        Some(MatchStepKind::Entries(_)) => self.parent_id(goal.id)? == c.node.id,
                         _ => unreachable!(),
                     })
                 };
@@ -850,13 +858,13 @@ impl<'g> Exec<'g, '_> {
 
     /// A number term's value: [`Exec::leaf`] for numbers, reading a variable's own slot and a
     /// literal directly.
-    fn number(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<i64>> {
+    fn number(&self, t: &MatchTerm, env: &Env<'g>) -> Result<Option<i64>> {
         match t {
-            MTerm::Lit(i) => match &self.lits[*i] {
+            MatchTerm::Lit(i) => match &self.lits[*i] {
                 Lit::Int(n) => Ok(Some(*n)),
                 _ => unreachable!("checked: a number literal"),
             },
-            MTerm::Leaf { var, steps, property, kind: LeafKind::Number } if steps.is_empty() => {
+            MatchTerm::Leaf { var, steps, property, kind: LeafKind::Number } if steps.is_empty() => {
                 Ok(Some(self.var_view(env, *var)?.number(*property)?))
             }
             _ => match self.leaf(t, env)? {
@@ -867,15 +875,15 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    fn leaf<'s>(&'s self, t: &MTerm, env: &Env<'g>) -> Result<Option<Leaf<'s>>> {
+    fn leaf<'s>(&'s self, t: &MatchTerm, env: &Env<'g>) -> Result<Option<Leaf<'s>>> {
         match t {
-            MTerm::Lit(i) => Ok(Some(match &self.lits[*i] {
+            MatchTerm::Lit(i) => Ok(Some(match &self.lits[*i] {
                 Lit::Int(n) => Leaf::Number(*n),
                 Lit::Text(s) => Leaf::Text(Cow::Borrowed(s)),
                 Lit::Key(k) => Leaf::Key(Cow::Borrowed(k)),
             })),
-            MTerm::Key(v) => Ok(Some(Leaf::Key(Cow::Owned(self.key_path(self.slot(env, *v).node)?)))),
-            MTerm::Leaf { var, steps, property, kind } => {
+            MatchTerm::Key(v) => Ok(Some(Leaf::Key(Cow::Owned(self.key_path(self.slot(env, *v).node)?)))),
+            MatchTerm::Leaf { var, steps, property, kind } => {
                 let view = if steps.is_empty() {
                     // The variable's own property: no walk.
                     self.var_view(env, *var)?
@@ -913,7 +921,7 @@ impl<'g> Exec<'g, '_> {
         Ok(self.graph.entry_keys(node)?)
     }
 
-    fn value(&self, t: &MTerm, env: &Env<'g>) -> Result<Option<Val>> {
+    fn value(&self, t: &MatchTerm, env: &Env<'g>) -> Result<Option<Val>> {
         Ok(self.leaf(t, env)?.map(|l| match l {
             Leaf::Number(n) => Val::Int(n),
             Leaf::Text(t) => Val::Text(t.into_owned()),
@@ -923,7 +931,7 @@ impl<'g> Exec<'g, '_> {
     }
 
     /// The key paths of the nodes of a shortest path from `from` to `to`, or `None`.
-    fn shortest(&self, from: NodeRef, body: &[MStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
+    fn shortest(&self, from: NodeRef, body: &[MatchStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
         let mut parent: HashMap<NodeRef, NodeRef> = HashMap::new();
         let mut seen: HashSet<NodeRef> = HashSet::from([from]);
         let mut frontier = vec![Cur::bare(from)];
@@ -978,14 +986,14 @@ impl<'g> Exec<'g, '_> {
                 continue;
             }
             let v = match col {
-                PColumn::Term(t) => self.value(t, env)?,
-                PColumn::Count { term: None, .. } => Some(Val::Null),
-                PColumn::Count { term: Some(t), .. }
-                | PColumn::Sum(t)
-                | PColumn::Min(t)
-                | PColumn::Max(t)
-                | PColumn::Avg(t) => self.value(t, env)?,
-                PColumn::Shortest { from, body, to, max } => {
+                MatchColumn::Term(t) => self.value(t, env)?,
+                MatchColumn::Count { term: None, .. } => Some(Val::Null),
+                MatchColumn::Count { term: Some(t), .. }
+                | MatchColumn::Sum(t)
+                | MatchColumn::Min(t)
+                | MatchColumn::Max(t)
+                | MatchColumn::Avg(t) => self.value(t, env)?,
+                MatchColumn::Shortest { from, body, to, max } => {
                     self.shortest(self.slot(env, *from).node, body, self.slot(env, *to).node, *max, env)?
                 }
             };
@@ -1021,15 +1029,15 @@ enum Agg {
 }
 
 impl Agg {
-    fn new(col: &PColumn) -> Agg {
+    fn new(col: &MatchColumn) -> Agg {
         match col {
-            PColumn::Count { distinct: true, .. } => Agg::CountDistinct(HashSet::new()),
-            PColumn::Count { .. } => Agg::Count(0),
-            PColumn::Sum(_) => Agg::Sum(0),
-            PColumn::Min(_) => Agg::Min(None),
-            PColumn::Max(_) => Agg::Max(None),
-            PColumn::Avg(_) => Agg::Avg(0, 0),
-            PColumn::Term(_) | PColumn::Shortest { .. } => unreachable!("not an aggregate"),
+            MatchColumn::Count { distinct: true, .. } => Agg::CountDistinct(HashSet::new()),
+            MatchColumn::Count { .. } => Agg::Count(0),
+            MatchColumn::Sum(_) => Agg::Sum(0),
+            MatchColumn::Min(_) => Agg::Min(None),
+            MatchColumn::Max(_) => Agg::Max(None),
+            MatchColumn::Avg(_) => Agg::Avg(0, 0),
+            MatchColumn::Term(_) | MatchColumn::Shortest { .. } => unreachable!("not an aggregate"),
         }
     }
 
@@ -1152,7 +1160,7 @@ impl Accumulator {
 
     fn finish(mut self, plan: &MatchPlan) -> Result<QueryResult> {
         if plan.grouped {
-            if self.group_rows.is_empty() && plan.columns.iter().all(PColumn::is_aggregate) {
+            if self.group_rows.is_empty() && plan.columns.iter().all(MatchColumn::is_aggregate) {
                 // Aggregates over no match at all: one row (a count of 0).
                 let aggs = plan.columns.iter().map(Agg::new).collect();
                 self.group_rows.push((Vec::new(), aggs));

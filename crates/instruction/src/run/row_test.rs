@@ -7,7 +7,7 @@ use espalier_data::record;
 use espalier_schema::{Schema, StateIndex};
 
 use crate::ast::{Comparison, LeafKind};
-use crate::plan::{Anchor, MCond, MStep, MStepKind, MTerm};
+use crate::plan::{Anchor, MatchCondition, MatchStep, MatchStepKind, MatchTerm};
 
 /// Most parts a compiled test has (an `and` of many conditions stays general past it).
 const MAX_PARTS: usize = 16;
@@ -43,7 +43,11 @@ enum Test {
 impl RowTest {
     /// The test for `c`, if it reads one variable's own slots only.
     /// `number(i)` is literal `i` of the run if it is a number.
-    pub(crate) fn compile(c: &MCond, number: &dyn Fn(usize) -> Option<i64>, schema: &Schema) -> Option<RowTest> {
+    pub(crate) fn compile(
+        c: &MatchCondition,
+        number: &dyn Fn(usize) -> Option<i64>,
+        schema: &Schema,
+    ) -> Option<RowTest> {
         let mut var = None;
         let mut parts = 0;
         let test = compile(c, number, schema, &mut var, &mut parts)?;
@@ -97,12 +101,12 @@ fn one_var(var: &mut Option<usize>, v: usize) -> bool {
 }
 
 /// Steps that stay in the variable's own record: groups.
-fn in_record(steps: &[MStep]) -> bool {
-    steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_)))
+fn in_record(steps: &[MatchStep]) -> bool {
+    steps.iter().all(|s| matches!(s.kind, MatchStepKind::Group(_)))
 }
 
 fn compile(
-    c: &MCond,
+    c: &MatchCondition,
     number: &dyn Fn(usize) -> Option<i64>,
     schema: &Schema,
     var: &mut Option<usize>,
@@ -113,17 +117,17 @@ fn compile(
         return None;
     }
     match c {
-        MCond::And(list) => {
+        MatchCondition::And(list) => {
             Some(Test::And(list.iter().map(|c| compile(c, number, schema, var, parts)).collect::<Option<Vec<_>>>()?))
         }
-        MCond::Not(c) => Some(Test::Not(Box::new(compile(c, number, schema, var, parts)?))),
-        MCond::Compare { left, op, right, .. } => {
+        MatchCondition::Not(c) => Some(Test::Not(Box::new(compile(c, number, schema, var, parts)?))),
+        MatchCondition::Compare { left, op, right, .. } => {
             let (leaf, op, lit) = match (left, right) {
-                (MTerm::Leaf { .. }, MTerm::Lit(i)) => (left, *op, *i),
-                (MTerm::Lit(i), MTerm::Leaf { .. }) => (right, op.flipped(), *i),
+                (MatchTerm::Leaf { .. }, MatchTerm::Lit(i)) => (left, *op, *i),
+                (MatchTerm::Lit(i), MatchTerm::Leaf { .. }) => (right, op.flipped(), *i),
                 _ => return None,
             };
-            let MTerm::Leaf { var: v, steps, property, kind: LeafKind::Number } = leaf else { return None };
+            let MatchTerm::Leaf { var: v, steps, property, kind: LeafKind::Number } = leaf else { return None };
             let value = number(lit)?;
             (in_record(steps) && one_var(var, *v)).then(|| Test::Number {
                 at: record::slot(schema, *property),
@@ -131,18 +135,21 @@ fn compile(
                 value,
             })
         }
-        MCond::States { term: MTerm::Leaf { var: v, steps, property, kind: LeafKind::Stategroup }, states } => {
-            (in_record(steps) && one_var(var, *v))
-                .then(|| Test::State { at: record::slot(schema, *property), states: states.clone() })
-        }
-        MCond::Reach { from: Anchor::Var(v), steps, to: None } => {
+        MatchCondition::States {
+            term: MatchTerm::Leaf { var: v, steps, property, kind: LeafKind::Stategroup },
+            states,
+        } => (in_record(steps) && one_var(var, *v))
+            .then(|| Test::State { at: record::slot(schema, *property), states: states.clone() }),
+        MatchCondition::Reach { from: Anchor::Var(v), steps, to: None } => {
             let (last, before) = steps.split_last()?;
             if !in_record(before) || !one_var(var, *v) {
                 return None;
             }
             match last.kind {
-                MStepKind::State(p, s) => Some(Test::State { at: record::slot(schema, p), states: vec![s] }),
-                MStepKind::Entries(p) | MStepKind::Targets(p) => Some(Test::NonEmpty { at: record::slot(schema, p) }),
+                MatchStepKind::State(p, s) => Some(Test::State { at: record::slot(schema, p), states: vec![s] }),
+                MatchStepKind::Entries(p) | MatchStepKind::Targets(p) => {
+                    Some(Test::NonEmpty { at: record::slot(schema, p) })
+                }
                 _ => None,
             }
         }

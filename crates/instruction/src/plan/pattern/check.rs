@@ -34,7 +34,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         if self.next_op.get() > MAX_OPS * (seeded.len() + paired.len() + 1) {
             return err(span, format!("the pattern plans into more than {MAX_OPS} operations"));
         }
-        let grouped = columns.iter().any(PColumn::is_aggregate);
+        let grouped = columns.iter().any(MatchColumn::is_aggregate);
         let mut order = Vec::with_capacity(p.order.len());
         for key in &p.order {
             let Some(i) = aliases.iter().position(|a| *a == key.alias) else {
@@ -108,7 +108,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         scope: &HashMap<String, usize>,
         span: Span,
         what: &str,
-    ) -> Result<Vec<MStep>, CheckError> {
+    ) -> Result<Vec<MatchStep>, CheckError> {
         let (body, end) = self.steps(ty, steps, scope, false)?;
         if end != ty {
             return err(
@@ -130,7 +130,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         steps: &[Located<PatternStep>],
         scope: &HashMap<String, usize>,
         single: bool,
-    ) -> Result<(Vec<MStep>, NodeTypeId), CheckError> {
+    ) -> Result<(Vec<MatchStep>, NodeTypeId), CheckError> {
         if steps.len() > MAX_STEPS {
             let at = steps.first().map_or(Span::default(), |s| s.span);
             return err(at, format!("a path of {} steps; at most {MAX_STEPS} are allowed", steps.len()));
@@ -150,10 +150,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
         step: &Located<PatternStep>,
         scope: &HashMap<String, usize>,
         single: bool,
-    ) -> Result<MStep, CheckError> {
+    ) -> Result<MatchStep, CheckError> {
         let span = step.span;
         let schema = self.schema();
-        let fans = |what: &str| -> Result<MStep, CheckError> {
+        let fans = |what: &str| -> Result<MatchStep, CheckError> {
             err(
                 span,
                 format!(
@@ -167,7 +167,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 let p = self.c.property(ty, name, span)?;
                 self.c.expect_kind(p, "group", "+", span)?;
                 let PropertyKind::Group { node } = schema.property(p).kind else { unreachable!() };
-                MStep { kind: MStepKind::Group(p), from: ty, to: node }
+                MatchStep { kind: MatchStepKind::Group(p), from: ty, to: node }
             }
             PatternStep::Dictionary { name, key } | PatternStep::Matrix { name, key } => {
                 let matrix = matches!(step.item, PatternStep::Matrix { .. });
@@ -181,12 +181,12 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 };
                 let kind = match (key, arity) {
                     (None, _) if single => return fans(&format!("`{sym} '{name}'` without a key")),
-                    (None, _) => MStepKind::Entries(p),
+                    (None, _) => MatchStepKind::Entries(p),
                     (Some(PatternKey::Value(v)), None) => {
-                        MStepKind::EntryKey(p, self.lit(v, LitKind::Text, span, &format!("key of '{name}'"))?)
+                        MatchStepKind::EntryKey(p, self.lit(v, LitKind::Text, span, &format!("key of '{name}'"))?)
                     }
                     (Some(PatternKey::Value(v)), Some(target)) => {
-                        MStepKind::EntryKey(p, self.lit(v, LitKind::Key(target.key_arity), span, "matrix key")?)
+                        MatchStepKind::EntryKey(p, self.lit(v, LitKind::Key(target.key_arity), span, "matrix key")?)
                     }
                     (Some(PatternKey::Var(var)), Some(target)) => {
                         let v = self.var(scope, var, span)?;
@@ -200,7 +200,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                                 ),
                             );
                         }
-                        MStepKind::EntryOf(p, v)
+                        MatchStepKind::EntryOf(p, v)
                     }
                     (Some(PatternKey::Var(var)), None) => {
                         return err(
@@ -212,23 +212,23 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         )
                     }
                 };
-                MStep { kind, from: ty, to: node }
+                MatchStep { kind, from: ty, to: node }
             }
             PatternStep::State { stategroup, state } => {
                 let p = self.c.property(ty, stategroup, span)?;
                 self.c.expect_kind(p, "stategroup", "?", span)?;
                 let s = self.c.state_index(p, state, span)?;
                 let PropertyKind::StateGroup { states } = &schema.property(p).kind else { unreachable!() };
-                MStep { kind: MStepKind::State(p, s), from: ty, to: states[s as usize].node }
+                MatchStep { kind: MatchStepKind::State(p, s), from: ty, to: states[s as usize].node }
             }
             PatternStep::Reference(name) => {
                 let p = self.c.property(ty, name, span)?;
                 match &schema.property(p).kind {
                     PropertyKind::Reference { target } => {
-                        MStep { kind: MStepKind::Reference(p), from: ty, to: target.entry_type }
+                        MatchStep { kind: MatchStepKind::Reference(p), from: ty, to: target.entry_type }
                     }
                     PropertyKind::Matrix { target, .. } if !single => {
-                        MStep { kind: MStepKind::Targets(p), from: ty, to: target.entry_type }
+                        MatchStep { kind: MatchStepKind::Targets(p), from: ty, to: target.entry_type }
                     }
                     PropertyKind::Matrix { .. } => return fans(&format!("`> '{name}'` over a matrix")),
                     other => {
@@ -278,10 +278,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 };
                 let owner = schema.property(p).owner;
                 let kind = match schema.property(p).kind {
-                    PropertyKind::Matrix { .. } => MStepKind::Owners(p),
-                    _ => MStepKind::Referrers(p),
+                    PropertyKind::Matrix { .. } => MatchStepKind::Owners(p),
+                    _ => MatchStepKind::Referrers(p),
                 };
-                MStep { kind, from: ty, to: owner }
+                MatchStep { kind, from: ty, to: owner }
             }
             PatternStep::Up(kind) => {
                 let nt = schema.node_type(ty);
@@ -315,7 +315,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 if schema.record_of(ty).is_none() {
                     return err(span, format!("cannot go up from {}: it stores nothing", self.describe(ty)));
                 }
-                MStep { kind: MStepKind::Up(from), from: ty, to: schema.property(parent_of).owner }
+                MatchStep { kind: MatchStepKind::Up(from), from: ty, to: schema.property(parent_of).owner }
             }
             PatternStep::Repeat { min, max, steps } => {
                 if single {
@@ -328,7 +328,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     );
                 }
                 let body = self.loop_steps(ty, steps, scope, span, "repeat")?;
-                MStep { kind: MStepKind::Repeat { min: *min, max: *max, body }, from: ty, to: ty }
+                MatchStep { kind: MatchStepKind::Repeat { min: *min, max: *max, body }, from: ty, to: ty }
             }
         })
     }
@@ -372,7 +372,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     if self.vars.len() >= MAX_VARS {
                         return err(clause.span, format!("a pattern may bind at most {MAX_VARS} variables"));
                     }
-                    self.vars.push(PVar { name: var.clone(), ty });
+                    self.vars.push(MatchVar { name: var.clone(), ty });
                     let id = self.vars.len() - 1;
                     scope.insert(var.clone(), id);
                     level.locals.push(id);
@@ -450,7 +450,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         &mut self,
         cond: &Located<Condition>,
         scope: &mut HashMap<String, usize>,
-    ) -> Result<(MCond, f64), CheckError> {
+    ) -> Result<(MatchCondition, f64), CheckError> {
         let span = cond.span;
         Ok(match &cond.item {
             Condition::And(list) => {
@@ -461,7 +461,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     parts.push(m);
                     sel *= s;
                 }
-                (MCond::And(parts), sel)
+                (MatchCondition::And(parts), sel)
             }
             Condition::Or(list) => {
                 let mut parts = Vec::with_capacity(list.len());
@@ -471,11 +471,11 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     parts.push(m);
                     keep += s;
                 }
-                (MCond::Or(parts), f64::min(keep, 1.0))
+                (MatchCondition::Or(parts), f64::min(keep, 1.0))
             }
             Condition::Not(inner) => {
                 let (m, s) = self.condition(inner, scope)?;
-                (MCond::Not(Box::new(m)), f64::max(1.0 - s, 0.3))
+                (MatchCondition::Not(Box::new(m)), f64::max(1.0 - s, 0.3))
             }
             Condition::Exists(clauses) => {
                 let before: Vec<String> = scope.keys().cloned().collect();
@@ -488,7 +488,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 }
                 let block = self.plan_level(level, &outer);
                 scope.retain(|k, _| before.contains(k));
-                (MCond::Exists(block), 0.5)
+                (MatchCondition::Exists(block), 0.5)
             }
             Condition::Path { var, path, target } => {
                 let from = self.var(scope, var, span)?;
@@ -510,16 +510,16 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     return err(span, "a prefix `( [ 'p' ] * )` applies to a text property");
                 }
                 let prefix = self.lit(prefix, LitKind::Text, span, "prefix")?;
-                (MCond::Prefix { term: t, prefix }, 0.2)
+                (MatchCondition::Prefix { term: t, prefix }, 0.2)
             }
             Condition::In { term, states } => {
                 let (t, kind) = self.term(term, scope, span)?;
-                let (MTerm::Leaf { property, .. }, Some(LeafKind::Stategroup)) = (&t, kind) else {
+                let (MatchTerm::Leaf { property, .. }, Some(LeafKind::Stategroup)) = (&t, kind) else {
                     return err(span, "`in ( 'S' … )` applies to a stategroup property");
                 };
                 let set =
                     states.iter().map(|s| self.c.state_index(*property, s, span)).collect::<Result<Vec<_>, _>>()?;
-                (MCond::States { term: t, states: set }, 0.5)
+                (MatchCondition::States { term: t, states: set }, 0.5)
             }
         })
     }
@@ -531,7 +531,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
         right: &Located<Term>,
         scope: &HashMap<String, usize>,
         span: Span,
-    ) -> Result<(MCond, f64), CheckError> {
+    ) -> Result<(MatchCondition, f64), CheckError> {
         if let (Term::Value(_), Term::Property { .. }) = (&left.item, &right.item) {
             // `5 < x number : 'n'` is `x number : 'n' > 5`.
             return self.compare(right, op.flipped(), left, scope, span);
@@ -544,16 +544,16 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let span = located(right.span, span);
         match &right.item {
             Term::Value(v) => {
-                let MTerm::Leaf { property, .. } = &l else { unreachable!("a leaf kind comes with a leaf term") };
+                let MatchTerm::Leaf { property, .. } = &l else { unreachable!("a leaf kind comes with a leaf term") };
                 let property = *property;
                 let cond = match lk {
                     LeafKind::Number => {
                         let r = self.lit(v, LitKind::Number, span, "the compared value")?;
-                        MCond::Compare { left: l, op, right: MTerm::Lit(r), how: Compared::Number }
+                        MatchCondition::Compare { left: l, op, right: MatchTerm::Lit(r), how: Compared::Number }
                     }
                     LeafKind::Text => {
                         let r = self.lit(v, LitKind::Text, span, "the compared value")?;
-                        MCond::Compare { left: l, op, right: MTerm::Lit(r), how: Compared::Text }
+                        MatchCondition::Compare { left: l, op, right: MatchTerm::Lit(r), how: Compared::Text }
                     }
                     LeafKind::Reference => {
                         if !matches!(op, Comparison::Eq | Comparison::Ne) {
@@ -563,7 +563,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                             unreachable!()
                         };
                         let r = self.lit(v, LitKind::Key(target.key_arity), span, "the compared key")?;
-                        MCond::Compare { left: l, op, right: MTerm::Lit(r), how: Compared::Key }
+                        MatchCondition::Compare { left: l, op, right: MatchTerm::Lit(r), how: Compared::Key }
                     }
                     LeafKind::Stategroup => {
                         let Value::Text(name) = v else {
@@ -581,7 +581,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         } else {
                             (0..states.len() as StateIndex).filter(|&j| j != i).collect()
                         };
-                        MCond::States { term: l, states: set }
+                        MatchCondition::States { term: l, states: set }
                     }
                 };
                 Ok((cond, eq))
@@ -607,7 +607,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 {
                     return err(span, "states and references compare with `==` and `!=` only");
                 }
-                Ok((MCond::Compare { left: l, op, right: r, how }, 0.3))
+                Ok((MatchCondition::Compare { left: l, op, right: r, how }, 0.3))
             }
         }
     }
@@ -618,23 +618,23 @@ impl<'c, 's> PatternChecker<'c, 's> {
         t: &Located<Term>,
         scope: &HashMap<String, usize>,
         span: Span,
-    ) -> Result<(MTerm, Option<LeafKind>), CheckError> {
+    ) -> Result<(MatchTerm, Option<LeafKind>), CheckError> {
         let span = located(t.span, span);
         Ok(match &t.item {
-            Term::Var(name) => (MTerm::Key(self.var(scope, name, span)?), None),
+            Term::Var(name) => (MatchTerm::Key(self.var(scope, name, span)?), None),
             Term::Property { var, path, kind, property } => {
                 let v = self.var(scope, var, span)?;
                 let (steps, ty) = self.steps(self.vars[v].ty, path, scope, true)?;
                 let p = self.c.property(ty, property, span)?;
                 crate::plan::check_leaf_kind(self.schema().property(p), *kind, span)?;
-                (MTerm::Leaf { var: v, steps, property: p, kind: *kind }, Some(*kind))
+                (MatchTerm::Leaf { var: v, steps, property: p, kind: *kind }, Some(*kind))
             }
             Term::Value(v) => {
                 let kind = match v {
                     Value::Int(_) => LitKind::Number,
                     _ => LitKind::Text,
                 };
-                (MTerm::Lit(self.lit(v, kind, span, "value")?), None)
+                (MatchTerm::Lit(self.lit(v, kind, span, "value")?), None)
             }
         })
     }
@@ -644,8 +644,8 @@ impl<'c, 's> PatternChecker<'c, 's> {
         e: &ColumnExpr,
         scope: &HashMap<String, usize>,
         span: Span,
-    ) -> Result<PColumn, CheckError> {
-        let number = |me: &mut Self, t: &Located<Term>, what: &str| -> Result<MTerm, CheckError> {
+    ) -> Result<MatchColumn, CheckError> {
+        let number = |me: &mut Self, t: &Located<Term>, what: &str| -> Result<MatchTerm, CheckError> {
             let (m, k) = me.term(t, scope, span)?;
             if k != Some(LeafKind::Number) {
                 return err(
@@ -656,21 +656,21 @@ impl<'c, 's> PatternChecker<'c, 's> {
             Ok(m)
         };
         Ok(match e {
-            ColumnExpr::Term(t) => PColumn::Term(self.term(t, scope, span)?.0),
+            ColumnExpr::Term(t) => MatchColumn::Term(self.term(t, scope, span)?.0),
             ColumnExpr::Count { distinct: true, term: None } => {
                 return err(span, "`count ( distinct … )` counts the distinct values of a term: name one")
             }
-            ColumnExpr::Count { distinct, term } => PColumn::Count {
+            ColumnExpr::Count { distinct, term } => MatchColumn::Count {
                 distinct: *distinct,
                 term: match term {
                     Some(t) => Some(self.term(t, scope, span)?.0),
                     None => None,
                 },
             },
-            ColumnExpr::Sum(t) => PColumn::Sum(number(self, t, "sum")?),
-            ColumnExpr::Avg(t) => PColumn::Avg(number(self, t, "avg")?),
-            ColumnExpr::Min(t) => PColumn::Min(self.term(t, scope, span)?.0),
-            ColumnExpr::Max(t) => PColumn::Max(self.term(t, scope, span)?.0),
+            ColumnExpr::Sum(t) => MatchColumn::Sum(number(self, t, "sum")?),
+            ColumnExpr::Avg(t) => MatchColumn::Avg(number(self, t, "avg")?),
+            ColumnExpr::Min(t) => MatchColumn::Min(self.term(t, scope, span)?.0),
+            ColumnExpr::Max(t) => MatchColumn::Max(self.term(t, scope, span)?.0),
             ColumnExpr::Shortest { from, steps, to, max } => {
                 if *max > crate::parse::MAX_REPEAT {
                     return err(span, format!("`shortest … max {max}`: at most {}", crate::parse::MAX_REPEAT));
@@ -682,7 +682,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 if self.vars[t].ty != ty {
                     return err(span, format!("{from} and {to} are different kinds of node: no path joins them"));
                 }
-                PColumn::Shortest { from: f, body, to: t, max: *max }
+                MatchColumn::Shortest { from: f, body, to: t, max: *max }
             }
         })
     }
@@ -700,14 +700,14 @@ fn located(part: Span, whole: Span) -> Span {
 /// The pairs of a level's variables that one matrix step joins, by an edge or a condition
 /// (not inside `exists`), each once, smaller variable first.
 fn matrix_pairs(level: &Level) -> BTreeSet<(usize, usize)> {
-    fn one_matrix_step(steps: &[MStep]) -> bool {
-        matches!(steps, [s] if matches!(s.kind, MStepKind::Targets(_) | MStepKind::Owners(_)))
+    fn one_matrix_step(steps: &[MatchStep]) -> bool {
+        matches!(steps, [s] if matches!(s.kind, MatchStepKind::Targets(_) | MatchStepKind::Owners(_)))
     }
-    fn from_cond(c: &MCond, out: &mut BTreeSet<(usize, usize)>) {
+    fn from_cond(c: &MatchCondition, out: &mut BTreeSet<(usize, usize)>) {
         match c {
-            MCond::And(list) | MCond::Or(list) => list.iter().for_each(|c| from_cond(c, out)),
-            MCond::Not(c) => from_cond(c, out),
-            MCond::Reach { from: Anchor::Var(a), steps, to: Some(Anchor::Var(b)) }
+            MatchCondition::And(list) | MatchCondition::Or(list) => list.iter().for_each(|c| from_cond(c, out)),
+            MatchCondition::Not(c) => from_cond(c, out),
+            MatchCondition::Reach { from: Anchor::Var(a), steps, to: Some(Anchor::Var(b)) }
                 if a != b && one_matrix_step(steps) =>
             {
                 out.insert((*a.min(b), *a.max(b)));

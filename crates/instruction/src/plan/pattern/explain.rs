@@ -60,7 +60,7 @@ impl MatchPlan {
         for op in &block.ops {
             let (estimate, id) = (Some(op.estimate), Some(op.id));
             match &op.kind {
-                MOp::Scan { var, from, steps, dedupe, backward } => {
+                MatchOp::Scan { var, from, steps, dedupe, backward } => {
                     let dir = if *backward { " (backwards)" } else { "" };
                     let uniq = if *dedupe { ", each node once" } else { "" };
                     let table = if reads_table(from, steps) { " (reads its table)" } else { "" };
@@ -72,7 +72,7 @@ impl MatchPlan {
                     );
                     out.push(PlanLine { text, estimate, op: id });
                 }
-                MOp::Index { var, index, probe } => {
+                MatchOp::Index { var, index, probe } => {
                     let decl = &schema.indexes[*index as usize];
                     let property = &schema.property(decl.property).name;
                     let lookup = match probe {
@@ -92,7 +92,7 @@ impl MatchPlan {
                     let text = format!("{pad}bind {} by index '{}' ({lookup})", self.vars[*var].name, decl.name);
                     out.push(PlanLine { text, estimate, op: id });
                 }
-                MOp::Filter(c) => self.describe_cond(c, schema, depth, estimate, id, out),
+                MatchOp::Filter(c) => self.describe_cond(c, schema, depth, estimate, id, out),
             }
         }
     }
@@ -106,7 +106,7 @@ impl MatchPlan {
 
     fn describe_cond(
         &self,
-        c: &MCond,
+        c: &MatchCondition,
         schema: &Schema,
         depth: usize,
         estimate: Option<f64>,
@@ -115,12 +115,12 @@ impl MatchPlan {
     ) {
         let pad = "  ".repeat(depth);
         match c {
-            MCond::Exists(block) => {
+            MatchCondition::Exists(block) => {
                 out.push(PlanLine { text: format!("{pad}semi-join (exists):"), estimate, op });
                 self.describe_block(block, schema, depth + 1, out);
             }
-            MCond::Not(inner) if matches!(**inner, MCond::Exists(_)) => {
-                let MCond::Exists(block) = &**inner else { unreachable!() };
+            MatchCondition::Not(inner) if matches!(**inner, MatchCondition::Exists(_)) => {
+                let MatchCondition::Exists(block) = &**inner else { unreachable!() };
                 out.push(PlanLine { text: format!("{pad}anti-join (not exists):"), estimate, op });
                 self.describe_block(block, schema, depth + 1, out);
             }
@@ -130,15 +130,15 @@ impl MatchPlan {
         }
     }
 
-    fn cond_text(&self, c: &MCond, schema: &Schema) -> String {
+    fn cond_text(&self, c: &MatchCondition, schema: &Schema) -> String {
         match c {
-            MCond::And(l) => l.iter().map(|c| self.cond_text(c, schema)).collect::<Vec<_>>().join(" and "),
-            MCond::Or(l) => {
+            MatchCondition::And(l) => l.iter().map(|c| self.cond_text(c, schema)).collect::<Vec<_>>().join(" and "),
+            MatchCondition::Or(l) => {
                 format!("({})", l.iter().map(|c| self.cond_text(c, schema)).collect::<Vec<_>>().join(" or "))
             }
-            MCond::Not(c) => format!("not {}", self.cond_text(c, schema)),
-            MCond::Exists(_) => "exists ( … )".into(),
-            MCond::Reach { from, steps, to } => match (to, steps.split_last()) {
+            MatchCondition::Not(c) => format!("not {}", self.cond_text(c, schema)),
+            MatchCondition::Exists(_) => "exists ( … )".into(),
+            MatchCondition::Reach { from, steps, to } => match (to, steps.split_last()) {
                 // Checked from the goal's side with one lookup (see the executor's `reaches`).
                 (Some(goal), Some((last, rest))) if Self::goal_lookup(last).is_some() => {
                     let (sym, p, how) = Self::goal_lookup(last).unwrap_or(("", 0, ""));
@@ -155,7 +155,7 @@ impl MatchPlan {
                 }
                 (None, _) => format!("{}{} leads somewhere", self.anchor(from), self.describe_steps(steps, schema)),
             },
-            MCond::Compare { left, op, right, .. } => {
+            MatchCondition::Compare { left, op, right, .. } => {
                 let op = match op {
                     Comparison::Eq => "==",
                     Comparison::Ne => "!=",
@@ -166,11 +166,11 @@ impl MatchPlan {
                 };
                 format!("{} {op} {}", self.term_text(left, schema), self.term_text(right, schema))
             }
-            MCond::Prefix { term, prefix } => {
+            MatchCondition::Prefix { term, prefix } => {
                 format!("{} starts with {}", self.term_text(term, schema), self.lit_text(*prefix))
             }
-            MCond::States { term, states } => {
-                let MTerm::Leaf { property, .. } = term else { return "?".into() };
+            MatchCondition::States { term, states } => {
+                let MatchTerm::Leaf { property, .. } = term else { return "?".into() };
                 let PropertyKind::StateGroup { states: all } = &schema.property(*property).kind else {
                     return "?".into();
                 };
@@ -183,12 +183,12 @@ impl MatchPlan {
 
     /// How a last step is checked against a known goal, if by one lookup: its symbol, its
     /// property and what is looked up.
-    fn goal_lookup(last: &MStep) -> Option<(&'static str, PropertyId, &'static str)> {
+    fn goal_lookup(last: &MatchStep) -> Option<(&'static str, PropertyId, &'static str)> {
         match last.kind {
-            MStepKind::Targets(p) => Some((">", p, "the matrix entry keyed by")),
-            MStepKind::Owners(p) => Some(("<", p, "the matrix entry keyed here, in")),
-            MStepKind::Referrers(p) => Some(("<", p, "the reference slot of")),
-            MStepKind::Entries(p) => Some((".", p, "the parent of")),
+            MatchStepKind::Targets(p) => Some((">", p, "the matrix entry keyed by")),
+            MatchStepKind::Owners(p) => Some(("<", p, "the matrix entry keyed here, in")),
+            MatchStepKind::Referrers(p) => Some(("<", p, "the reference slot of")),
+            MatchStepKind::Entries(p) => Some((".", p, "the parent of")),
             _ => None,
         }
     }
@@ -202,32 +202,32 @@ impl MatchPlan {
         }
     }
 
-    fn term_text(&self, t: &MTerm, schema: &Schema) -> String {
+    fn term_text(&self, t: &MatchTerm, schema: &Schema) -> String {
         match t {
-            MTerm::Key(v) => self.vars[*v].name.clone(),
-            MTerm::Leaf { var, steps, property, .. } => format!(
+            MatchTerm::Key(v) => self.vars[*v].name.clone(),
+            MatchTerm::Leaf { var, steps, property, .. } => format!(
                 "{}{} '{}'",
                 self.vars[*var].name,
                 self.describe_steps(steps, schema),
                 schema.property(*property).name
             ),
-            MTerm::Lit(i) => self.lit_text(*i),
+            MatchTerm::Lit(i) => self.lit_text(*i),
         }
     }
 
-    fn describe_steps(&self, steps: &[MStep], schema: &Schema) -> String {
+    fn describe_steps(&self, steps: &[MatchStep], schema: &Schema) -> String {
         let mut s = String::new();
         for step in steps {
             let name = |p: &PropertyId| schema.property(*p).name.clone();
             let _ = match &step.kind {
-                MStepKind::Group(p) => write!(s, " + '{}'", name(p)),
-                MStepKind::Entries(p) => {
+                MatchStepKind::Group(p) => write!(s, " + '{}'", name(p)),
+                MatchStepKind::Entries(p) => {
                     let sym = if matches!(schema.property(*p).kind, PropertyKind::Matrix { .. }) { '%' } else { '.' };
                     write!(s, " {sym} '{}' (scan)", name(p))
                 }
-                MStepKind::EntryKey(p, k) => write!(s, " . '{}' : {} (lookup by key)", name(p), self.lit_text(*k)),
-                MStepKind::EntryOf(p, v) => write!(s, " % '{}' : {} (lookup by key)", name(p), self.vars[*v].name),
-                MStepKind::State(p, st) => {
+                MatchStepKind::EntryKey(p, k) => write!(s, " . '{}' : {} (lookup by key)", name(p), self.lit_text(*k)),
+                MatchStepKind::EntryOf(p, v) => write!(s, " % '{}' : {} (lookup by key)", name(p), self.vars[*v].name),
+                MatchStepKind::State(p, st) => {
                     let state = match &schema.property(*p).kind {
                         PropertyKind::StateGroup { states } => {
                             states.get(*st as usize).map_or("?".to_string(), |x| x.name.clone())
@@ -236,14 +236,14 @@ impl MatchPlan {
                     };
                     write!(s, " ? '{}' * '{state}'", name(p))
                 }
-                MStepKind::Reference(p) => write!(s, " > '{}'", name(p)),
-                MStepKind::Targets(p) => write!(s, " > '{}' (matrix, forwards)", name(p)),
-                MStepKind::Referrers(p) => write!(s, " < '{}' (reference, backwards by the link index)", name(p)),
-                MStepKind::Owners(p) => write!(s, " < '{}' (matrix, backwards by the link index)", name(p)),
-                MStepKind::Up(_) => write!(s, " ^"),
-                MStepKind::UpIfKey(_, k) => write!(s, " ^ (if key {})", self.lit_text(*k)),
-                MStepKind::UpIfTarget(_, v) => write!(s, " ^ (if keyed by {})", self.vars[*v].name),
-                MStepKind::Repeat { min, max, body } => {
+                MatchStepKind::Reference(p) => write!(s, " > '{}'", name(p)),
+                MatchStepKind::Targets(p) => write!(s, " > '{}' (matrix, forwards)", name(p)),
+                MatchStepKind::Referrers(p) => write!(s, " < '{}' (reference, backwards by the link index)", name(p)),
+                MatchStepKind::Owners(p) => write!(s, " < '{}' (matrix, backwards by the link index)", name(p)),
+                MatchStepKind::Up(_) => write!(s, " ^"),
+                MatchStepKind::UpIfKey(_, k) => write!(s, " ^ (if key {})", self.lit_text(*k)),
+                MatchStepKind::UpIfTarget(_, v) => write!(s, " ^ (if keyed by {})", self.vars[*v].name),
+                MatchStepKind::Repeat { min, max, body } => {
                     write!(s, " repeat {min} to {max} ({} )", self.describe_steps(body, schema))
                 }
             };

@@ -4,16 +4,16 @@
 use super::*;
 
 impl<'c, 's> PatternChecker<'c, 's> {
-    pub(super) fn reach(&self, from: Anchor, steps: Vec<MStep>, to: Option<Anchor>) -> MCond {
+    pub(super) fn reach(&self, from: Anchor, steps: Vec<MatchStep>, to: Option<Anchor>) -> MatchCondition {
         // With both ends known, walk from the end whose walk is cheaper; from a variable up to
         // the root rather than from the root down.
         if let Some(to) = to {
             let back = reverse(&steps);
             if from == Anchor::Root || check_cost(&back, self.schema()) < check_cost(&steps, self.schema()) {
-                return MCond::Reach { from: to, steps: back, to: Some(from) };
+                return MatchCondition::Reach { from: to, steps: back, to: Some(from) };
             }
         }
-        MCond::Reach { from, steps, to }
+        MatchCondition::Reach { from, steps, to }
     }
 
     /// The best schema index to bind `e.to` by, when `e` leads from the root to every entry
@@ -29,8 +29,8 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let all = e
             .steps
             .iter()
-            .all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
-        let Some(MStepKind::Entries(collection)) = e.steps.last().map(|s| &s.kind) else { return None };
+            .all(|s| matches!(s.kind, MatchStepKind::Entries(_) | MatchStepKind::Group(_) | MatchStepKind::State(..)));
+        let Some(MatchStepKind::Entries(collection)) = e.steps.last().map(|s| &s.kind) else { return None };
         if !all {
             return None;
         }
@@ -110,9 +110,12 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let forward = e.steps.iter().all(|s| {
             matches!(
                 s.kind,
-                MStepKind::Group(_) | MStepKind::State(..) | MStepKind::Reference(_) | MStepKind::Targets(_)
+                MatchStepKind::Group(_)
+                    | MatchStepKind::State(..)
+                    | MatchStepKind::Reference(_)
+                    | MatchStepKind::Targets(_)
             )
-        }) && e.steps.iter().filter(|s| matches!(s.kind, MStepKind::Targets(_))).count() <= 1;
+        }) && e.steps.iter().filter(|s| matches!(s.kind, MatchStepKind::Targets(_))).count() <= 1;
         if backward || e.from == Anchor::Root || !forward {
             return 1.0;
         }
@@ -158,13 +161,13 @@ impl<'c, 's> PatternChecker<'c, 's> {
                         continue; // a node of this type can only sit at the end of this path
                     }
                     *rows *= 0.5;
-                    let check = if e.from == Anchor::Root && e.steps.iter().all(MStep::goes_down) {
+                    let check = if e.from == Anchor::Root && e.steps.iter().all(MatchStep::goes_down) {
                         // Up from the node: one parent read per step, not a scan from the root.
                         self.reach(Anchor::Var(e.to), reverse(&e.steps), Some(Anchor::Root))
                     } else {
                         self.reach(e.from, e.steps.clone(), Some(Anchor::Var(e.to)))
                     };
-                    ops.push(self.op(MOp::Filter(check), *rows));
+                    ops.push(self.op(MatchOp::Filter(check), *rows));
                 }
             }
             let mut i = 0;
@@ -172,7 +175,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 if pending[i].vars.iter().all(|v| bound.contains(v)) {
                     let p = pending.remove(i);
                     *rows *= p.selectivity;
-                    ops.push(self.op(MOp::Filter(p.cond), *rows));
+                    ops.push(self.op(MatchOp::Filter(p.cond), *rows));
                 } else {
                     i += 1;
                 }
@@ -237,12 +240,12 @@ impl<'c, 's> PatternChecker<'c, 's> {
             used[i] = true;
             if let Some(choice) = index {
                 rows *= choice.rows;
-                ops.push(self.op(MOp::Index { var, index: choice.index, probe: choice.probe }, rows));
+                ops.push(self.op(MatchOp::Index { var, index: choice.index, probe: choice.probe }, rows));
                 let mut served = choice.served;
                 served.sort_unstable();
                 for j in served.into_iter().rev() {
                     let p = pending.remove(j);
-                    ops.push(self.op(MOp::Filter(p.cond), rows));
+                    ops.push(self.op(MatchOp::Filter(p.cond), rows));
                 }
                 bound.insert(var);
                 ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
@@ -255,7 +258,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
             };
             let dedupe = needs_dedupe(&steps);
             rows *= scan_cost(&steps, schema);
-            ops.push(self.op(MOp::Scan { var, from, steps, dedupe, backward }, rows));
+            ops.push(self.op(MatchOp::Scan { var, from, steps, dedupe, backward }, rows));
             bound.insert(var);
             ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
         }
@@ -282,14 +285,14 @@ enum IndexUse {
 }
 
 /// Is `t` the value of `property` on `var` itself (or in a group of it)?
-fn is_leaf_of(t: &MTerm, var: usize, property: PropertyId) -> bool {
-    matches!(t, MTerm::Leaf { var: v, steps, property: p, .. }
-        if *v == var && *p == property && steps.iter().all(|s| matches!(s.kind, MStepKind::Group(_))))
+fn is_leaf_of(t: &MatchTerm, var: usize, property: PropertyId) -> bool {
+    matches!(t, MatchTerm::Leaf { var: v, steps, property: p, .. }
+        if *v == var && *p == property && steps.iter().all(|s| matches!(s.kind, MatchStepKind::Group(_))))
 }
 
-fn index_use(c: &MCond, var: usize, property: PropertyId) -> Option<IndexUse> {
+fn index_use(c: &MatchCondition, var: usize, property: PropertyId) -> Option<IndexUse> {
     match c {
-        MCond::Compare { left, op, right: MTerm::Lit(v), how: Compared::Number | Compared::Text }
+        MatchCondition::Compare { left, op, right: MatchTerm::Lit(v), how: Compared::Number | Compared::Text }
             if is_leaf_of(left, var, property) =>
         {
             match op {
@@ -299,12 +302,14 @@ fn index_use(c: &MCond, var: usize, property: PropertyId) -> Option<IndexUse> {
                 Comparison::Ne => None,
             }
         }
-        MCond::Prefix { term, prefix } if is_leaf_of(term, var, property) => Some(IndexUse::Prefix(*prefix)),
-        MCond::States { term, states } if is_leaf_of(term, var, property) => Some(IndexUse::States(states.clone())),
+        MatchCondition::Prefix { term, prefix } if is_leaf_of(term, var, property) => Some(IndexUse::Prefix(*prefix)),
+        MatchCondition::States { term, states } if is_leaf_of(term, var, property) => {
+            Some(IndexUse::States(states.clone()))
+        }
         // `where x ? 'sg' * 's'` (through groups of x).
-        MCond::Reach { from: Anchor::Var(v), steps, to: None } if *v == var => match steps.split_last() {
-            Some((MStep { kind: MStepKind::State(p, s), .. }, groups))
-                if *p == property && groups.iter().all(|g| matches!(g.kind, MStepKind::Group(_))) =>
+        MatchCondition::Reach { from: Anchor::Var(v), steps, to: None } if *v == var => match steps.split_last() {
+            Some((MatchStep { kind: MatchStepKind::State(p, s), .. }, groups))
+                if *p == property && groups.iter().all(|g| matches!(g.kind, MatchStepKind::Group(_))) =>
             {
                 Some(IndexUse::States(vec![*s]))
             }
@@ -314,36 +319,38 @@ fn index_use(c: &MCond, var: usize, property: PropertyId) -> Option<IndexUse> {
     }
 }
 
-fn keys_bound(steps: &[MStep], bound: &BTreeSet<usize>) -> bool {
+fn keys_bound(steps: &[MatchStep], bound: &BTreeSet<usize>) -> bool {
     let mut vars = BTreeSet::new();
     steps_vars(steps, &mut vars);
     vars.iter().all(|v| bound.contains(v))
 }
 
 /// The same path walked from its end to its start.
-pub fn reverse(steps: &[MStep]) -> Vec<MStep> {
+pub fn reverse(steps: &[MatchStep]) -> Vec<MatchStep> {
     steps
         .iter()
         .rev()
         .map(|s| {
             let kind = match &s.kind {
-                MStepKind::Group(p) => MStepKind::Up(UpFrom::Group(*p)),
-                MStepKind::Entries(p) => MStepKind::Up(UpFrom::Entry(*p)),
-                MStepKind::EntryKey(p, k) => MStepKind::UpIfKey(*p, *k),
-                MStepKind::EntryOf(p, v) => MStepKind::UpIfTarget(*p, *v),
-                MStepKind::State(p, st) => MStepKind::Up(UpFrom::State(*p, *st)),
-                MStepKind::Reference(p) => MStepKind::Referrers(*p),
-                MStepKind::Targets(p) => MStepKind::Owners(*p),
-                MStepKind::Referrers(p) => MStepKind::Reference(*p),
-                MStepKind::Owners(p) => MStepKind::Targets(*p),
-                MStepKind::Up(UpFrom::Entry(p)) => MStepKind::Entries(*p),
-                MStepKind::Up(UpFrom::Group(p)) => MStepKind::Group(*p),
-                MStepKind::Up(UpFrom::State(p, st)) => MStepKind::State(*p, *st),
-                MStepKind::UpIfKey(p, k) => MStepKind::EntryKey(*p, *k),
-                MStepKind::UpIfTarget(p, v) => MStepKind::EntryOf(*p, *v),
-                MStepKind::Repeat { min, max, body } => MStepKind::Repeat { min: *min, max: *max, body: reverse(body) },
+                MatchStepKind::Group(p) => MatchStepKind::Up(UpFrom::Group(*p)),
+                MatchStepKind::Entries(p) => MatchStepKind::Up(UpFrom::Entry(*p)),
+                MatchStepKind::EntryKey(p, k) => MatchStepKind::UpIfKey(*p, *k),
+                MatchStepKind::EntryOf(p, v) => MatchStepKind::UpIfTarget(*p, *v),
+                MatchStepKind::State(p, st) => MatchStepKind::Up(UpFrom::State(*p, *st)),
+                MatchStepKind::Reference(p) => MatchStepKind::Referrers(*p),
+                MatchStepKind::Targets(p) => MatchStepKind::Owners(*p),
+                MatchStepKind::Referrers(p) => MatchStepKind::Reference(*p),
+                MatchStepKind::Owners(p) => MatchStepKind::Targets(*p),
+                MatchStepKind::Up(UpFrom::Entry(p)) => MatchStepKind::Entries(*p),
+                MatchStepKind::Up(UpFrom::Group(p)) => MatchStepKind::Group(*p),
+                MatchStepKind::Up(UpFrom::State(p, st)) => MatchStepKind::State(*p, *st),
+                MatchStepKind::UpIfKey(p, k) => MatchStepKind::EntryKey(*p, *k),
+                MatchStepKind::UpIfTarget(p, v) => MatchStepKind::EntryOf(*p, *v),
+                MatchStepKind::Repeat { min, max, body } => {
+                    MatchStepKind::Repeat { min: *min, max: *max, body: reverse(body) }
+                }
             };
-            MStep { kind, from: s.to, to: s.from }
+            MatchStep { kind, from: s.to, to: s.from }
         })
         .collect()
 }
@@ -353,32 +360,33 @@ pub fn reverse(steps: &[MStep]) -> Vec<MStep> {
 /// type sits at the end of such a path (the tree has one path per type), so its table holds
 /// exactly the nodes the walk would reach, without the key index descents on the way; the
 /// order differs (row order, not key order), which a match without `order by` does not fix.
-pub fn reads_table(from: &Anchor, steps: &[MStep]) -> bool {
-    let full =
-        steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_) | MStepKind::State(..)));
-    let entries = steps.iter().filter(|s| matches!(s.kind, MStepKind::Entries(_))).count();
-    let states = steps.iter().any(|s| matches!(s.kind, MStepKind::State(..)));
+pub fn reads_table(from: &Anchor, steps: &[MatchStep]) -> bool {
+    let full = steps
+        .iter()
+        .all(|s| matches!(s.kind, MatchStepKind::Entries(_) | MatchStepKind::Group(_) | MatchStepKind::State(..)));
+    let entries = steps.iter().filter(|s| matches!(s.kind, MatchStepKind::Entries(_))).count();
+    let states = steps.iter().any(|s| matches!(s.kind, MatchStepKind::State(..)));
     *from == Anchor::Root && full && (entries >= 2 || states)
 }
 
 /// True when a root path's steps are all unkeyed entries and groups: every node of the
 /// final type is at the end of such a path, so checking it is needless.
-fn implied_by_type(steps: &[MStep]) -> bool {
-    steps.iter().all(|s| matches!(s.kind, MStepKind::Entries(_) | MStepKind::Group(_)))
+fn implied_by_type(steps: &[MatchStep]) -> bool {
+    steps.iter().all(|s| matches!(s.kind, MatchStepKind::Entries(_) | MatchStepKind::Group(_)))
 }
 
-fn fanout(s: &MStep, schema: &Schema) -> f64 {
+fn fanout(s: &MatchStep, schema: &Schema) -> f64 {
     match &s.kind {
-        MStepKind::Entries(p) => {
+        MatchStepKind::Entries(p) => {
             if schema.property(*p).owner == ROOT {
                 ROOT_ENTRIES
             } else {
                 NESTED_ENTRIES
             }
         }
-        MStepKind::Targets(_) | MStepKind::Referrers(_) | MStepKind::Owners(_) => LINKS,
-        MStepKind::State(..) => 0.5,
-        MStepKind::Repeat { max, body, .. } => {
+        MatchStepKind::Targets(_) | MatchStepKind::Referrers(_) | MatchStepKind::Owners(_) => LINKS,
+        MatchStepKind::State(..) => 0.5,
+        MatchStepKind::Repeat { max, body, .. } => {
             let one: f64 = body.iter().map(|s| fanout(s, schema)).product();
             f64::min(one.max(1.0).powi((*max).min(6) as i32), 1e6)
         }
@@ -386,18 +394,21 @@ fn fanout(s: &MStep, schema: &Schema) -> f64 {
     }
 }
 
-fn scan_cost(steps: &[MStep], schema: &Schema) -> f64 {
+fn scan_cost(steps: &[MatchStep], schema: &Schema) -> f64 {
     steps.iter().map(|s| fanout(s, schema)).product()
 }
 
 /// Cost of checking that a walk reaches a known node: the last step is a lookup when it is
 /// a link or an entry step (the goal's slot, its parent, or the matrix entry keyed by it).
-fn check_cost(steps: &[MStep], schema: &Schema) -> f64 {
+fn check_cost(steps: &[MatchStep], schema: &Schema) -> f64 {
     match steps.split_last() {
         None => 1.0,
         Some((last, rest)) => {
             let last = match last.kind {
-                MStepKind::Targets(_) | MStepKind::Referrers(_) | MStepKind::Owners(_) | MStepKind::Entries(_) => 1.0,
+                MatchStepKind::Targets(_)
+                | MatchStepKind::Referrers(_)
+                | MatchStepKind::Owners(_)
+                | MatchStepKind::Entries(_) => 1.0,
                 _ => fanout(last, schema),
             };
             scan_cost(rest, schema) * last
@@ -407,16 +418,17 @@ fn check_cost(steps: &[MStep], schema: &Schema) -> f64 {
 
 /// A walk can reach one node twice when a step that can merge paths (a link, an up step, a
 /// repetition) comes after a step that fans out.
-fn needs_dedupe(steps: &[MStep]) -> bool {
+fn needs_dedupe(steps: &[MatchStep]) -> bool {
     let mut fanned = false;
     for s in steps {
         let (fans, merges) = match s.kind {
-            MStepKind::Entries(_) => (true, false),
-            MStepKind::Referrers(_) => (true, false),
-            MStepKind::Targets(_) | MStepKind::Owners(_) | MStepKind::Repeat { .. } => (true, true),
-            MStepKind::Reference(_) | MStepKind::Up(_) | MStepKind::UpIfKey(..) | MStepKind::UpIfTarget(..) => {
-                (false, true)
-            }
+            MatchStepKind::Entries(_) => (true, false),
+            MatchStepKind::Referrers(_) => (true, false),
+            MatchStepKind::Targets(_) | MatchStepKind::Owners(_) | MatchStepKind::Repeat { .. } => (true, true),
+            MatchStepKind::Reference(_)
+            | MatchStepKind::Up(_)
+            | MatchStepKind::UpIfKey(..)
+            | MatchStepKind::UpIfTarget(..) => (false, true),
             _ => (false, false),
         };
         if merges && fanned {
