@@ -19,9 +19,11 @@ pub enum Value {
     /// `$name`
     Param(String),
     /// Not a value of the instruction language: no parser makes it, [`crate::validate`] and
-    /// the checker refuse it ("`index` is only allowed in benchmark files"). The benchmark
-    /// language's `index` is a `$parameter` (`crates/bench/src/suite/values.rs`). Left only
-    /// while `crates/server/src/exec.rs` still names it; to be removed with that.
+    /// the checker refuse it ("`index` is only allowed in benchmark files"), and nothing runs
+    /// it. The benchmark language's `index` is a `$parameter` (`crates/bench/src/suite/values.rs`).
+    /// Kept in the serde form only so that a structured instruction naming it is refused with
+    /// the text parser's message and code (`syntax`), not as an undecodable frame; it goes
+    /// when the wire format gets types of its own (#19).
     #[doc(hidden)]
     Index,
     /// As [`Value::Index`], for the benchmark language's `random`.

@@ -14,7 +14,7 @@ mod validate;
 
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
-pub use run::{ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
+pub use run::{walk_path, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
 pub use validate::{validate, Invalid};
 
 use espalier_data::DataError;

@@ -226,7 +226,7 @@ impl<'g> Nav<'g> {
         Ok(NodeRef { id, ty: target.entry_type })
     }
 
-    /// Follows a node path from the root.
+    /// Follows a node path from the root (see [`walk_path`]).
     pub fn walk(&self, path: &[StepPlan], b: &mut Bindings<'_>) -> Result<NodeRef, InstructionError> {
         Ok(self.walk_view(path, b)?.0)
     }
@@ -624,4 +624,15 @@ pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::
         other => InstructionError::Data(DataError::Corrupt(other.to_string())),
     })?;
     serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
+}
+
+/// Follows a checked node path (a `get`'s, see [`crate::plan::Plan`]) from the root of `graph`,
+/// with `params` for its `$name` keys. The one walk of node paths: the engine's reads and
+/// writes use it, and so does the server for `get`, node subscriptions and the console.
+pub fn walk_path(
+    graph: Graph<'_>,
+    path: &[crate::plan::StepPlan],
+    params: &HashMap<String, ParamValue>,
+) -> Result<NodeRef, InstructionError> {
+    Nav { graph }.walk(path, &mut Bindings { params, cancel: None })
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use espalier_data::dump::{export_node, DumpError};
 use espalier_data::{DataError, EntryKey, Graph, NodePath, NodeRef, PathStep};
-use espalier_instruction::ast::{Instruction, Value};
+use espalier_instruction::ast::Instruction;
 use espalier_instruction::parse::{parse_instruction, ParseOptions};
 use espalier_instruction::plan::{Plan, StepPlan};
 use espalier_instruction::{Engine, InstructionError, ParamValue, QueryResult, Reply};
@@ -80,103 +80,14 @@ fn data_error(e: DataError) -> RequestError {
     instruction_error(&InstructionError::Data(e))
 }
 
-fn value_error(message: String) -> RequestError {
-    RequestError::new(ErrorCode::Value, message)
-}
-
-/// A key or text value as text, the way the engine reads it.
-fn text_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<String, RequestError> {
-    match v {
-        Value::Text(t) => Ok(t.clone()),
-        Value::Int(i) => Ok(i.to_string()),
-        Value::Param(p) => match params.get(p) {
-            Some(ParamValue::Text(t)) => Ok(t.clone()),
-            Some(ParamValue::Int(i)) => Ok(i.to_string()),
-            None => Err(value_error(format!("no value given for parameter ${p}"))),
-        },
-        Value::Compound(_) => Err(value_error("a compound key where one text is expected".into())),
-        Value::Index | Value::Random(_) => {
-            Err(value_error("`index` and `random` are only meaningful in a benchmark".into()))
-        }
-    }
-}
-
-/// A key's components (a compound key, or a text parameter holding a JSON array).
-fn key_of(v: &Value, params: &HashMap<String, ParamValue>) -> Result<Vec<String>, RequestError> {
-    match v {
-        Value::Compound(parts) => parts.iter().map(|p| text_of(p, params)).collect(),
-        Value::Param(p) => match params.get(p) {
-            Some(ParamValue::Text(t)) if t.starts_with('[') => serde_json::from_str(t)
-                .map_err(|_| value_error(format!("parameter ${p}: a compound key must be a JSON array of strings"))),
-            _ => Ok(vec![text_of(v, params)?]),
-        },
-        other => Ok(vec![text_of(other, params)?]),
-    }
-}
-
-/// Follows a checked node path from the root, with `params` for `$name` keys.
+/// Follows a checked node path from the root, with `params` for `$name` keys (the engine's
+/// walk, [`espalier_instruction::walk_path`]).
 pub(crate) fn walk(
     graph: &Graph<'_>,
     path: &[StepPlan],
     params: &HashMap<String, ParamValue>,
 ) -> Result<NodeRef, RequestError> {
-    let schema = graph.schema;
-    let mut at = NodeRef::ROOT;
-    for step in path {
-        at = match step {
-            StepPlan::Group(p) => graph.group(at, *p),
-            StepPlan::Entry { property, key: Some(key), .. } => {
-                let found = match &schema.property(*property).kind {
-                    PropertyKind::Matrix { target, .. } => {
-                        let key = key_of(key, params)?;
-                        find_matrix_entry(graph, at, *property, target, &key).map_err(data_error)?
-                    }
-                    _ => {
-                        let text = text_of(key, params)?;
-                        graph.find_entry(at, *property, EntryKey::Text(&text)).map_err(data_error)?
-                    }
-                };
-                found.ok_or_else(|| {
-                    let shown = match key_of(key, params) {
-                        Ok(k) if k.len() == 1 => format!("{:?}", k[0]),
-                        Ok(k) => format!("{k:?}"),
-                        Err(_) => "?".into(),
-                    };
-                    data_error(DataError::KeyMissing { collection: graph.collection_path(at, *property), key: shown })
-                })?
-            }
-            StepPlan::Entry { key: None, .. } => {
-                return Err(RequestError::bad_request("a node path needs a key at every collection step"))
-            }
-            StepPlan::State { property, state, .. } => {
-                let (current, child) = graph.state(at, *property).map_err(data_error)?;
-                if current != *state {
-                    return Err(data_error(DataError::StateNotSelected {
-                        node: graph.describe(at),
-                        stategroup: schema.property(*property).name.clone(),
-                        expected: graph.state_name(*property, *state).to_string(),
-                        actual: graph.state_name(*property, current).to_string(),
-                    }));
-                }
-                child
-            }
-            StepPlan::Reference { property } => {
-                let PropertyKind::Reference { target } = &schema.property(*property).kind else {
-                    return Err(RequestError::new(ErrorCode::Internal, "a checked reference step is not a reference"));
-                };
-                let id = graph.reference(at, *property).map_err(data_error)?;
-                if id == 0 {
-                    return Err(data_error(DataError::Corrupt(format!(
-                        "reference '{}' of {} is unset",
-                        schema.property(*property).name,
-                        graph.describe(at)
-                    ))));
-                }
-                NodeRef { id, ty: target.entry_type }
-            }
-        };
-    }
-    Ok(at)
+    espalier_instruction::walk_path(*graph, path, params).map_err(|e| instruction_error(&e))
 }
 
 /// The entry of a matrix whose key designates `key` (the target's key components).
