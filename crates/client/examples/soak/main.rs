@@ -57,6 +57,8 @@ const MAX_BATCH_ROWS: usize = 100_000;
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a batch round waits for a batch to be in flight before it signals anyway.
 const BATCH_WAIT: Duration = Duration::from_secs(60);
+/// Lines of the servers' log shown when the run stops early.
+const LOG_LINES: usize = 30;
 
 #[derive(Debug, Clone)]
 struct Options {
@@ -145,7 +147,14 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(run(&options, &mut soak, &mut crash));
     let error = outcome.as_ref().err().map(|e| e.to_string());
     if let Some(e) = &error {
+        let log = options.dir.join("server.log");
+        let tail = std::fs::read_to_string(&log).unwrap_or_default();
+        let tail: Vec<&str> = tail.lines().rev().take(LOG_LINES).collect();
         eprintln!("soak: {e}");
+        eprintln!("soak: the servers' log ({}) ends:", log.display());
+        for line in tail.iter().rev() {
+            eprintln!("  {line}");
+        }
     }
     let reasons = report::print(&soak, &crash, error.as_deref());
     if reasons.is_empty() {
@@ -176,7 +185,7 @@ async fn run(o: &Options, soak: &mut report::Soak, crash: &mut report::Crash) ->
     eprintln!("soak: database {}, server log {}", env.db.display(), env.log.display());
 
     let mut models: Vec<Model> = (0..o.clients).map(|i| Model::new(i, o.seed)).collect();
-    let server = blocking(|| Server::start(&env, "sync"))?;
+    let mut server = blocking(|| Server::start(&env, "sync"))?;
     let admin = connect(&server.addr, ClientOptions::default()).await?;
     admin
         .execute(&model::create_clients(&models), None)
@@ -186,6 +195,9 @@ async fn run(o: &Options, soak: &mut report::Soak, crash: &mut report::Crash) ->
 
     if o.seconds > 0.0 {
         models = soak_phase(o, &server, models, soak).await?;
+    }
+    if let Some(status) = server.exited() {
+        return Err(SoakError::Process(format!("the server exited by itself during the soak ({status})")));
     }
     let status = blocking(|| server.terminate())?;
     if !status.success() {
@@ -399,7 +411,7 @@ async fn crash_phase(
         for round in 0..=o.kills {
             let kind = kind_of(round);
             let durability = if kind == Kind::KillNone { "none" } else { "sync" };
-            let server = blocking(|| Server::start(env, durability))?;
+            let mut server = blocking(|| Server::start(env, durability))?;
             let verifier = connect(&server.addr, ClientOptions::default()).await?;
             model::verify_clients(&verifier, &mut models, &stats).await?;
             model::verify_batches(&verifier, &mut batches, o.batch_rows, &stats).await?;
@@ -435,6 +447,7 @@ async fn crash_phase(
                 let waited = Instant::now();
                 while (run.last_ms.load(Ordering::SeqCst) == 0 || !run.in_flight.load(Ordering::SeqCst))
                     && waited.elapsed() < BATCH_WAIT
+                    && !writer.as_ref().is_some_and(|w| w.is_finished())
                 {
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
@@ -442,6 +455,10 @@ async fn crash_phase(
                 tokio::time::sleep(Duration::from_millis(rng.range(0, last * 3 / 4))).await;
             } else {
                 tokio::time::sleep(Duration::from_millis(rng.range(o.kill_min_ms, o.kill_max_ms))).await;
+            }
+            if let Some(status) = server.exited() {
+                stats.fail(format!("round {round}: the server exited by itself ({status}) before the signal"));
+                return Err(SoakError::Process(format!("round {round}: the server exited by itself ({status})")));
             }
             stop.signal();
             crash.writing += writing.elapsed();

@@ -175,6 +175,11 @@ impl Server {
         Ok(server)
     }
 
+    /// The server's exit status if it has exited (by itself: the soak has not signalled it).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
