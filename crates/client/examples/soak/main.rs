@@ -215,14 +215,15 @@ async fn run(o: &Options, soak: &mut report::Soak, crash: &mut report::Crash) ->
     Ok(())
 }
 
-/// Session options by client number: both encodings, with and without compression.
+/// Session options by client number: both encodings, with and without compression (of every
+/// message: the soak's messages are all below the default threshold).
 fn options_for(i: usize) -> ClientOptions {
     let o = ClientOptions::default();
     match i % 4 {
         0 => o.encoding(Encoding::Msgpack),
         1 => o.encoding(Encoding::Json),
-        2 => o.encoding(Encoding::Msgpack).compression(Compression::Zstd),
-        _ => o.encoding(Encoding::Json).compression(Compression::Deflate),
+        2 => o.encoding(Encoding::Msgpack).compression(Compression::Zstd).compress_min(0),
+        _ => o.encoding(Encoding::Json).compression(Compression::Deflate).compress_min(0),
     }
 }
 
