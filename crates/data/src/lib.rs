@@ -2,8 +2,10 @@
 //!
 //! Layout (`keys` and `record`, `docs/storage.md`): a table per node type, whose rows are the
 //! records of its nodes (a node id is `type << 32 | row`); a key index per collection
-//! (owner row, key) → entry row; a key index per reference or matrix (target row, source id)
-//! → source row, for going backwards; a key index per schema index; the string table.
+//! (owner row, key) → entry row, where a matrix's key is its target's row (4 bytes); a key
+//! index per reference or matrix (target row, source row as 4 bytes) → the source's row for a
+//! reference, the entry's owner's row for a matrix, for going backwards; a key index per
+//! schema index; the string table (`keys`, `docs/storage.md`).
 
 pub mod change;
 pub mod check;

@@ -6,7 +6,7 @@
 //!   after the snapshots that saw a row; [`table::arena`]'s huge pages hold them.
 //! - [`key_index`]: the copy-on-write B+tree of (owner row, key) → row.
 //! - [`tables`]: the database on them: the string table, meta values, savepoints, the redo
-//!   operations of a commit, snapshots, the manifest, recovery.
+//!   operations of a commit, snapshots, the manifest, whole checkpoints, recovery.
 //! - [`log`]: the redo log: checksummed records, one write and one `fdatasync` per batch,
 //!   recovery that cuts a torn tail and refuses damage.
 //! - [`DirLock`]: one process owns a database directory.
