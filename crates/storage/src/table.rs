@@ -186,9 +186,12 @@ impl Page {
     }
 
     fn to_heap(&self) -> Page {
-        let mut page = Page::zeroed(self.len);
-        page.bytes_mut().copy_from_slice(self.bytes());
-        page
+        let data = arena::alloc_for_copy(self.len);
+        // SAFETY: `data` is a fresh block of `len` bytes that nothing else uses, and `self`'s
+        // `len` bytes are readable (and a different block): every byte is written before the
+        // page is read.
+        unsafe { std::ptr::copy_nonoverlapping(self.bytes().as_ptr(), data.as_ptr(), self.len) };
+        Page { data, len: self.len, backing: Backing::Heap }
     }
 }
 
@@ -202,8 +205,8 @@ impl Clone for Page {
 impl Drop for Page {
     fn drop(&mut self) {
         if let Backing::Heap = self.backing {
-            // SAFETY: a heap page's data came from `arena::alloc_zeroed(len)`, and is freed
-            // only here.
+            // SAFETY: a heap page's data came from `arena::alloc_zeroed(len)` or
+            // `arena::alloc_for_copy(len)`, and is freed only here.
             unsafe { arena::free(self.data, self.len) }
         }
     }

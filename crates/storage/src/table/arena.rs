@@ -70,16 +70,34 @@ fn chunk() -> Option<usize> {
 /// # Panics
 /// If the system has no memory to map (as a failed allocation aborts).
 pub(super) fn alloc_zeroed(len: usize) -> NonNull<u8> {
+    let (p, reused) = alloc(len);
+    if reused {
+        // SAFETY: a freed block of this class: `class(len) × CLASS` bytes of a chunk that
+        // nothing else uses.
+        unsafe { std::ptr::write_bytes(p.as_ptr(), 0, class(len) * CLASS) };
+    }
+    p
+}
+
+/// `len` bytes (`0 < len ≤ CHUNK`), 64-aligned, holding whatever a freed block held, for a
+/// caller that writes every byte before reading any (a page copied on write: zeroing first
+/// cost as much as the copy). Until [`free`] with the same `len`.
+///
+/// # Panics
+/// If the system has no memory to map (as a failed allocation aborts).
+pub(super) fn alloc_for_copy(len: usize) -> NonNull<u8> {
+    alloc(len).0
+}
+
+/// A block of `len`'s class, and whether it was freed before (fresh mapped memory is zero).
+fn alloc(len: usize) -> (NonNull<u8>, bool) {
     debug_assert!(len > 0 && len <= CHUNK);
     let c = class(len);
     let size = c * CLASS;
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = a.free.get_mut(c).and_then(Vec::pop) {
-        drop(a);
-        // SAFETY: a freed block of this class: `size` bytes of a chunk that nothing else uses.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) };
         // SAFETY: chunk addresses are never null.
-        return unsafe { NonNull::new_unchecked(p as *mut u8) };
+        return (unsafe { NonNull::new_unchecked(p as *mut u8) }, true);
     }
     if a.end - a.next < size {
         // The rest of the old chunk is left unused (less than one page).
@@ -90,13 +108,14 @@ pub(super) fn alloc_zeroed(len: usize) -> NonNull<u8> {
     let p = a.next;
     a.next += size;
     // SAFETY: chunk addresses are never null; fresh mapped memory is zero.
-    unsafe { NonNull::new_unchecked(p as *mut u8) }
+    (unsafe { NonNull::new_unchecked(p as *mut u8) }, false)
 }
 
-/// Gives back a block of [`alloc_zeroed`]`(len)`.
+/// Gives back a block of [`alloc_zeroed`]`(len)` or [`alloc_for_copy`]`(len)`.
 ///
 /// # Safety
-/// `p` must come from `alloc_zeroed(len)` and not be used after this call.
+/// `p` must come from `alloc_zeroed(len)` or `alloc_for_copy(len)` and not be used after this
+/// call.
 pub(super) unsafe fn free(p: NonNull<u8>, len: usize) {
     let c = class(len);
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
