@@ -83,6 +83,39 @@ fn main() {
         }
     }
 
+    // recovery: a checkpoint after half of the demo data, then the log of the other half.
+    let engine = demo_engine("seeds-recovery", false);
+    let list = parse_instructions(DEMO_DATA, ParseOptions::CLIENT).expect("the demo data");
+    let half = list.len() / 2;
+    for (i, instr) in list.iter().enumerate() {
+        if i == half {
+            engine.database().checkpoint().expect("a checkpoint");
+        }
+        let plan = engine.check(&instr.item, Some(DEMO_DATA)).expect("the demo data checks");
+        engine.run(&plan, &Default::default(), None).expect("the demo data loads");
+    }
+    let dir = scratch().join("seeds-recovery");
+    let mut seed = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("the database").flatten() {
+        if entry.file_name().to_string_lossy().ends_with(".ckpt") {
+            let mut chunks: Vec<Vec<u8>> = Vec::new();
+            checkpoint::read(&entry.path(), &mut |ops| {
+                chunks.push(ops.to_vec());
+                Ok(())
+            })
+            .expect("the checkpoint reads");
+            seed.extend_from_slice(&chunks.join(&b"|~"[..]));
+        }
+    }
+    seed.extend_from_slice(b"|#");
+    let mut reader = LogReader::open(&dir, 0).expect("the log");
+    let mut records = Vec::new();
+    while let Some(record) = reader.next_record().expect("a record") {
+        records.push(record.payload.to_vec());
+    }
+    seed.extend_from_slice(&records.join(&b"|~"[..]));
+    write(&corpus, "recovery", "demo-half-checkpointed", &seed);
+
     // Protocol vectors compressed, as a compressing session receives them (binary frames;
     // the setting byte's bits 1-2 pick zstd or deflate, bit 0 MessagePack).
     let vectors = Path::new(env!("CARGO_MANIFEST_DIR")).join("../protocol/vectors");
