@@ -5,6 +5,7 @@
 //! - odd: framed, the magic and a log version, then the rest split at `|~` into chunks with
 //!   valid checksums, the ending zero length unless bit 1 is set, and one byte flipped where
 //!   the input says.
+//!
 //! Only a panic, a hang or a crash fails.
 #![no_main]
 

@@ -7,6 +7,7 @@
 //!   header, first version and flags from the input, with an optional second segment (at a
 //!   `|#` split) and one byte flipped where the input says, so that damage is found in the
 //!   middle of records that verify.
+//!
 //! Only a panic, a hang or a crash fails.
 #![no_main]
 
