@@ -1,6 +1,6 @@
 //! The frame decoder never panics: random bytes, random text, and mutations of every valid
-//! vector, in every session setting. (The same property as the cargo-fuzz target in
-//! `crates/protocol/fuzz/`, which needs nightly; this one runs in CI on stable.)
+//! vector, in every session setting. (The same property as the cargo-fuzz target
+//! `frame_codec` in `fuzz/`, which needs nightly; this one runs with the other tests.)
 
 use std::path::Path;
 
