@@ -23,11 +23,19 @@ fn engine() -> &'static Engine {
 enum Stop {
     RolledBack,
     Tx(#[allow(dead_code)] TxError),
+    /// What the write queue checks when a request ends (integrity, unique indexes).
+    Data(#[allow(dead_code)] espalier_data::DataError),
 }
 
 impl From<TxError> for Stop {
     fn from(e: TxError) -> Stop {
         Stop::Tx(e)
+    }
+}
+
+impl From<espalier_data::DataError> for Stop {
+    fn from(e: espalier_data::DataError) -> Stop {
+        Stop::Data(e)
     }
 }
 
