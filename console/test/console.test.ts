@@ -131,15 +131,15 @@ test("browse: root, a collection, an entry, follow a reference and back; incomin
   assert.ok(form?.includes("500") && form.includes("Started"), form ?? "");
   await shot(p, "entry");
   // Follow the reference to the client, see who refers to it, and come back.
+  // Wait for the new page's own content: the previous page's incoming list is on screen
+  // until the client's arrives (waiting for any `.incoming` link raced with it).
   await p.locator("dl.form a.ref", { hasText: "c1" }).click();
-  await p.locator(".incoming li a").first().waitFor();
+  await p.locator(".incoming", { hasText: `. 'Orders' : "o1"` }).waitFor();
   assert.match(p.url(), /Clients/);
-  assert.ok((await p.locator(".incoming").textContent())?.includes(`. 'Orders' : "o1"`));
   await p.goBack();
-  await p.locator("dl.form").first().waitFor();
-  assert.ok((await p.locator("dl.form").first().textContent())?.includes("500"));
   // o1 is the current order of machine M1: a reference from inside a state.
-  assert.ok((await p.locator(".incoming").textContent())?.includes(`. 'Machines' : "M1"`));
+  await p.locator(".incoming", { hasText: `. 'Machines' : "M1"` }).waitFor();
+  assert.ok((await p.locator("dl.form").first().textContent())?.includes("500"));
   await p.close();
 });
 
