@@ -25,6 +25,13 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
+mod words;
+
+pub use words::heap_bytes;
+use words::Words;
+
+use crate::table::{FilePlace, StableBytes};
+
 /// Bytes of entries a node holds before it splits.
 #[cfg(not(test))]
 pub const NODE_BYTES: usize = 4096;
@@ -122,7 +129,7 @@ struct Keys {
     /// entries) the search words are the keys' first eight bytes, so that keys of up to eight
     /// bytes never tie. Otherwise each word is `owner << 32 |` the key's first four bytes
     /// (matrix keys, four bytes, never tie either).
-    buf: Vec<u64>,
+    buf: Words,
 }
 
 /// Header words before a run's search words.
@@ -138,7 +145,7 @@ fn header(len: usize, heap_len: usize, shared: Option<u32>) -> [u64; 2] {
 
 impl Default for Keys {
     fn default() -> Keys {
-        Keys { buf: header(0, 0, None).to_vec() }
+        Keys { buf: Words::heap(header(0, 0, None).to_vec()) }
     }
 }
 
@@ -147,7 +154,7 @@ impl std::ops::Deref for Keys {
 
     #[inline]
     fn deref(&self) -> &KeysBuf {
-        KeysBuf::new(&self.buf)
+        KeysBuf::new(self.buf.as_slice())
     }
 }
 
@@ -230,7 +237,7 @@ impl Parts {
             b[..c.len()].copy_from_slice(c);
             u64::from_ne_bytes(b)
         }));
-        Keys { buf }
+        Keys { buf: Words::heap(buf) }
     }
 }
 
@@ -277,7 +284,7 @@ fn assemble(
             k += h.len();
         }
     }
-    Keys { buf }
+    Keys { buf: Words::heap(buf) }
 }
 
 impl KeysBuf {
@@ -508,10 +515,12 @@ impl Keys {
     fn set_value(&mut self, i: usize, value: u32) -> u32 {
         let at = HDR + self.len() + self.len() / FENCE;
         let n = self.len().div_ceil(2);
-        let words = &mut self.buf[at..at + n];
-        // SAFETY: as in `u32s`: an aligned, valid view of the values in native byte order.
-        let (_, values, _) = unsafe { words.align_to_mut::<u32>() };
-        std::mem::replace(&mut values[i], value)
+        self.buf.edit(|buf| {
+            let words = &mut buf[at..at + n];
+            // SAFETY: as in `u32s`: an aligned, valid view of the values in native byte order.
+            let (_, values, _) = unsafe { words.align_to_mut::<u32>() };
+            std::mem::replace(&mut values[i], value)
+        })
     }
 
     /// Removes key `i`; returns its value.
@@ -589,9 +598,12 @@ impl Inner {
     /// inner node's): after every change to the separators, the children or a child's buffer.
     fn sync(&mut self) {
         let tail = self.seps.tail();
-        self.seps.buf.truncate(tail);
-        self.seps.buf.extend(self.children.iter().map(|c| c.keys().buf.as_ptr() as usize as u64));
-        self.seps.buf[1] |= INNER;
+        let children = &self.children;
+        self.seps.buf.edit(|buf| {
+            buf.truncate(tail);
+            buf.extend(children.iter().map(|c| c.keys().buf.as_slice().as_ptr() as usize as u64));
+            buf[1] |= INNER;
+        });
     }
 }
 
@@ -881,7 +893,7 @@ impl KeyIndex {
         if self.root_buf == 0 {
             return None;
         }
-        debug_assert_eq!(self.root_buf, self.root.as_ref().map_or(0, |r| r.keys().buf.as_ptr() as usize));
+        debug_assert_eq!(self.root_buf, self.root.as_ref().map_or(0, |r| r.keys().buf.as_slice().as_ptr() as usize));
         // SAFETY: `root_buf` is the root's buffer (`sync_root` after every change), kept alive
         // and unchanged by `self.root` while `&self` lives.
         Some(unsafe { KeysBuf::at(self.root_buf as *const u64) })
@@ -889,7 +901,7 @@ impl KeyIndex {
 
     /// Records the root's buffer's address, after every change to the tree.
     fn sync_root(&mut self) {
-        self.root_buf = self.root.as_ref().map_or(0, |r| r.keys().buf.as_ptr() as usize);
+        self.root_buf = self.root.as_ref().map_or(0, |r| r.keys().buf.as_slice().as_ptr() as usize);
     }
 
     /// Entries in the whole index.
@@ -981,6 +993,172 @@ enum Bound<'a> {
     None,
     Owner(u32),
     Prefix(u32, &'a [u8]),
+}
+
+/// A leaf of a key index as a checkpoint writes it: its buffer, and where it already lies in a
+/// checkpoint file if it is mapped from one.
+#[derive(Debug, Clone, Copy)]
+pub struct LeafImage<'a> {
+    /// The leaf's buffer (native byte order), as [`check_leaf`] reads it back.
+    pub words: &'a [u64],
+    pub place: Option<FilePlace>,
+}
+
+/// What recovery learnt of a checkpoint's leaf while verifying it ([`check_leaf`]), so that
+/// the tree above the leaves is built without reading them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafSummary {
+    first: (u32, Vec<u8>),
+    last: (u32, Vec<u8>),
+    count: u64,
+}
+
+/// Checks that `words` are a well-formed leaf, as [`KeyIndex::leaves`] gave it: the counts
+/// in its header within the buffer, its key ends in order, its search words and fences those
+/// of its keys, its keys strictly increasing and after `after`'s (the previous leaf's). A
+/// leaf that passes can be read in place without reading past its buffer.
+pub fn check_leaf(words: &[u64], after: Option<&LeafSummary>) -> Result<LeafSummary, String> {
+    if words.len() < HDR {
+        return Err(format!("a leaf of {} words", words.len()));
+    }
+    let run = KeysBuf::new(words);
+    if run.is_inner() {
+        return Err("an inner node where a leaf belongs".into());
+    }
+    let (len, heap_len) = (run.len(), run.heap_len());
+    let tail = len
+        .checked_add(len / FENCE)
+        .and_then(|n| n.checked_add(2 * len.div_ceil(2)))
+        .and_then(|n| n.checked_add(heap_len.div_ceil(8)))
+        .and_then(|n| n.checked_add(HDR));
+    if len == 0 || tail != Some(words.len()) {
+        return Err(format!("a leaf header of {len} keys and {heap_len} key bytes in {} words", words.len()));
+    }
+    let ends = run.ends();
+    if ends.windows(2).any(|w| w[0] > w[1]) || ends[len - 1] as usize != heap_len {
+        return Err("key ends out of order".into());
+    }
+    if Parts::pack(run.parts()).buf.as_slice() != words {
+        return Err("search words or fences that do not match the keys".into());
+    }
+    if let Some(prev) = after {
+        let (o, k) = run.get(0);
+        if cmp_key(prev.last.0, &prev.last.1, o, k) != Ordering::Less {
+            return Err("keys not after the previous leaf's".into());
+        }
+    }
+    for i in 1..len {
+        let ((a, ka), (b, kb)) = (run.get(i - 1), run.get(i));
+        if cmp_key(a, ka, b, kb) != Ordering::Less {
+            return Err(format!("keys {} and {i} out of order", i - 1));
+        }
+    }
+    let (fo, fk) = run.get(0);
+    let (lo, lk) = run.get(len - 1);
+    Ok(LeafSummary { first: (fo, fk.to_vec()), last: (lo, lk.to_vec()), count: len as u64 })
+}
+
+/// A checkpoint's leaf to build an index of: its buffer's place in a mapped file and what
+/// [`check_leaf`] found.
+pub struct MappedLeaf {
+    pub owner: Arc<dyn StableBytes>,
+    pub offset: usize,
+    pub words: usize,
+    pub crc: u32,
+    pub summary: LeafSummary,
+}
+
+/// A subtree being built from leaves, with its bounds.
+struct Built {
+    node: Arc<Node>,
+    first: (u32, Vec<u8>),
+    last: (u32, Vec<u8>),
+    count: u64,
+}
+
+impl KeyIndex {
+    /// The leaves in key order (for writing a checkpoint).
+    pub fn leaves(&self) -> Vec<LeafImage<'_>> {
+        fn walk<'a>(node: &'a Node, out: &mut Vec<LeafImage<'a>>) {
+            match node {
+                Node::Leaf(l) => out.push(LeafImage { words: l.keys.buf.as_slice(), place: l.keys.buf.file_place() }),
+                Node::Inner(n) => n.children.iter().for_each(|c| walk(c, out)),
+            }
+        }
+        let mut out = Vec::new();
+        if let Some(root) = self.root.as_deref() {
+            walk(root, &mut out);
+        }
+        out
+    }
+
+    /// Recovery: the index made of checked `leaves` in key order, read in place from their
+    /// mappings; the nodes above them are built in memory from the leaves' summaries, without
+    /// reading the leaves. `None` if a leaf's place lies outside its mapping.
+    pub fn from_leaves(leaves: Vec<MappedLeaf>) -> Option<KeyIndex> {
+        let mut level = Vec::with_capacity(leaves.len());
+        let mut len = 0;
+        for leaf in leaves {
+            let buf = Words::mapped(leaf.owner, leaf.offset, leaf.words, leaf.crc)?;
+            len += leaf.summary.count;
+            let LeafSummary { first, last, count } = leaf.summary;
+            level.push(Built { node: Arc::new(Node::Leaf(Leaf { keys: Keys { buf } })), first, last, count });
+        }
+        // Bounded by the height: each round divides the nodes by at least two.
+        while level.len() > 1 {
+            level = build_inner_level(level);
+        }
+        let mut index = KeyIndex { root: level.pop().map(|b| b.node), root_buf: 0, len, version: 0 };
+        index.sync_root();
+        Some(index)
+    }
+}
+
+/// The inner nodes above `level` (two or more subtrees in key order): as many children per
+/// node as fit in [`NODE_BYTES`], at least two each.
+fn build_inner_level(level: Vec<Built>) -> Vec<Built> {
+    let mut groups: Vec<(Vec<Built>, Vec<(u32, Vec<u8>)>, usize)> = Vec::new();
+    for b in level {
+        let fits = groups.last().map(|(children, _, bytes)| {
+            let last = &children[children.len() - 1].last;
+            let sep = separator((last.0, &last.1), (b.first.0, &b.first.1));
+            let fits = children.len() < 2 || bytes + INNER_ENTRY + sep.1.len() <= NODE_BYTES;
+            (fits, sep)
+        });
+        match fits {
+            Some((true, sep)) => {
+                let g = groups.last_mut().expect("a group");
+                g.2 += INNER_ENTRY + sep.1.len();
+                g.1.push(sep);
+                g.0.push(b);
+            }
+            _ => groups.push((vec![b], Vec::new(), INNER_ENTRY)),
+        }
+    }
+    // A last node of one child joins the one before it (which may then exceed NODE_BYTES by a
+    // child, as a node of long separators may).
+    if groups.len() > 1 && groups[groups.len() - 1].0.len() == 1 {
+        let (mut children, _, _) = groups.pop().expect("two groups");
+        let g = groups.last_mut().expect("a group");
+        let b = children.pop().expect("one child");
+        let last = &g.0[g.0.len() - 1].last;
+        g.1.push(separator((last.0, &last.1), (b.first.0, &b.first.1)));
+        g.0.push(b);
+    }
+    groups
+        .into_iter()
+        .map(|(children, seps, _)| {
+            let mut keys = Keys::default();
+            keys.extend(seps.iter().map(|(o, k)| (*o, &k[..], 0)));
+            let first = children[0].first.clone();
+            let last = children[children.len() - 1].last.clone();
+            let counts: Vec<u64> = children.iter().map(|c| c.count).collect();
+            let count = counts.iter().sum();
+            let mut inner = Inner { seps: keys, children: children.into_iter().map(|c| c.node).collect(), counts };
+            inner.sync();
+            Built { node: Arc::new(Node::Inner(inner)), first, last, count }
+        })
+        .collect()
 }
 
 /// Entries of a key index in order, from a seek ([`KeyIndex::entries`], [`KeyIndex::prefix`]).
@@ -1138,6 +1316,50 @@ impl KeyIndexWriter {
     pub fn publish_version(&mut self) -> KeyIndex {
         self.current.version += 1;
         self.current.clone()
+    }
+
+    /// Recovery: a writer that goes on from `index` ([`KeyIndex::from_leaves`]).
+    pub fn from_index(index: KeyIndex) -> KeyIndexWriter {
+        KeyIndexWriter { current: index }
+    }
+
+    /// Replaces the writer's leaves that are still those of `written` (the version a
+    /// checkpoint wrote: the same leaves, unchanged since) by their mapped copies, so that
+    /// their memory can go. `mapped` holds, for each leaf the checkpoint wrote (by its
+    /// buffer's address in `written`), the file, offset, length and crc of its copy. Inner
+    /// nodes on the way are copied where a published version shares them. Returns the leaves
+    /// swapped.
+    pub fn swap_in_mapped(
+        &mut self,
+        written: &KeyIndex,
+        mapped: &std::collections::HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>,
+    ) -> usize {
+        fn swap(
+            node: &mut Arc<Node>,
+            mapped: &std::collections::HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>,
+        ) -> usize {
+            match &**node {
+                Node::Leaf(l) => {
+                    let Some((owner, offset, len, crc)) = mapped.get(&(l.keys.buf.as_slice().as_ptr() as usize)) else {
+                        return 0;
+                    };
+                    let Some(buf) = Words::mapped(owner.clone(), *offset, *len, *crc) else { return 0 };
+                    *node = Arc::new(Node::Leaf(Leaf { keys: Keys { buf } }));
+                    1
+                }
+                Node::Inner(_) => {
+                    let Node::Inner(inner) = Arc::make_mut(node) else { unreachable!("matched an inner node") };
+                    let n = inner.children.iter_mut().map(|c| swap(c, mapped)).sum();
+                    inner.sync();
+                    n
+                }
+            }
+        }
+        // The addresses are those of `written`'s leaves, alive (and so not reused) while it is.
+        let _ = written;
+        let n = self.current.root.as_mut().map_or(0, |root| swap(root, mapped));
+        self.current.sync_root();
+        n
     }
 
     /// Makes `version` (a savepoint: an earlier [`KeyIndexWriter::current`] cloned, or a

@@ -6,9 +6,10 @@
 //!   after the snapshots that saw a row; [`table::arena`]'s huge pages hold them.
 //! - [`key_index`]: the copy-on-write B+tree of (owner row, key) → row.
 //! - [`tables`]: the database on them: the string table, meta values, savepoints, the redo
-//!   operations of a commit, snapshots, the manifest, whole checkpoints, recovery.
+//!   operations of a commit, snapshots, the manifest, checkpoints (mapped read-only), recovery.
 //! - [`log`]: the redo log: checksummed records, one write and one `fdatasync` per batch,
 //!   recovery that cuts a torn tail and refuses damage.
+//! - [`mapping`]: checkpoint files mapped read-only, and what memory the layer holds.
 //! - [`DirLock`]: one process owns a database directory.
 
 use std::time::Duration;
@@ -16,6 +17,7 @@ use std::time::Duration;
 pub mod key_index;
 mod lock;
 pub mod log;
+pub mod mapping;
 pub mod table;
 pub mod tables;
 

@@ -106,7 +106,39 @@ impl Layout {
 /// it is called, for as long as the value lives: pages keep a raw pointer into it. A read-only
 /// `memmap2::Mmap`, a `Box<[u8]>` or a `Vec<u8>` never changed after being shared qualify.
 pub unsafe trait StableBytes: Send + Sync + 'static {
+    /// The bytes.
     fn bytes(&self) -> &[u8];
+
+    /// The checkpoint file these bytes are (its generation), if they are one: a checkpoint
+    /// that finds a page mapped from a file names the page's place there instead of writing it
+    /// again.
+    fn file(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Where a mapped page or node lies: a checkpoint file's generation, the offset in it, and
+/// the crc32c of its bytes that the checkpoint recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilePlace {
+    pub file: u64,
+    /// The file's size.
+    pub file_len: u64,
+    pub offset: u64,
+    pub crc: u32,
+}
+
+/// The [`FilePlace`] of `len` bytes at `data` inside `owner`, if `owner` is a file.
+pub(crate) fn file_place(owner: &dyn StableBytes, data: *const u8, crc: u32) -> Option<FilePlace> {
+    let file = owner.file()?;
+    let bytes = owner.bytes();
+    let offset = (data as usize).checked_sub(bytes.as_ptr() as usize)?;
+    Some(FilePlace { file, file_len: bytes.len() as u64, offset: offset as u64, crc })
+}
+
+/// Bytes of table pages and directory nodes on the heap now (see [`crate::mapping::heap_bytes`]).
+pub(crate) fn arena_bytes() -> usize {
+    arena::in_use()
 }
 
 // SAFETY: a Vec behind a shared reference cannot be changed or moved.
@@ -127,8 +159,9 @@ enum Backing {
     /// `data` is a block of `len` bytes of the huge-page arena that this page owns (allocated
     /// by `Page::zeroed` or `Page::to_heap`, freed in `Drop`).
     Heap,
-    /// `data` points into the owner's bytes, which it keeps alive and never changes.
-    Mapped(#[allow(dead_code)] Arc<dyn StableBytes>),
+    /// `data` points into the owner's bytes, which it keeps alive and never changes; `crc` is
+    /// the checksum the checkpoint recorded for the page.
+    Mapped { owner: Arc<dyn StableBytes>, crc: u32 },
 }
 
 /// One page: a live bitmap and `rows_per_page` rows, in memory or mapped.
@@ -152,8 +185,10 @@ impl Page {
     }
 
     /// A page that is `layout.page_bytes()` bytes of `owner` starting at `offset`: a page of a
-    /// checkpoint file mapped read-only. `None` if the range lies outside the owner's bytes.
-    pub fn mapped(owner: Arc<dyn StableBytes>, offset: usize, layout: Layout) -> Option<Page> {
+    /// checkpoint file mapped read-only, whose crc32c the checkpoint recorded as `crc` (not
+    /// verified here: recovery reads the file to verify it before mapping). `None` if the
+    /// range lies outside the owner's bytes.
+    pub fn mapped(owner: Arc<dyn StableBytes>, offset: usize, layout: Layout, crc: u32) -> Option<Page> {
         let len = layout.page_bytes();
         let bytes = owner.bytes();
         let end = offset.checked_add(len)?;
@@ -161,12 +196,20 @@ impl Page {
             return None;
         }
         let data = NonNull::from(&bytes[offset..end]).cast::<u8>();
-        Some(Page { data, len, backing: Backing::Mapped(owner) })
+        Some(Page { data, len, backing: Backing::Mapped { owner, crc } })
     }
 
     /// Whether the page is a slice of a mapping (as opposed to a heap buffer).
     pub fn is_mapped(&self) -> bool {
-        matches!(self.backing, Backing::Mapped(_))
+        matches!(self.backing, Backing::Mapped { .. })
+    }
+
+    /// Where the page lies in a checkpoint file, if it is mapped from one.
+    pub fn file_place(&self) -> Option<FilePlace> {
+        match &self.backing {
+            Backing::Heap => None,
+            Backing::Mapped { owner, crc } => file_place(&**owner, self.data.as_ptr(), *crc),
+        }
     }
 
     /// The page's bytes: bitmap, then rows.
@@ -438,9 +481,14 @@ impl TableVersion {
         }
     }
 
+    /// Page `page`, if it exists.
+    pub fn page(&self, page: u32) -> Option<&Page> {
+        self.page_ref(page).map(|p| &*p.page)
+    }
+
     /// The pages that exist, in order: a walk of the directory's nodes, not of every page
     /// number below the end.
-    fn present_pages(&self) -> Vec<u32> {
+    pub fn present_pages(&self) -> Vec<u32> {
         fn walk(dir: &Dir, level: u32, base: u64, out: &mut Vec<u32>) {
             match dir {
                 Dir::Leaf(pages) => out.extend(
@@ -917,8 +965,18 @@ impl TableWriter {
     /// Page `page`'s reference for writing, the directory above it copied where shared; a
     /// missing page is created (zeroed) if `create`.
     fn page_mut(&mut self, page: u32, create: bool) -> Option<&mut PageRef> {
+        let page_bytes = self.current.layout.page_bytes();
+        let slot = self.page_slot(page);
+        if slot.is_none() && create {
+            *slot = Some(PageRef::new(Page::zeroed(page_bytes)));
+        }
+        slot.as_mut()
+    }
+
+    /// Page `page`'s place in the directory, for writing: the directory grown to reach it and
+    /// the nodes above it copied where shared (missing ones created).
+    fn page_slot(&mut self, page: u32) -> &mut Option<PageRef> {
         let t = &mut self.current;
-        let page_bytes = t.layout.page_bytes();
         // Grow the directory until it reaches the page: the old root becomes child 0.
         while u64::from(page) >> (FANOUT_SHIFT * (t.height + 1)) != 0 {
             if let Some(old) = t.root.take() {
@@ -940,32 +998,37 @@ impl TableWriter {
                     node = DirRef::make_mut(child);
                     level -= 1;
                 }
-                Dir::Leaf(pages) => {
-                    let slot = &mut pages[dir_slot(page, 0)];
-                    if slot.is_none() && create {
-                        *slot = Some(PageRef::new(Page::zeroed(page_bytes)));
-                    }
-                    return slot.as_mut();
-                }
+                Dir::Leaf(pages) => return &mut pages[dir_slot(page, 0)],
             }
         }
     }
 
+    /// Recovery from a checkpoint: a table of rows `width` bytes wide made of `pages` (page
+    /// number, page; mapped ones), `end` one past the highest row handed out and `live` the
+    /// live rows, both as the caller counted them in the pages. Call
+    /// [`TableWriter::rebuild_free`] once the log is replayed.
+    pub fn from_pages(width: usize, end: u32, live: u32, pages: Vec<(u32, Page)>) -> TableWriter {
+        let mut t = TableWriter::new(width);
+        t.current.end = end.max(1);
+        t.current.live = live;
+        for (n, page) in pages {
+            debug_assert_eq!(page.len, t.current.layout.page_bytes());
+            *t.page_slot(n) = Some(PageRef::new(page));
+        }
+        t
+    }
+
     /// Replaces page `page` of the writer's version by `mapped` (a checkpoint's copy of the
-    /// same bytes), so that its memory can go. For checkpoints; returns whether the page
-    /// existed and had the same bytes.
-    pub fn swap_in_mapped(&mut self, page: u32, mapped: Page) -> bool {
+    /// same bytes), so that its memory can go, if the writer's page is still `was` (the page
+    /// of the version the checkpoint wrote: the same page, unchanged since). Compares
+    /// identities, not bytes, so that nothing mapped is read. Returns whether it swapped.
+    pub fn swap_in_mapped(&mut self, page: u32, was: &Page, mapped: Page) -> bool {
         match self.current.page_ref(page) {
-            Some(current) if current.page.bytes() == mapped.bytes() => {}
+            Some(current) if std::ptr::eq(&*current.page, was) && current.page.len == mapped.len => {}
             _ => return false,
         }
-        match self.page_mut(page, false) {
-            Some(slot) => {
-                *slot = PageRef::new(mapped);
-                true
-            }
-            None => false,
-        }
+        *self.page_slot(page) = Some(PageRef::new(mapped));
+        true
     }
 
     /// Page `page` of the writer's version (for writing checkpoints).
@@ -1097,11 +1160,18 @@ mod tests {
         }
         let before: Vec<(u32, Vec<u8>)> = w.current().rows().map(|(r, b)| (r, b.to_vec())).collect();
         let file: Arc<dyn StableBytes> = Arc::new(file);
+        let written = w.publish();
         for p in 0..pages {
-            let page = Page::mapped(file.clone(), p * layout.page_bytes(), layout).unwrap();
+            let page = Page::mapped(file.clone(), p * layout.page_bytes(), layout, 0).unwrap();
             assert!(page.is_mapped());
-            assert!(w.swap_in_mapped(p as u32, page));
+            assert_eq!(page.file_place(), None, "a Vec is not a checkpoint file");
+            assert!(w.swap_in_mapped(p as u32, written.page(p as u32).unwrap(), page));
         }
+        // A page that changed since is not swapped.
+        let stale = Page::mapped(file.clone(), 0, layout, 0).unwrap();
+        w.row_mut(1).unwrap()[0] = 1;
+        assert!(!w.swap_in_mapped(0, written.page(0).unwrap(), stale));
+        w.row_mut(1).unwrap()[0] = 0;
         let snap = w.publish();
         let after: Vec<(u32, Vec<u8>)> = snap.rows().map(|(r, b)| (r, b.to_vec())).collect();
         assert_eq!(before, after);
@@ -1109,7 +1179,7 @@ mod tests {
         w.row_mut(5).unwrap()[0] = 0xee;
         assert!(!w.page(0).unwrap().is_mapped());
         assert!(snap.row(5).unwrap()[0] != 0xee);
-        assert!(Page::mapped(file, pages * layout.page_bytes(), layout).is_none());
+        assert!(Page::mapped(file, pages * layout.page_bytes(), layout, 0).is_none());
     }
 
     #[derive(Debug, Clone)]

@@ -12,8 +12,9 @@
 //!   temporary file, fsynced, renamed, the directory fsynced).
 //! - `lock`: the directory lock ([`DirLock`]).
 //! - `log/`: the redo log ([`crate::log`]): every commit since the checkpoint.
-//! - `checkpoint-<log version>.ckpt`: the last checkpoint ([`checkpoint`]), named by the
-//!   manifest. Recovery loads it, then replays the log after it.
+//! - `checkpoint-<log version>.ckpt`: the checkpoint files ([`checkpoint`]): the manifest
+//!   names the last one, whose catalog names the older files it still uses. Recovery verifies
+//!   and maps them, then replays the log after the last.
 
 mod blobs;
 pub mod checkpoint;
@@ -254,6 +255,13 @@ pub struct Checkpointed {
     pub bytes: u64,
     /// Log segments deleted after it.
     pub segments_deleted: usize,
+    /// Table pages and key index leaves written to its file (the others were mapped from
+    /// older files and named there).
+    pub written: usize,
+    /// Of those, the ones the writer swapped for their mapped copies (not changed since).
+    pub swapped: usize,
+    /// How long the writer was held for the swap.
+    pub swap_pause: std::time::Duration,
 }
 
 /// An open database on tables: the lock, the writer, the published version.
@@ -269,8 +277,6 @@ pub struct Tables {
     checkpointing: Mutex<u64>,
     /// Log bytes (since open) the last checkpoint covers.
     checkpointed_bytes: AtomicU64,
-    /// The size of the last checkpoint file (0 without one).
-    checkpoint_size: AtomicU64,
 }
 
 impl std::fmt::Debug for Tables {
@@ -440,13 +446,19 @@ impl Tables {
         let mut version = 0;
         if checkpoint > 0 {
             let path = dir.join(checkpoint::file_name(checkpoint));
+            // Format 2 gives the tables and key indexes mapped, and only strings, meta values
+            // and the version as operations; format 1 gives everything as operations.
             let mut r = Replay { tables: &mut tables, indexes: &mut indexes, strings: &mut strings, meta: &mut meta };
-            let covered = checkpoint::read(&path, &mut |ops| {
+            let (covered, loaded) = checkpoint::load(dir, &path, &shape.tables, shape.indexes, &mut |ops| {
                 if let Some(v) = r.apply(ops)? {
                     version = v;
                 }
                 Ok(())
             })?;
+            if let Some(loaded) = loaded {
+                tables = loaded.tables;
+                indexes = loaded.indexes;
+            }
             if covered != checkpoint {
                 return Err(TablesError::Checkpoint {
                     path,
@@ -454,10 +466,6 @@ impl Tables {
                 });
             }
         }
-        let checkpoint_size = match checkpoint {
-            0 => 0,
-            v => std::fs::metadata(dir.join(checkpoint::file_name(v))).map_or(0, |m| m.len()),
-        };
         let mut reader = LogReader::open(dir, checkpoint + 1)?;
         let mut commit: Vec<u8> = Vec::new();
         let mut commits = 0;
@@ -521,7 +529,6 @@ impl Tables {
             recovered: Recovered { commits, log_bytes: end.bytes, torn, checkpoint },
             checkpointing: Mutex::new(checkpoint),
             checkpointed_bytes: AtomicU64::new(0),
-            checkpoint_size: AtomicU64::new(checkpoint_size),
         })
     }
 
@@ -560,13 +567,6 @@ impl Tables {
         self.snapshot().log_bytes.saturating_sub(self.checkpointed_bytes.load(Ordering::Acquire))
     }
 
-    /// The size of the last checkpoint file (0 without one). Checkpointing only once the log
-    /// has grown past it keeps the bytes checkpoints write within twice what was logged, not
-    /// quadratic in the size of a bulk load.
-    pub fn checkpoint_size(&self) -> u64 {
-        self.checkpoint_size.load(Ordering::Acquire)
-    }
-
     /// Writes the last published version as a checkpoint and switches to it (manifest), then
     /// deletes the log segments and the checkpoint it replaces. Commits go on meanwhile: it
     /// reads an immutable snapshot. `None` if nothing was committed since the last checkpoint.
@@ -576,14 +576,26 @@ impl Tables {
         if snapshot.log_version <= *last {
             return Ok(None);
         }
-        let (_, bytes) = checkpoint::write(&self.dir, &snapshot, snapshot.log_version, self.shape.tables.len())?;
+        let written = checkpoint::write(&self.dir, &snapshot, snapshot.log_version, self.shape.tables.len())?;
         write_atomic(&self.dir, MANIFEST, &encode_manifest(&self.shape, &self.catalog, snapshot.log_version))?;
         *last = snapshot.log_version;
         self.checkpointed_bytes.store(snapshot.log_bytes, Ordering::Release);
-        self.checkpoint_size.store(bytes, Ordering::Release);
         let segments_deleted = crate::log::truncate_before(&self.dir, snapshot.log_version + 1)?;
-        checkpoint::remove_others(&self.dir, &checkpoint::file_name(snapshot.log_version))?;
-        Ok(Some(Checkpointed { log_version: snapshot.log_version, bytes, segments_deleted }))
+        checkpoint::remove_others(&self.dir, &written.files)?;
+        // The pages and leaves just written now have a mapped copy: the writer swaps them in
+        // (a pause of pointer swaps, timed), so that their heap memory can go.
+        let file = crate::mapping::MappedFile::open(&written.path, written.generation).map_err(io(&written.path))?;
+        let started = std::time::Instant::now();
+        let swapped = self.writer().swap_in_mapped(&snapshot, &file, &written);
+        let swap_pause = started.elapsed();
+        Ok(Some(Checkpointed {
+            log_version: snapshot.log_version,
+            bytes: written.bytes,
+            segments_deleted,
+            written: written.pages.len() + written.leaves.len(),
+            swapped,
+            swap_pause,
+        }))
     }
 }
 

@@ -21,9 +21,14 @@ pub struct DatabaseOptions {
     /// Size of a log segment file.
     pub log_segment_size: u64,
     /// A checkpoint is written (in the background) once this many bytes were logged since the
-    /// last one, and more than the last checkpoint's size: the log, and so the time recovery
-    /// takes, stays about this large or about as large as the data.
+    /// last one: the log, and so the time recovery takes, stays about this large.
     pub checkpoint_log_bytes: u64,
+    /// The in-memory bound: a checkpoint is written (in the background) once the storage
+    /// layer's heap (table pages and key index nodes written since the last checkpoint,
+    /// `espalier_storage::mapping::heap_bytes`) grew by this much since the last one. The
+    /// checkpoint maps what it wrote and the heap copies go, so the data can be larger than
+    /// memory. Strings stay in memory. The heap is counted per process, for all its databases.
+    pub memory_bytes: u64,
 }
 
 impl Default for DatabaseOptions {
@@ -33,6 +38,7 @@ impl Default for DatabaseOptions {
             max_batch: 256,
             log_segment_size: 64 << 20,
             checkpoint_log_bytes: 64 << 20,
+            memory_bytes: 256 << 20,
         }
     }
 }
@@ -57,6 +63,10 @@ pub struct Database {
     tables: Arc<Tables>,
     durability: Durability,
     checkpoint_log_bytes: u64,
+    memory_bytes: u64,
+    /// The storage heap's low-water mark since the last checkpoint ended: the in-memory part
+    /// is what grew above it ([`DatabaseOptions::memory_bytes`]).
+    heap_floor: AtomicU64,
     /// The background checkpoint, while one runs (joined before the next and on drop).
     checkpointer: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     /// After a failed checkpoint (a full disk, say), none is tried before this time: one
@@ -223,6 +233,8 @@ impl Database {
             tables: Arc::new(tables),
             durability: options.durability,
             checkpoint_log_bytes: options.checkpoint_log_bytes,
+            memory_bytes: options.memory_bytes,
+            heap_floor: AtomicU64::new(espalier_storage::mapping::heap_bytes() as u64),
             checkpointer: std::sync::Mutex::new(None),
             checkpoint_retry_at: Arc::default(),
             schema,
@@ -264,13 +276,15 @@ impl Database {
         self.tables.checkpoint().map_err(|e| TxError::Commit(format!("checkpoint: {e}")))
     }
 
-    /// Starts a background checkpoint if the log since the last one passed the bound and none
-    /// is running.
+    /// Starts a background checkpoint if the log or the storage heap grew past its bound since
+    /// the last one, and none is running. A checkpoint writes only the pages and leaves on the
+    /// heap (those mapped from older files are named there), so a bulk load writes its data
+    /// about once.
     fn maybe_checkpoint(&self) {
-        // Past the bound and past the last checkpoint's size: a bulk load writes its data a
-        // bounded number of times, not once per bound's worth of log.
-        let bound = self.checkpoint_log_bytes.max(self.tables.checkpoint_size());
-        if self.tables.log_bytes_since_checkpoint() < bound {
+        let heap = espalier_storage::mapping::heap_bytes() as u64;
+        let floor = self.heap_floor.fetch_min(heap, Ordering::Relaxed).min(heap);
+        let over_memory = heap.saturating_sub(floor) >= self.memory_bytes;
+        if self.tables.log_bytes_since_checkpoint() < self.checkpoint_log_bytes && !over_memory {
             return;
         }
         let retry_at = self.checkpoint_retry_at.clone();
@@ -283,6 +297,12 @@ impl Database {
         }
         if let Some(done) = running.take() {
             let _ = done.join();
+            // What stays on the heap after a checkpoint (strings, inner nodes, what readers
+            // still hold) is the new floor.
+            self.heap_floor.store(heap, Ordering::Relaxed);
+            if self.tables.log_bytes_since_checkpoint() < self.checkpoint_log_bytes {
+                return;
+            }
         }
         let tables = self.tables.clone();
         let spawned = std::thread::Builder::new().name("espalier-checkpoint".into()).spawn(move || {

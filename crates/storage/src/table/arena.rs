@@ -8,6 +8,7 @@
 //! the same few sizes.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Bytes per chunk asked of the system: a few huge pages at a time.
@@ -26,6 +27,14 @@ struct Arena {
 }
 
 static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0, free: Vec::new() });
+
+/// Bytes of blocks handed out and not given back (what the in-memory bound counts).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of blocks in use now.
+pub(super) fn in_use() -> usize {
+    IN_USE.load(Ordering::Relaxed)
+}
 
 fn class(len: usize) -> usize {
     len.div_ceil(CLASS)
@@ -94,6 +103,7 @@ fn alloc(len: usize) -> (NonNull<u8>, bool) {
     debug_assert!(len > 0 && len <= CHUNK);
     let c = class(len);
     let size = c * CLASS;
+    IN_USE.fetch_add(size, Ordering::Relaxed);
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = a.free.get_mut(c).and_then(Vec::pop) {
         // SAFETY: chunk addresses are never null.
@@ -118,6 +128,7 @@ fn alloc(len: usize) -> (NonNull<u8>, bool) {
 /// call.
 pub(super) unsafe fn free(p: NonNull<u8>, len: usize) {
     let c = class(len);
+    IN_USE.fetch_sub(c * CLASS, Ordering::Relaxed);
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
     if a.free.len() <= c {
         a.free.resize_with(c + 1, Vec::new);

@@ -1,36 +1,72 @@
-//! Checkpoints: a published snapshot written whole to a file, so that recovery starts from it
-//! and the log before it can go.
+//! Checkpoints: a published snapshot written to files that are then mapped read-only, so
+//! that recovery starts from it, the log before it can go, and data larger than memory lives
+//! in the OS page cache (`docs/storage.md`, "Checkpoints").
 //!
-//! # File
+//! # File (format 2)
 //!
-//! `DIR/checkpoint-<log version, 20 digits>.ckpt`: magic `ESPCKP01`, the log version it covers
-//! (u64 LE), then chunks, each a length (u32 LE), the crc32c of its bytes (u32 LE) and the bytes:
-//! redo operations ([`super::redo`]) that rebuild the snapshot from nothing (every live row,
-//! every key index entry, every string and its count, the meta values, the version). A chunk
-//! holds whole operations, at most [`CHUNK_BYTES`] of them (one row or key is far smaller); a
-//! zero length ends the file.
+//! `DIR/checkpoint-<log version, 20 digits>.ckpt`; the log version it covers is the file's
+//! **generation**.
+//!
+//! - magic `ESPCKP02`, the log version (u64 LE);
+//! - **page images**: every table page and every key index leaf that was on the heap (written
+//!   since the last checkpoint), each at a 64-byte boundary. A page or leaf that is mapped from
+//!   an older checkpoint file is not written again: the catalog names its place there. When
+//!   less than half of the older files' bytes are still named, everything is written (the
+//!   older files then go);
+//! - **redo chunks** ([`super::redo`] operations, as format 1 below): every string and its
+//!   count, the meta values, the version. Strings stay in memory;
+//! - the **catalog**: per table its row width, end, live rows and pages (page number, file,
+//!   offset, crc32c of the page); per key index its entry count and leaves in key order (file,
+//!   offset, words, crc32c); the older files it names, with their sizes;
+//! - a trailer: the redo chunks' offset, the catalog's offset, length and crc32c, `ESPCKEND`.
+//!
+//! Recovery reads every page and leaf it names (a sequential read, not through the mapping,
+//! so that it leaves nothing resident in the process), checks each crc32c, a page's live
+//! bits and a leaf's structure ([`crate::key_index::check_leaf`]), then maps the files and
+//! reads through the mappings from then on.
+//!
+//! Format 1 (`ESPCKP01`, earlier builds): the magic, the log version, then only redo chunks
+//! (each a length u32 LE, its crc32c, the bytes; a zero length ends them) that rebuild the
+//! snapshot from nothing; it is read, loaded into memory, and the next checkpoint writes
+//! format 2.
 //!
 //! # Switching in
 //!
 //! Written to `.tmp`, fsynced, renamed, the directory fsynced; then the manifest is rewritten
 //! (atomically, [`super::write_atomic`]) to name it; only then are the log segments it covers
-//! and the older checkpoint deleted. A crash at any point leaves the previous manifest with
-//! its checkpoint and log, or the new ones: both recover the same data.
+//! and the files no longer named deleted. A crash at any point leaves the previous manifest
+//! with its files and log, or the new ones: both recover the same data.
 //!
-//! The writer never waits for a checkpoint: it is written from an immutable snapshot while
-//! commits go on; the only pause is taking the snapshot (a lock and an `Arc` clone).
+//! The writer never waits for a checkpoint to be written: it is written from an immutable
+//! snapshot while commits go on. Afterwards the writer swaps each page and leaf that the
+//! checkpoint wrote and that has not changed since for its mapped copy (a pointer swap each,
+//! under the writer's lock), so that their heap memory goes once no snapshot holds it.
 
-use std::io::{BufWriter, Read as _, Write as _};
+mod catalog;
+mod load;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use super::redo::{Op, RedoBuf};
 use super::{Read, Snapshot, TablesError};
+use catalog::{Catalog, IndexCatalog, LeafPlace, PagePlace, TableCatalog, Trailer};
 
-const MAGIC: &[u8; 8] = b"ESPCKP01";
+pub use load::{load, read, Loaded};
+
+/// Format 1's magic: redo chunks only.
+const MAGIC_V1: &[u8; 8] = b"ESPCKP01";
+/// Format 2's magic: page images, redo chunks, catalog, trailer.
+const MAGIC: &[u8; 8] = b"ESPCKP02";
 /// Bytes of operations per chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Largest chunk a reader accepts (an operation past a chunk's budget still ends it).
 const MAX_CHUNK: usize = 64 << 20;
+/// Page images and leaves start at multiples of this (a cache line; the mapping is
+/// page-aligned, so a leaf's words are 8-aligned in memory).
+const ALIGN: u64 = 64;
 
 /// The file name of the checkpoint covering the log through `log_version`.
 pub fn file_name(log_version: u64) -> String {
@@ -41,14 +77,28 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TablesError + '_ {
     move |source| TablesError::Io { path: path.to_path_buf(), source }
 }
 
+/// What a checkpoint wrote: its file, and the pages and leaves it wrote there, which the
+/// writer can swap for their mapped copies ([`super::Writer::swap_in_mapped`]).
+#[derive(Debug, Default)]
+pub struct Written {
+    pub path: PathBuf,
+    /// The file's size.
+    pub bytes: u64,
+    /// The file's generation (the log version it covers).
+    pub generation: u64,
+    /// (table, page number, offset, crc32c) of each page written to this file.
+    pub pages: Vec<(u32, u32, u64, u32)>,
+    /// (key index, the leaf's buffer address in the snapshot written, offset, words, crc32c)
+    /// of each leaf written to this file.
+    pub leaves: Vec<(u32, usize, u64, usize, u32)>,
+    /// Every checkpoint file the new one names, itself included: the others can go.
+    pub files: Vec<u64>,
+}
+
 /// Writes `snapshot` (covering the log through `log_version`) to its checkpoint file in `dir`,
-/// durably; returns the file's path and size.
-pub fn write(
-    dir: &Path,
-    snapshot: &Snapshot,
-    log_version: u64,
-    shape_tables: usize,
-) -> Result<(PathBuf, u64), TablesError> {
+/// durably: the pages and leaves that are not mapped from an older checkpoint file (all of
+/// them when less than half of the older files is still in use).
+pub fn write(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: usize) -> Result<Written, TablesError> {
     let tmp = dir.join(file_name(log_version)).with_extension("tmp");
     write_file(dir, snapshot, log_version, shape_tables).inspect_err(|_| {
         // A half-written checkpoint would hold space the next attempt needs (a full disk).
@@ -56,111 +106,171 @@ pub fn write(
     })
 }
 
-fn write_file(
-    dir: &Path,
-    snapshot: &Snapshot,
-    log_version: u64,
-    shape_tables: usize,
-) -> Result<(PathBuf, u64), TablesError> {
-    let path = dir.join(file_name(log_version));
-    let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
-    out.write_all(MAGIC).map_err(io(&tmp))?;
-    out.write_all(&log_version.to_le_bytes()).map_err(io(&tmp))?;
-    let mut buf = RedoBuf::default();
-    let mut size = 16u64;
-    let mut flush = |buf: &mut RedoBuf, out: &mut BufWriter<std::fs::File>, force: bool| -> Result<(), TablesError> {
+/// The checkpoint file being written, and where its end is.
+struct Out {
+    file: BufWriter<File>,
+    at: u64,
+    tmp: PathBuf,
+}
+
+impl Out {
+    fn write(&mut self, b: &[u8]) -> Result<(), TablesError> {
+        self.file.write_all(b).map_err(io(&self.tmp))?;
+        self.at += b.len() as u64;
+        Ok(())
+    }
+
+    /// Zeros up to the next [`ALIGN`] boundary; returns it.
+    fn align(&mut self) -> Result<u64, TablesError> {
+        let pad = (self.at.next_multiple_of(ALIGN) - self.at) as usize;
+        self.write(&[0u8; ALIGN as usize][..pad])?;
+        Ok(self.at)
+    }
+
+    /// Writes the operations in `buf` as a chunk (length, crc32c, bytes) if it holds at least
+    /// [`CHUNK_BYTES`] or `force`.
+    fn chunk(&mut self, buf: &mut RedoBuf, force: bool) -> Result<(), TablesError> {
         if buf.is_empty() || (!force && buf.len() < CHUNK_BYTES) {
             return Ok(());
         }
         let bytes = buf.bytes();
-        out.write_all(&(bytes.len() as u32).to_le_bytes()).map_err(io(&tmp))?;
-        out.write_all(&crc32c::crc32c(bytes).to_le_bytes()).map_err(io(&tmp))?;
-        out.write_all(bytes).map_err(io(&tmp))?;
-        size += 8 + bytes.len() as u64;
+        self.write(&(bytes.len() as u32).to_le_bytes())?;
+        self.write(&crc32c::crc32c(bytes).to_le_bytes())?;
+        self.write(bytes)?;
         buf.clear();
         Ok(())
-    };
-    for t in 0..shape_tables as u32 {
-        let Some(table) = snapshot.table(t) else { continue };
-        for (row, bytes) in table.rows() {
-            buf.push(Op::Put { table: t, row, bytes });
-            flush(&mut buf, &mut out, false)?;
+    }
+}
+
+/// The bytes of `words` in memory order (native byte order), as a mapping reads them back.
+fn word_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: u8 has alignment 1 and every u64 is valid as bytes.
+    let (_, bytes, _) = unsafe { words.align_to::<u8>() };
+    bytes
+}
+
+fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: usize) -> Result<Written, TablesError> {
+    let path = dir.join(file_name(log_version));
+    let tmp = path.with_extension("tmp");
+    let tables = &snapshot.tables[..shape_tables.min(snapshot.tables.len())];
+    // Which older files the snapshot's mapped pages and leaves are in, and how much of each.
+    let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    for table in tables {
+        for p in table.present_pages() {
+            if let Some(place) = table.page(p).and_then(|page| page.file_place()) {
+                let e = named.entry(place.file).or_insert((0, place.file_len));
+                e.0 += table.layout().page_bytes() as u64;
+            }
         }
+    }
+    for index in &snapshot.indexes {
+        for leaf in index.leaves() {
+            if let Some(place) = leaf.place {
+                let e = named.entry(place.file).or_insert((0, place.file_len));
+                e.0 += leaf.words.len() as u64 * 8;
+            }
+        }
+    }
+    let (live, size) = named.values().fold((0, 0), |(l, s), &(live, size)| (l + live, s + size));
+    // Rewrite everything once the older files are mostly dead: disk stays within about twice
+    // the data, and each byte is rewritten a bounded number of times.
+    let rewrite = live * 2 < size;
+    let keep = |place: Option<crate::table::FilePlace>| if rewrite { None } else { place };
+
+    let file = File::create(&tmp).map_err(io(&tmp))?;
+    let mut out = Out { file: BufWriter::with_capacity(1 << 20, file), at: 0, tmp: tmp.clone() };
+    out.write(MAGIC)?;
+    out.write(&log_version.to_le_bytes())?;
+    let mut written = Written { generation: log_version, ..Written::default() };
+    let mut catalog = Catalog::default();
+    for (t, table) in tables.iter().enumerate() {
+        let mut tc =
+            TableCatalog { width: table.width() as u32, end: table.end(), live: table.len(), pages: Vec::new() };
+        for p in table.present_pages() {
+            let Some(page) = table.page(p) else { continue };
+            let place = match keep(page.file_place()) {
+                Some(pl) => PagePlace { page: p, file: pl.file, offset: pl.offset, crc: pl.crc },
+                None => {
+                    let offset = out.align()?;
+                    let crc = crc32c::crc32c(page.bytes());
+                    out.write(page.bytes())?;
+                    written.pages.push((t as u32, p, offset, crc));
+                    PagePlace { page: p, file: log_version, offset, crc }
+                }
+            };
+            tc.pages.push(place);
+        }
+        catalog.tables.push(tc);
     }
     for (i, index) in snapshot.indexes.iter().enumerate() {
-        for e in index.iter() {
-            buf.push(Op::KeyPut { index: i as u32, owner: e.owner, row: e.row, key: e.key });
-            flush(&mut buf, &mut out, false)?;
+        let mut ic = IndexCatalog { len: index.len(), leaves: Vec::new() };
+        for leaf in index.leaves() {
+            let words = leaf.words.len() as u32;
+            let place = match keep(leaf.place) {
+                Some(pl) => LeafPlace { file: pl.file, offset: pl.offset, words, crc: pl.crc },
+                None => {
+                    let offset = out.align()?;
+                    let bytes = word_bytes(leaf.words);
+                    let crc = crc32c::crc32c(bytes);
+                    out.write(bytes)?;
+                    written.leaves.push((i as u32, leaf.words.as_ptr() as usize, offset, leaf.words.len(), crc));
+                    LeafPlace { file: log_version, offset, words, crc }
+                }
+            };
+            ic.leaves.push(place);
         }
+        catalog.indexes.push(ic);
     }
+    if !rewrite {
+        catalog.files = named.iter().map(|(&file, &(_, size))| (file, size)).collect();
+    }
+    written.files = catalog.files.iter().map(|&(f, _)| f).chain([log_version]).collect();
+
+    let redo_offset = out.at;
+    let mut buf = RedoBuf::default();
     for (id, count, bytes) in snapshot.strings.iter() {
         let id = id as u32;
         buf.push(Op::StringStored { id, bytes });
         if count != 1 {
             buf.push(Op::StringCount { id, count });
         }
-        flush(&mut buf, &mut out, false)?;
+        out.chunk(&mut buf, false)?;
     }
     for (name, value) in snapshot.meta.iter() {
         buf.push(Op::Meta { name, value });
     }
     buf.push(Op::Version(snapshot.version()));
-    flush(&mut buf, &mut out, true)?;
-    out.write_all(&[0; 8]).map_err(io(&tmp))?;
-    size += 8;
-    let file = out.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
+    out.chunk(&mut buf, true)?;
+    out.write(&[0; 8])?;
+
+    let catalog_bytes = catalog.encode();
+    let trailer = Trailer {
+        redo_offset,
+        catalog_offset: out.at,
+        catalog_len: catalog_bytes.len() as u64,
+        catalog_crc: crc32c::crc32c(&catalog_bytes),
+    };
+    out.write(&catalog_bytes)?;
+    out.write(&trailer.encode())?;
+    written.bytes = out.at;
+    let file = out.file.into_inner().map_err(|e| io(&tmp)(e.into_error()))?;
     file.sync_all().map_err(io(&tmp))?;
     drop(file);
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
-    Ok((path, size))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))?;
+    written.path = path;
+    Ok(written)
 }
 
-/// Reads the checkpoint at `path`, verifying every chunk, and hands each chunk's operations to
-/// `apply`. Returns the log version it covers.
-pub fn read(path: &Path, apply: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<u64, TablesError> {
-    let damaged = |why: String| TablesError::Checkpoint { path: path.to_path_buf(), why };
-    let file = std::fs::File::open(path).map_err(io(path))?;
-    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut head = [0u8; 16];
-    input.read_exact(&mut head).map_err(|e| damaged(format!("no header: {e}")))?;
-    if &head[..8] != MAGIC {
-        return Err(damaged("not a checkpoint of this format".into()));
-    }
-    let log_version = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
-    let mut chunk = Vec::new();
-    let mut at = 16u64;
-    // Bounded by the file: every chunk consumes at least its 8-byte header.
-    loop {
-        let mut h = [0u8; 8];
-        input.read_exact(&mut h).map_err(|e| damaged(format!("cut short at byte {at}: {e}")))?;
-        let len = u32::from_le_bytes(h[..4].try_into().unwrap_or_default()) as usize;
-        let crc = u32::from_le_bytes(h[4..].try_into().unwrap_or_default());
-        if len == 0 {
-            return Ok(log_version);
-        }
-        if len > MAX_CHUNK {
-            return Err(damaged(format!("a chunk of {len} bytes at byte {at}")));
-        }
-        chunk.resize(len, 0);
-        input.read_exact(&mut chunk).map_err(|e| damaged(format!("cut short at byte {at}: {e}")))?;
-        if crc32c::crc32c(&chunk) != crc {
-            return Err(damaged(format!("the chunk at byte {at} does not match its checksum")));
-        }
-        apply(&chunk).map_err(|why| damaged(format!("the chunk at byte {at}: {why}")))?;
-        at += 8 + len as u64;
-    }
-}
-
-/// Deletes checkpoint files in `dir` other than `keep` (older ones, and `.tmp` leftovers).
-pub fn remove_others(dir: &Path, keep: &str) -> Result<usize, TablesError> {
+/// Deletes the checkpoint files in `dir` whose generation is not in `keep` (older ones no
+/// longer named, and `.tmp` leftovers).
+pub fn remove_others(dir: &Path, keep: &[u64]) -> Result<usize, TablesError> {
+    let names: Vec<String> = keep.iter().map(|&g| file_name(g)).collect();
     let mut removed = 0;
     for entry in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("checkpoint-") && name != keep {
+        if name.starts_with("checkpoint-") && !names.iter().any(|k| *k == name) {
             std::fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
             removed += 1;
         }

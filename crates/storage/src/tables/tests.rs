@@ -463,3 +463,160 @@ fn a_checkpoint_replaces_the_log_it_covers_and_recovery_starts_from_it() {
     let e = Tables::open(dir.path(), shape(), opts).unwrap_err();
     assert!(matches!(e, TablesError::Checkpoint { .. }), "{e}");
 }
+
+fn checkpoint_files(d: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("checkpoint-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_checkpoint_maps_what_it_wrote_and_the_next_writes_only_what_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"catalog", options()).unwrap();
+    let mut rows = Vec::new();
+    {
+        let mut w = db.writer();
+        for v in 0..2000u32 {
+            let row = w.insert(1, &[v as u8; 40]).unwrap();
+            w.index_put(0, 1, &v.to_be_bytes(), row).unwrap();
+            rows.push(row);
+        }
+        w.commit(1).unwrap();
+    }
+    let before = db.snapshot();
+    let first = db.checkpoint().unwrap().expect("a checkpoint");
+    assert!(first.written > 20, "{first:?}");
+    assert_eq!(first.swapped, first.written, "nothing changed since: every page and leaf is swapped");
+    {
+        let w = db.writer();
+        let t = w.table(1).unwrap();
+        assert!(t.present_pages().iter().all(|&p| t.page(p).unwrap().is_mapped()));
+        assert!(w.index(0).unwrap().leaves().iter().all(|l| l.place.is_some()));
+    }
+    // A snapshot taken before keeps its heap pages and reads the same.
+    let expected = read_all(&*before, before.strings());
+    drop(before);
+    // One row changed: the next checkpoint writes its page (and no leaf), and names the first
+    // file for the rest.
+    {
+        let mut w = db.writer();
+        w.put(1, rows[5], &[0xAB; 40]).unwrap();
+        w.commit(2).unwrap();
+    }
+    let second = db.checkpoint().unwrap().expect("a checkpoint");
+    assert_eq!(second.written, 1, "{second:?}");
+    assert_eq!(checkpoint_files(dir.path()).len(), 2);
+    let now = {
+        let snap = db.snapshot();
+        read_all(&*snap, snap.strings())
+    };
+    assert_ne!(now, expected);
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(read_all(&*snap, snap.strings()), now);
+    assert!(snap.table(1).unwrap().page(0).unwrap().is_mapped(), "reopened pages are mapped");
+    assert_eq!(snap.index(0).unwrap().get(1, &7u32.to_be_bytes()), Some(rows[7]));
+    drop(snap);
+    // Rewriting every row leaves the first file mostly dead: the checkpoint after rewrites
+    // everything and the older files go.
+    for round in 0..2u8 {
+        {
+            let mut w = db.writer();
+            for &row in &rows {
+                w.put(1, row, &[round; 40]).unwrap();
+            }
+            w.commit(3 + u64::from(round)).unwrap();
+        }
+        db.checkpoint().unwrap().expect("a checkpoint");
+    }
+    assert_eq!(checkpoint_files(dir.path()).len(), 1, "{:?}", checkpoint_files(dir.path()));
+    let last = {
+        let snap = db.snapshot();
+        read_all(&*snap, snap.strings())
+    };
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(read_all(&*snap, snap.strings()), last);
+}
+
+#[test]
+fn a_flipped_byte_in_an_older_checkpoint_file_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+    {
+        let mut w = db.writer();
+        for v in 0..500u32 {
+            w.insert(1, &[7; 40]).unwrap();
+            w.index_put(1, 2, &v.to_be_bytes(), v + 1).unwrap();
+        }
+        w.commit(1).unwrap();
+    }
+    let first = db.checkpoint().unwrap().unwrap();
+    {
+        let mut w = db.writer();
+        w.insert(0, &[1; 16]).unwrap();
+        w.commit(2).unwrap();
+    }
+    db.checkpoint().unwrap().unwrap();
+    drop(db);
+    let older = dir.path().join(checkpoint::file_name(first.log_version));
+    assert!(older.exists(), "the second checkpoint names the first file");
+    let mut bytes = std::fs::read(&older).unwrap();
+    bytes[200] ^= 0x10; // inside the first page image
+    std::fs::write(&older, bytes).unwrap();
+    let e = Tables::open(dir.path(), shape(), options()).unwrap_err();
+    assert!(matches!(e, TablesError::Checkpoint { .. }), "{e}");
+    assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn a_checkpoint_of_the_first_format_is_loaded_and_the_next_is_written_in_the_second() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Tables::create(dir.path(), shape(), b"catalog", options()).unwrap());
+    // A format-1 file as earlier builds wrote it: redo chunks that rebuild the snapshot.
+    let mut ops = redo::RedoBuf::default();
+    ops.push(redo::Op::Put { table: 1, row: 3, bytes: &[4; 40] });
+    ops.push(redo::Op::KeyPut { index: 0, owner: 1, row: 3, key: b"k" });
+    ops.push(redo::Op::StringStored { id: 1, bytes: b"text" });
+    ops.push(redo::Op::Version(9));
+    let mut file = b"ESPCKP01".to_vec();
+    file.extend_from_slice(&5u64.to_le_bytes());
+    file.extend_from_slice(&(ops.bytes().len() as u32).to_le_bytes());
+    file.extend_from_slice(&crc32c::crc32c(ops.bytes()).to_le_bytes());
+    file.extend_from_slice(ops.bytes());
+    file.extend_from_slice(&[0; 8]);
+    std::fs::write(dir.path().join(checkpoint::file_name(5)), file).unwrap();
+    write_atomic(dir.path(), MANIFEST, &encode_manifest(&shape(), b"catalog", 5)).unwrap();
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(snap.version(), 9);
+    assert_eq!(snap.row(1, 3), Some(&[4u8; 40][..]));
+    assert_eq!(snap.index(0).unwrap().get(1, b"k"), Some(3));
+    let model = read_all(&*snap, snap.strings());
+    drop(snap);
+    {
+        let mut w = db.writer();
+        w.set_meta(b"a", b"x").unwrap();
+        w.commit(10).unwrap();
+    }
+    let expected = {
+        let snap = db.snapshot();
+        read_all(&*snap, snap.strings())
+    };
+    assert_ne!(expected, model);
+    let done = db.checkpoint().unwrap().unwrap();
+    drop(db);
+    let bytes = std::fs::read(dir.path().join(checkpoint::file_name(done.log_version))).unwrap();
+    assert_eq!(&bytes[..8], b"ESPCKP02");
+    assert_eq!(checkpoint_files(dir.path()).len(), 1);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(read_all(&*snap, snap.strings()), expected);
+}

@@ -3,13 +3,15 @@
 //! commit writes the operations to the log (one append, one `fdatasync` in `sync` mode) and
 //! then publishes the new version as a [`Snapshot`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::key_index::{KeyIndex, KeyIndexWriter};
 use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
-use crate::table::{TableSavepoint, TableVersion, TableWriter, MAX_ROW};
+use crate::mapping::MappedFile;
+use crate::table::{Page, StableBytes, TableSavepoint, TableVersion, TableWriter, MAX_ROW};
 
+use super::checkpoint::Written;
 use super::redo::{self, Op, RedoBuf};
 use super::strings::{StringChange, StringsSavepoint, StringsWriter};
 use super::{Read, Snapshot, TablesError};
@@ -369,6 +371,40 @@ impl Writer {
     /// The last published version.
     pub fn published(&self) -> &Arc<Snapshot> {
         &self.published
+    }
+
+    /// After a checkpoint wrote `snapshot` to `file` (`written` says what it wrote there):
+    /// replaces each of the writer's pages and leaves that is still the one `snapshot` has
+    /// (unchanged since) by its mapped copy, so that the heap memory goes once no published
+    /// version holds it. Pointer swaps, and copies of the directory and inner nodes above
+    /// them where a published version shares those. Returns the pages and leaves swapped.
+    pub fn swap_in_mapped(&mut self, snapshot: &Snapshot, file: &Arc<MappedFile>, written: &Written) -> usize {
+        let owner: Arc<dyn StableBytes> = file.clone();
+        let mut swapped = 0;
+        for &(t, p, offset, crc) in &written.pages {
+            let (Some(writer), Some(was)) = (self.tables.get_mut(t as usize), snapshot.tables.get(t as usize)) else {
+                continue;
+            };
+            let layout = writer.current().layout();
+            let (Some(was), Some(mapped)) = (was.page(p), Page::mapped(owner.clone(), offset as usize, layout, crc))
+            else {
+                continue;
+            };
+            swapped += usize::from(writer.swap_in_mapped(p, was, mapped));
+        }
+        let mut leaves: Vec<HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>> =
+            vec![HashMap::new(); self.indexes.len()];
+        for &(i, address, offset, words, crc) in &written.leaves {
+            if let Some(map) = leaves.get_mut(i as usize) {
+                map.insert(address, (owner.clone(), offset as usize, words, crc));
+            }
+        }
+        for (i, map) in leaves.iter().enumerate() {
+            if let (false, Some(was)) = (map.is_empty(), snapshot.indexes.get(i)) {
+                swapped += self.indexes[i].swap_in_mapped(was, map);
+            }
+        }
+        swapped
     }
 
     /// Why writes stopped, if they did.
