@@ -70,6 +70,8 @@ pub struct Config {
     /// Keep the directory with Espalier's and SQLite's databases (PostgreSQL's server is
     /// always stopped and deleted).
     pub keep: bool,
+    /// Espalier's in-memory bound (`DatabaseOptions::memory_bytes`; `None`: the default).
+    pub memory_bytes: Option<u64>,
 }
 
 impl Config {
@@ -88,6 +90,7 @@ impl Config {
             verify_sample: 20,
             pg_shared_buffers: "1GB".into(),
             keep: false,
+            memory_bytes: None,
         }
     }
 
@@ -154,6 +157,35 @@ pub struct DiskSize {
     pub what: String,
 }
 
+/// Espalier's memory at one point of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryPoint {
+    pub when: String,
+    /// Resident anonymous memory of the process (`RssAnon`): Espalier's heap, and the peers'
+    /// caches once they are loaded in this process (SQLite).
+    pub rss_anon_bytes: u64,
+    /// Resident pages of mapped files (`RssFile`): the parts of Espalier's checkpoint files in
+    /// use, which the kernel can drop and read again.
+    pub rss_file_bytes: u64,
+    /// Espalier's storage heap: table pages and key index nodes not (yet) mapped.
+    pub storage_heap_bytes: u64,
+    /// Espalier's checkpoint files mapped (their size, not what is resident).
+    pub mapped_bytes: u64,
+}
+
+impl MemoryPoint {
+    fn now(when: &str) -> MemoryPoint {
+        let m = crate::suite::sys::memory();
+        MemoryPoint {
+            when: when.into(),
+            rss_anon_bytes: m.anon_bytes,
+            rss_file_bytes: m.file_bytes,
+            storage_heap_bytes: espalier_storage::mapping::heap_bytes() as u64,
+            mapped_bytes: espalier_storage::mapping::mapped_bytes() as u64,
+        }
+    }
+}
+
 /// Entries of one collection (rows of its table), summed over all its instances.
 #[derive(Debug, Clone, Serialize)]
 pub struct Collection {
@@ -170,6 +202,8 @@ pub struct Report {
     pub directory: String,
     pub build: Vec<Build>,
     pub disk: Vec<DiskSize>,
+    /// Espalier's memory after its build (before any peer is loaded) and after the run.
+    pub memory: Vec<MemoryPoint>,
     pub results: Vec<OpResult>,
     pub ratios: Vec<Ratio>,
     pub targets: Vec<Target>,
@@ -248,6 +282,21 @@ impl Report {
         for d in &self.disk {
             let _ = writeln!(s, "| {} | {} | {} |", d.system, human_bytes(d.bytes), d.what);
         }
+        let _ = writeln!(
+            s,
+            "\n| memory | RssAnon | RssFile | Espalier's storage heap | checkpoint files mapped |\n|---|--:|--:|--:|--:|"
+        );
+        for m in &self.memory {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                m.when,
+                human_bytes(m.rss_anon_bytes),
+                human_bytes(m.rss_file_bytes),
+                human_bytes(m.storage_heap_bytes),
+                human_bytes(m.mapped_bytes)
+            );
+        }
         let _ = writeln!(s, "\n| build / load | seconds | rows |\n|---|--:|--:|");
         for b in &self.build {
             let _ = writeln!(s, "| {} | {:.1} | {} |", b.system, b.seconds, b.rows);
@@ -303,6 +352,8 @@ pub struct Bench {
     pub postgres: Option<PgPeer>,
     pub index: DataIndex,
     pub build: Vec<Build>,
+    /// Espalier's memory at points of the run.
+    pub memory: Vec<MemoryPoint>,
     /// Espalier's entries per table (root: 1).
     pub counts: Vec<u64>,
     pub cross_checks: u64,
@@ -388,13 +439,17 @@ impl Bench {
         let cleanup = crate::interrupt::on_interrupt(tmp.path().to_path_buf(), None);
 
         let t = Instant::now();
-        let options = DatabaseOptions { durability: config.durability.espalier(), ..Default::default() };
+        let mut options = DatabaseOptions { durability: config.durability.espalier(), ..Default::default() };
+        if let Some(bound) = config.memory_bytes {
+            options.memory_bytes = bound;
+        }
         let engine = Engine::create(&tmp.path().join("espalier"), &file.model, options)
             .map_err(|e| PeerError::espalier("creating the Espalier database", e))?;
         let pb = bar(config.progress, dataset::expected_entries(&file, config.scale()), "build espalier");
         let entries = dataset::build(&engine, &file, config.seed, config.scale(), &pb)?;
         pb.finish_and_clear();
         let mut build = vec![Build { system: System::Espalier, seconds: t.elapsed().as_secs_f64(), rows: entries }];
+        let memory = vec![MemoryPoint::now("after Espalier's build")];
 
         let rs = RelationalSchema::new(engine.database().schema().clone())?;
         let mut bench = Bench {
@@ -404,6 +459,7 @@ impl Bench {
             postgres: None,
             index: DataIndex::default(),
             build: Vec::new(),
+            memory,
             counts: Vec::new(),
             cross_checks: 0,
             progress: config.progress,
@@ -764,6 +820,7 @@ pub fn run(config: &Config) -> Result<Report, PeerError> {
     }
     loads.extend(load_average());
     let disk = bench.disk_sizes()?;
+    bench.memory.push(MemoryPoint::now("after the run"));
     let mut ratios = Vec::new();
     for r in results.iter().filter(|r| r.system != System::Espalier) {
         if let Some(e) = results.iter().find(|e| e.op == r.op && e.system == System::Espalier) {
@@ -793,6 +850,7 @@ pub fn run(config: &Config) -> Result<Report, PeerError> {
         directory,
         build: bench.build.clone(),
         disk,
+        memory: bench.memory.clone(),
         results,
         ratios,
         targets,
