@@ -42,6 +42,9 @@ pub const MANIFEST: &str = "manifest";
 const MAGIC: &[u8; 8] = b"ESPTAB02";
 /// Longest catalog kept in the manifest.
 pub const MAX_CATALOG: usize = 16 << 20;
+/// Pages the writer swaps for their mapped copies per hold of its lock, after a checkpoint:
+/// bounds the pause a commit can meet.
+const SWAP_SLICE: usize = 4096;
 /// Most tables and key indexes a shape may have.
 pub const MAX_STRUCTURES: usize = 1 << 20;
 
@@ -260,7 +263,7 @@ pub struct Checkpointed {
     pub written: usize,
     /// Of those, the ones the writer swapped for their mapped copies (not changed since).
     pub swapped: usize,
-    /// How long the writer was held for the swap.
+    /// The longest the writer was held for one slice of the swap.
     pub swap_pause: std::time::Duration,
 }
 
@@ -584,10 +587,27 @@ impl Tables {
         checkpoint::remove_others(&self.dir, &written.files)?;
         // The pages and leaves just written now have a mapped copy: the writer swaps them in
         // (a pause of pointer swaps, timed), so that their heap memory can go.
+        // In slices, so that commits go on between them: the swaps compare identities, so a
+        // page or leaf that a commit changed in between is simply not swapped.
         let file = crate::mapping::MappedFile::open(&written.path, written.generation).map_err(io(&written.path))?;
-        let started = std::time::Instant::now();
-        let swapped = self.writer().swap_in_mapped(&snapshot, &file, &written);
-        let swap_pause = started.elapsed();
+        let (mut swapped, mut swap_pause) = (0, std::time::Duration::ZERO);
+        let mut timed = |swap: &mut dyn FnMut(&mut Writer) -> usize| {
+            let mut w = self.writer();
+            let started = std::time::Instant::now();
+            swapped += swap(&mut w);
+            swap_pause = swap_pause.max(started.elapsed());
+        };
+        for slice in written.pages.chunks(SWAP_SLICE) {
+            timed(&mut |w| w.swap_in_mapped_pages(&snapshot, &file, slice));
+        }
+        let mut leaves: std::collections::BTreeMap<u32, std::collections::HashMap<usize, (u64, usize, u32)>> =
+            std::collections::BTreeMap::new();
+        for &(i, address, offset, words, crc) in &written.leaves {
+            leaves.entry(i).or_default().insert(address, (offset, words, crc));
+        }
+        for (i, map) in &leaves {
+            timed(&mut |w| w.swap_in_mapped_leaves(&snapshot, &file, *i, map));
+        }
         Ok(Some(Checkpointed {
             log_version: snapshot.log_version,
             bytes: written.bytes,

@@ -11,7 +11,6 @@ use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
 use crate::mapping::MappedFile;
 use crate::table::{Page, StableBytes, TableSavepoint, TableVersion, TableWriter, MAX_ROW};
 
-use super::checkpoint::Written;
 use super::redo::{self, Op, RedoBuf};
 use super::strings::{StringChange, StringsSavepoint, StringsWriter};
 use super::{Read, Snapshot, TablesError};
@@ -373,15 +372,20 @@ impl Writer {
         &self.published
     }
 
-    /// After a checkpoint wrote `snapshot` to `file` (`written` says what it wrote there):
-    /// replaces each of the writer's pages and leaves that is still the one `snapshot` has
-    /// (unchanged since) by its mapped copy, so that the heap memory goes once no published
-    /// version holds it. Pointer swaps, and copies of the directory and inner nodes above
-    /// them where a published version shares those. Returns the pages and leaves swapped.
-    pub fn swap_in_mapped(&mut self, snapshot: &Snapshot, file: &Arc<MappedFile>, written: &Written) -> usize {
+    /// After a checkpoint wrote `snapshot` to `file`: replaces each of the writer's pages in
+    /// `pages` ((table, page number, offset, crc32c) of its copy in `file`) that is still the
+    /// one `snapshot` has (unchanged since) by its mapped copy, so that the heap memory goes
+    /// once no published version holds it. Pointer swaps, and copies of the directory nodes
+    /// above them where a published version shares those. Returns the pages swapped.
+    pub fn swap_in_mapped_pages(
+        &mut self,
+        snapshot: &Snapshot,
+        file: &Arc<MappedFile>,
+        pages: &[(u32, u32, u64, u32)],
+    ) -> usize {
         let owner: Arc<dyn StableBytes> = file.clone();
         let mut swapped = 0;
-        for &(t, p, offset, crc) in &written.pages {
+        for &(t, p, offset, crc) in pages {
             let (Some(writer), Some(was)) = (self.tables.get_mut(t as usize), snapshot.tables.get(t as usize)) else {
                 continue;
             };
@@ -392,19 +396,29 @@ impl Writer {
             };
             swapped += usize::from(writer.swap_in_mapped(p, was, mapped));
         }
-        let mut leaves: Vec<HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>> =
-            vec![HashMap::new(); self.indexes.len()];
-        for &(i, address, offset, words, crc) in &written.leaves {
-            if let Some(map) = leaves.get_mut(i as usize) {
-                map.insert(address, (owner.clone(), offset as usize, words, crc));
-            }
-        }
-        for (i, map) in leaves.iter().enumerate() {
-            if let (false, Some(was)) = (map.is_empty(), snapshot.indexes.get(i)) {
-                swapped += self.indexes[i].swap_in_mapped(was, map);
-            }
-        }
         swapped
+    }
+
+    /// As [`Writer::swap_in_mapped_pages`] for the leaves of key index `index`: `leaves` maps
+    /// a leaf's buffer address in `snapshot` to the offset, words and crc32c of its copy in
+    /// `file`. Inner nodes on the way are copied where a published version shares them.
+    pub fn swap_in_mapped_leaves(
+        &mut self,
+        snapshot: &Snapshot,
+        file: &Arc<MappedFile>,
+        index: u32,
+        leaves: &HashMap<usize, (u64, usize, u32)>,
+    ) -> usize {
+        let (Some(writer), Some(was)) = (self.indexes.get_mut(index as usize), snapshot.indexes.get(index as usize))
+        else {
+            return 0;
+        };
+        let owner: Arc<dyn StableBytes> = file.clone();
+        let map = leaves
+            .iter()
+            .map(|(&a, &(offset, words, crc))| (a, (owner.clone(), offset as usize, words, crc)))
+            .collect();
+        writer.swap_in_mapped(was, &map)
     }
 
     /// Why writes stopped, if they did.
