@@ -27,7 +27,8 @@ pub struct DatabaseOptions {
     /// layer's heap (table pages and key index nodes written since the last checkpoint,
     /// `espalier_storage::mapping::heap_bytes`) grew by this much since the last one. The
     /// checkpoint maps what it wrote and the heap copies go, so the data can be larger than
-    /// memory. Strings stay in memory. The heap is counted per process, for all its databases.
+    /// memory. Past twice this growth, writes wait for the running checkpoint. Strings stay in
+    /// memory. The heap is counted per process, for all its databases.
     pub memory_bytes: u64,
 }
 
@@ -169,7 +170,7 @@ impl Database {
         Tables::exists(path)
     }
 
-    /// The files of the database in `path` that hold its data (the manifest, the checkpoint,
+    /// The files of the database in `path` that hold its data (the manifest, the checkpoint files,
     /// then the log's segments in order), for copying it or reading it cold; not the lock.
     pub fn files(path: &Path) -> Vec<std::path::PathBuf> {
         let with_extension = |dir: &Path, ext: &str| -> Vec<std::path::PathBuf> {
@@ -277,9 +278,9 @@ impl Database {
     }
 
     /// Starts a background checkpoint if the log or the storage heap grew past its bound since
-    /// the last one, and none is running. A checkpoint writes only the pages and leaves on the
-    /// heap (those mapped from older files are named there), so a bulk load writes its data
-    /// about once.
+    /// the last one, and none is running; waits for the running one if the heap grew past
+    /// twice the bound. A checkpoint writes only the pages and leaves on the heap (those
+    /// mapped from older files are named there), so a bulk load writes its data about once.
     fn maybe_checkpoint(&self) {
         let heap = espalier_storage::mapping::heap_bytes() as u64;
         let floor = self.heap_floor.fetch_min(heap, Ordering::Relaxed).min(heap);
@@ -292,7 +293,11 @@ impl Database {
             return;
         }
         let mut running = self.checkpointer.lock().unwrap_or_else(|p| p.into_inner());
-        if running.as_ref().is_some_and(|h| !h.is_finished()) {
+        // While a checkpoint runs the heap goes on growing with the writes. Past twice the
+        // bound the writer waits for it (this batch's replies and the next batch wait), so the
+        // in-memory part stays bounded however fast writes come.
+        let throttle = heap.saturating_sub(floor) >= self.memory_bytes.saturating_mul(2);
+        if running.as_ref().is_some_and(|h| !h.is_finished()) && !throttle {
             return;
         }
         if let Some(done) = running.take() {
