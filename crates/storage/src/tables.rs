@@ -44,7 +44,9 @@ const MAGIC: &[u8; 8] = b"ESPTAB02";
 pub const MAX_CATALOG: usize = 16 << 20;
 /// Pages the writer swaps for their mapped copies per hold of its lock, after a checkpoint:
 /// bounds the pause a commit can meet.
-const SWAP_SLICE: usize = 4096;
+const SWAP_SLICE: usize = 1024;
+/// The pause between two slices of the swap, in which a waiting commit takes the lock.
+const SWAP_GAP: std::time::Duration = std::time::Duration::from_micros(50);
 /// Most tables and key indexes a shape may have.
 pub const MAX_STRUCTURES: usize = 1 << 20;
 
@@ -596,6 +598,11 @@ impl Tables {
             let started = std::time::Instant::now();
             swapped += swap(&mut w);
             swap_pause = swap_pause.max(started.elapsed());
+            drop(w);
+            // The lock is not fair: without a pause this thread takes it again before a
+            // waiting commit is scheduled, and the commit waits out every slice (measured:
+            // p99.99 of a commit 1.6 ms with 4,096-page slices back to back).
+            std::thread::sleep(SWAP_GAP);
         };
         for slice in written.pages.chunks(SWAP_SLICE) {
             timed(&mut |w| w.swap_in_mapped_pages(&snapshot, &file, slice));

@@ -366,6 +366,44 @@ fn database_grows_past_log_segments_and_checkpoints_without_losing_requests() {
     assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 10_000);
 }
 
+/// The in-memory bound alone (the log's bound out of reach) starts checkpoints: after a load
+/// several times the bound, the data is in checkpoint files, mapped, and reads the same after
+/// a reopen.
+#[test]
+fn the_in_memory_bound_starts_checkpoints_that_map_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = DatabaseOptions {
+        durability: Durability::None,
+        checkpoint_log_bytes: u64::MAX,
+        memory_bytes: 1 << 20,
+        ..Default::default()
+    };
+    let db = Database::create(dir.path(), compile(SCHEMA).unwrap(), opts.clone()).unwrap();
+    let p = props(db.schema());
+    let long = "y".repeat(100);
+    for batch in 0..40 {
+        db.write(|g| -> Result<(), E> {
+            for i in 0..500 {
+                add_client(g, &p, &format!("c{batch}-{i}"), &format!("{long}{batch}-{i}"))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let ckpts = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "ckpt"))
+            .count()
+    };
+    assert!(ckpts() >= 1, "the bound started a checkpoint");
+    drop(db);
+    let db = Database::open(dir.path(), opts).unwrap();
+    assert!(db.recovered().checkpoint > 0, "recovery starts from a checkpoint");
+    assert_eq!(db.snapshot().unwrap().graph().count(NodeRef::ROOT, p.clients).unwrap(), 20_000);
+}
+
 /// Detached writes (the server's path) and waiting writes share one queue: every request is
 /// answered exactly once with its own result, failures roll back alone, versions are the
 /// commit order, and the feed sees each commit once. Both ways of leading a batch: on the

@@ -18,6 +18,9 @@ use crate::tables::TablesError;
 /// Most words a leaf of a checkpoint may have: a full node plus its longest key, generously.
 const MAX_LEAF_WORDS: u32 = (4 * NODE_BYTES as u32 + crate::key_index::MAX_KEY_LEN as u32) / 2;
 
+/// Largest catalog read (24 bytes a page: about 170 GiB of pages).
+const MAX_CATALOG: u64 = 1 << 30;
+
 /// The structures a format-2 checkpoint holds, read in place from its mapped files.
 pub struct Loaded {
     pub tables: Vec<TableWriter>,
@@ -98,6 +101,9 @@ pub fn load(
     }
     let generation = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
     let t = trailer(&file, path)?;
+    if t.catalog_len > MAX_CATALOG {
+        return Err(damaged(format!("a catalog of {} bytes (at most {MAX_CATALOG})", t.catalog_len)));
+    }
     let mut cat = vec![0u8; t.catalog_len as usize];
     file.read_exact_at(&mut cat, t.catalog_offset).map_err(io(path))?;
     if crc32c::crc32c(&cat) != t.catalog_crc {
