@@ -362,6 +362,31 @@ fn reads_stop_when_cancelled() {
 /// #18: references are checked when the whole request ends, so a transaction's members may
 /// come in any order; the error names the member (from 0, with its text) and the node.
 #[test]
+fn an_aggregate_over_a_removed_target_is_left_until_the_referrer_moves_on() {
+    let schema = r#"
+root (
+    'Clients' -> dictionary (
+        'Ordered' -> sum ( < 'Client' ) 'Quantity'
+    )
+    'Orders' -> dictionary (
+        'Client' -> reference ( .^ . 'Clients' )
+        'Quantity' -> number
+    )
+)"#;
+    let (_d, e) = engine(schema);
+    ok(&e, r#"update ( 'Clients' -> dictionary "a" ( ) 'Clients' -> dictionary "b" ( ) )"#);
+    ok(&e, r#"update ( 'Orders' -> dictionary "o" ( 'Client' -> reference "a" 'Quantity' -> number 5 ) )"#);
+    // Remove the target, change the summed number on the referrer that still points at it
+    // (no aggregate of the removed client to move), then point the referrer elsewhere.
+    ok(
+        &e,
+        r#"transaction ( update ( 'Clients' -> dictionary "a" remove ), update . 'Orders' : "o" ( 'Quantity' -> number 7 ), update . 'Orders' : "o" ( 'Client' -> reference "b" ) )"#,
+    );
+    let sums = rows(ok(&e, "collection select . 'Clients' 'Ordered' -> number : 'Ordered'"));
+    assert_eq!(sums, (1, vec![(vec!["b".to_string()], vec![serde_json::json!(7)])]));
+}
+
+#[test]
 fn integrity_is_checked_when_the_transaction_ends() {
     let (_d, e) = engine(SCHEMA);
     seed(&e);

@@ -65,7 +65,8 @@ impl WriteGraph<'_, '_> {
     }
 
     /// Whose aggregate over `over` record `member` counts in: its owner (an entry of the
-    /// collection) or the target of its reference (0 while unset: nobody's).
+    /// collection) or the target of its reference (0 while unset, or removed earlier in this
+    /// request: nobody's).
     fn holder(&self, member: NodeId, over: Over) -> Result<Option<NodeId>> {
         let rec = self.record_by_id(member)?;
         Ok(match over {
@@ -73,7 +74,13 @@ impl WriteGraph<'_, '_> {
                 let h = record::header(rec)?;
                 (h.parent_property == c).then_some(h.parent)
             }
-            Over::Referrers(r) => Some(record::read_u64(rec, record::slot(self.schema, r))?).filter(|&t| t != 0),
+            Over::Referrers(r) => {
+                let target = record::read_u64(rec, record::slot(self.schema, r))?;
+                // A target removed earlier in this request (its links are checked when the
+                // request ends, `check_references`) holds no aggregate any more: its row may
+                // be gone.
+                (target != 0 && (self.deferred.is_empty() || self.graph().exists(target)?)).then_some(target)
+            }
         })
     }
 
