@@ -45,6 +45,7 @@ pub const MAX_KEY_LEN: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a key of {len} bytes is longer than the limit of {MAX_KEY_LEN} bytes")]
 pub struct KeyTooLong {
+    /// The key's bytes.
     pub len: usize,
 }
 
@@ -858,8 +859,11 @@ impl fmt::Debug for KeyIndex {
 /// One entry of a key index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry<'a> {
+    /// The row of the node that holds the collection.
     pub owner: u32,
+    /// The entry's key bytes.
     pub key: &'a [u8],
+    /// The entry's row.
     pub row: u32,
 }
 
@@ -1001,6 +1005,7 @@ enum Bound<'a> {
 pub struct LeafImage<'a> {
     /// The leaf's buffer (native byte order), as [`check_leaf`] reads it back.
     pub words: &'a [u64],
+    /// Where it lies in a checkpoint file, if it is mapped from one.
     pub place: Option<FilePlace>,
 }
 
@@ -1066,10 +1071,15 @@ pub fn check_leaf(words: &[u64], after: Option<&LeafSummary>) -> Result<LeafSumm
 /// A checkpoint's leaf to build an index of: its buffer's place in a mapped file and what
 /// [`check_leaf`] found.
 pub struct MappedLeaf {
+    /// The mapped file.
     pub owner: Arc<dyn StableBytes>,
+    /// Where the leaf starts in it.
     pub offset: usize,
+    /// The leaf's length in words.
     pub words: usize,
+    /// The crc32c the checkpoint recorded.
     pub crc: u32,
+    /// What `check_leaf` found.
     pub summary: LeafSummary,
 }
 

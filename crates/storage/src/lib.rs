@@ -12,6 +12,8 @@
 //! - [`mapping`]: checkpoint files mapped read-only, and what memory the layer holds.
 //! - [`DirLock`]: one process owns a database directory.
 
+#![warn(missing_docs)]
+
 use std::time::Duration;
 
 pub mod key_index;

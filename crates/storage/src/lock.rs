@@ -26,7 +26,10 @@ pub enum Holder {
     /// A process working on the database itself (`exec`, `shell`, `import`, a program).
     Process,
     /// A server: other programs reach the database through it at `listen`.
-    Server { listen: SocketAddr },
+    Server {
+        /// The address it listens on.
+        listen: SocketAddr,
+    },
 }
 
 /// What the lock file says about the process holding the lock.
@@ -52,16 +55,33 @@ impl HeldBy {
     }
 }
 
+/// Why a database directory could not be locked.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process holds the lock.
     #[error("{}", held_message(.dir, .by))]
-    Held { dir: PathBuf, by: HeldBy },
+    Held {
+        /// The database directory.
+        dir: PathBuf,
+        /// What the lock file says of the holder.
+        by: HeldBy,
+    },
     /// This process already holds the lock (the directory is open twice).
     #[error("{} is already open in this process (pid {pid}); open a database once and share the handle", .dir.display())]
-    HeldHere { dir: PathBuf, pid: u32 },
+    HeldHere {
+        /// The database directory.
+        dir: PathBuf,
+        /// This process's id.
+        pid: u32,
+    },
+    /// The lock file could not be opened, locked or written.
     #[error("cannot lock the database directory ({}): {source}", .path.display())]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The lock file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
 }
 
 fn held_message(dir: &Path, by: &HeldBy) -> String {

@@ -129,42 +129,109 @@ pub enum Tail {
 pub enum LogError {
     /// A read, create, rename, truncate or directory operation failed.
     #[error("log I/O error on {} at offset {offset}: {source}", path.display())]
-    Io { path: PathBuf, offset: u64, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// Writing a batch failed (part of it may be on disk); the writer is poisoned.
     #[error("log write to {} at offset {offset} ({len} bytes) failed: {source}; the log is poisoned", path.display())]
-    Write { path: PathBuf, offset: u64, len: usize, source: std::io::Error },
+    Write {
+        /// The segment.
+        path: PathBuf,
+        /// Where the batch starts in it.
+        offset: u64,
+        /// The batch's bytes.
+        len: usize,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// `fdatasync` failed: the data up to `offset` may not be on disk; the writer is poisoned.
     #[error("fdatasync of {} failed (data up to offset {offset} not known durable): {source}; the log is poisoned", path.display())]
-    Sync { path: PathBuf, offset: u64, source: std::io::Error },
+    Sync {
+        /// The segment.
+        path: PathBuf,
+        /// How far it was written.
+        offset: u64,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// No space is left for the next segment: nothing of the batch was written and the
     /// writer is not poisoned (appends succeed again once space is freed).
     #[error("no space left to prepare the next log segment {}: {source}; nothing of the batch was written, and writes resume once space is freed", path.display())]
-    Full { path: PathBuf, source: std::io::Error },
+    Full {
+        /// The segment being prepared.
+        path: PathBuf,
+        /// What the system said (`ENOSPC` or `EDQUOT`).
+        source: std::io::Error,
+    },
     /// An earlier write or `fdatasync` failed; nothing more is appended. Reopen the database
     /// (recovery reads what is really on disk).
     #[error("the log is poisoned by an earlier failure: {reason}")]
-    Poisoned { reason: String },
+    Poisoned {
+        /// The failure that stopped the log.
+        reason: String,
+    },
     /// A record's payload is over [`MAX_PAYLOAD`].
     #[error("a log record payload of {len} bytes is over the limit of {max} bytes")]
-    PayloadTooLarge { len: usize, max: usize },
+    PayloadTooLarge {
+        /// The payload's bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A batch is over [`MAX_BATCH_BYTES`] or does not fit in one segment.
     #[error("a log batch of {len} bytes is over the limit of {max} bytes")]
-    BatchTooLarge { len: usize, max: usize },
+    BatchTooLarge {
+        /// The batch's bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A record's version is not the next one.
     #[error("log version {got} out of order: expected {expected}")]
-    VersionOrder { expected: u64, got: u64 },
+    VersionOrder {
+        /// The next version.
+        expected: u64,
+        /// The record's.
+        got: u64,
+    },
     /// An append of a batch without records.
     #[error("an empty batch cannot be appended")]
     EmptyBatch,
     /// A writer was opened at a version that an existing segment already holds.
     #[error("the log segment {} starts at version {first}, not before the next version {next}: recover and cut the log first", path.display())]
-    Overlap { path: PathBuf, first: u64, next: u64 },
+    Overlap {
+        /// The segment.
+        path: PathBuf,
+        /// Its first version.
+        first: u64,
+        /// The version the writer was opened at.
+        next: u64,
+    },
     /// The log starts after the version the reader was asked to start from.
     #[error("the log in {} starts at version {first}, after the requested version {wanted}: the versions between are missing", dir.display())]
-    Gap { dir: PathBuf, wanted: u64, first: u64 },
+    Gap {
+        /// The log directory.
+        dir: PathBuf,
+        /// The version asked for.
+        wanted: u64,
+        /// The log's first version.
+        first: u64,
+    },
     /// A segment file is larger than any segment the writer makes.
     #[error("log segment {} is {len} bytes, over the limit of {max} bytes", path.display())]
-    SegmentTooLarge { path: PathBuf, len: u64, max: u64 },
+    SegmentTooLarge {
+        /// The segment.
+        path: PathBuf,
+        /// Its size.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
     /// The options cannot work.
     #[error("invalid log options: {0}")]
     Options(String),

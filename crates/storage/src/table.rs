@@ -121,10 +121,13 @@ pub unsafe trait StableBytes: Send + Sync + 'static {
 /// the crc32c of its bytes that the checkpoint recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FilePlace {
+    /// The file's generation (the log version its checkpoint covered).
     pub file: u64,
     /// The file's size.
     pub file_len: u64,
+    /// Where the bytes start in the file.
     pub offset: u64,
+    /// Their crc32c, as the checkpoint recorded it.
     pub crc: u32,
 }
 
@@ -660,10 +663,20 @@ fn bitmap_word(page: &[u8], i: usize) -> u64 {
 pub enum RowError {
     /// Row 0 means "no row"; rows above [`MAX_ROW`] do not exist.
     #[error("row {row} is out of range")]
-    OutOfRange { row: u32 },
+    OutOfRange {
+        /// The row given.
+        row: u32,
+    },
     /// The bytes are not one row wide.
     #[error("row {row} given {len} bytes; the table's rows are {width} bytes")]
-    Width { row: u32, len: usize, width: usize },
+    Width {
+        /// The row given.
+        row: u32,
+        /// The bytes given.
+        len: usize,
+        /// The table's row width.
+        width: usize,
+    },
 }
 
 /// The one writer of a table: its private version, and the rows waiting to be reused.

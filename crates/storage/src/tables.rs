@@ -157,22 +157,51 @@ pub enum TablesError {
     Exists(PathBuf),
     /// A checkpoint file does not verify.
     #[error("the checkpoint {} is damaged: {why}", .path.display())]
-    Checkpoint { path: PathBuf, why: String },
+    Checkpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        why: String,
+    },
     /// The manifest does not verify or is of another format.
     #[error("the manifest {} is damaged or of another format: {why}", .path.display())]
-    Manifest { path: PathBuf, why: String },
+    Manifest {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// The shape the layer above computed differs from the one the database was made with.
     #[error("the database's tables ({stored}) differ from the schema's ({given})")]
-    ShapeMismatch { stored: String, given: String },
+    ShapeMismatch {
+        /// The shape in the manifest.
+        stored: String,
+        /// The shape the schema gives.
+        given: String,
+    },
     /// A shape out of bounds.
     #[error("invalid shape: {0}")]
     Shape(String),
     /// The log is damaged before its end: recovery stops rather than serve a guess.
     #[error("the log is damaged at {} offset {offset} after version {version}, and valid records follow (from version {resumes_at}): the database is not opened, since serving it would drop the commits after the damage; restore it from a backup or an export", .segment.display())]
-    Corrupt { segment: PathBuf, offset: u64, version: u64, resumes_at: u64 },
+    Corrupt {
+        /// The damaged segment.
+        segment: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// The last good version before the damage.
+        version: u64,
+        /// The version of the first valid record after it.
+        resumes_at: u64,
+    },
     /// A committed operation that cannot be replayed.
     #[error("log record of version {log_version} cannot be replayed: {why}")]
-    Replay { log_version: u64, why: String },
+    Replay {
+        /// The record's log version.
+        log_version: u64,
+        /// Why it cannot be applied.
+        why: String,
+    },
     /// The directory lock.
     #[error(transparent)]
     Locked(#[from] LockError),
@@ -181,23 +210,61 @@ pub enum TablesError {
     Log(#[from] LogError),
     /// A file other than the log.
     #[error("I/O error on {}: {source}", .path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// An earlier log failure stopped writes; reopen the database.
     #[error("writes are stopped by an earlier failure: {reason}; reopen the database to recover")]
-    Poisoned { reason: String },
-    /// Bad arguments from the layer above.
+    Poisoned {
+        /// The failure that stopped writes.
+        reason: String,
+    },
+    /// Bad arguments from the layer above: no table of that number.
     #[error("no table {table}")]
-    NoTable { table: u32 },
+    NoTable {
+        /// The number given.
+        table: u32,
+    },
+    /// No key index of that number.
     #[error("no key index {index}")]
-    NoIndex { index: u32 },
+    NoIndex {
+        /// The number given.
+        index: u32,
+    },
+    /// A row that is not live.
     #[error("row {row} of table {table} is not live")]
-    NoRow { table: u32, row: u32 },
+    NoRow {
+        /// The table.
+        table: u32,
+        /// The row.
+        row: u32,
+    },
+    /// Bytes that are not one row wide.
     #[error("table {table} has rows of {width} bytes, given {len}")]
-    Width { table: u32, len: usize, width: usize },
+    Width {
+        /// The table.
+        table: u32,
+        /// The bytes given.
+        len: usize,
+        /// The table's row width.
+        width: usize,
+    },
+    /// A table that holds [`crate::table::MAX_ROW`] rows.
     #[error("table {table} is full")]
-    TableFull { table: u32 },
+    TableFull {
+        /// The table.
+        table: u32,
+    },
+    /// A key over [`crate::key_index::MAX_KEY_LEN`].
     #[error("a key of {len} bytes is over the key index's limit")]
-    KeyTooLong { len: usize },
+    KeyTooLong {
+        /// The key's bytes.
+        len: usize,
+    },
+    /// The string table.
     #[error(transparent)]
     String(#[from] StringError),
 }

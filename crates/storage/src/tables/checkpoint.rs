@@ -81,6 +81,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TablesError + '_ {
 /// writer can swap for their mapped copies ([`super::Writer::swap_in_mapped`]).
 #[derive(Debug, Default)]
 pub struct Written {
+    /// The new checkpoint file.
     pub path: PathBuf,
     /// The file's size.
     pub bytes: u64,

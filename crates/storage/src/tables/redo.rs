@@ -31,21 +31,67 @@ pub const LAST: u8 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op<'a> {
     /// Row `row` of `table` is live and holds `bytes`.
-    Put { table: u32, row: u32, bytes: &'a [u8] },
+    Put {
+        /// The table.
+        table: u32,
+        /// The row.
+        row: u32,
+        /// Its bytes, one row wide.
+        bytes: &'a [u8],
+    },
     /// Row `row` of `table` is freed.
-    Free { table: u32, row: u32 },
+    Free {
+        /// The table.
+        table: u32,
+        /// The row.
+        row: u32,
+    },
     /// Key index `index` maps `(owner, key)` to `row`.
-    KeyPut { index: u32, owner: u32, row: u32, key: &'a [u8] },
+    KeyPut {
+        /// The key index.
+        index: u32,
+        /// The row of the collection's holder.
+        owner: u32,
+        /// The entry's row.
+        row: u32,
+        /// The key's bytes.
+        key: &'a [u8],
+    },
     /// Key index `index` no longer has `(owner, key)`.
-    KeyRemove { index: u32, owner: u32, key: &'a [u8] },
+    KeyRemove {
+        /// The key index.
+        index: u32,
+        /// The row of the collection's holder.
+        owner: u32,
+        /// The key's bytes.
+        key: &'a [u8],
+    },
     /// String `id` is stored with count 1.
-    StringStored { id: u32, bytes: &'a [u8] },
+    StringStored {
+        /// The string's id.
+        id: u32,
+        /// Its bytes.
+        bytes: &'a [u8],
+    },
     /// String `id` has `count` holders.
-    StringCount { id: u32, count: u64 },
+    StringCount {
+        /// The string's id.
+        id: u32,
+        /// How many slots hold it.
+        count: u64,
+    },
     /// String `id` is gone.
-    StringFreed { id: u32 },
+    StringFreed {
+        /// The string's id.
+        id: u32,
+    },
     /// Meta value `name` is `value`.
-    Meta { name: &'a [u8], value: &'a [u8] },
+    Meta {
+        /// The value's name.
+        name: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
     /// The data layer's version after this commit.
     Version(u64),
 }

@@ -23,7 +23,9 @@ const MAX_CATALOG: u64 = 1 << 30;
 
 /// The structures a format-2 checkpoint holds, read in place from its mapped files.
 pub struct Loaded {
+    /// The tables, their pages mapped.
     pub tables: Vec<TableWriter>,
+    /// The key indexes, their leaves mapped and their inner nodes built in memory.
     pub indexes: Vec<crate::key_index::KeyIndexWriter>,
     /// The checkpoint files it names (generations), its own included.
     pub files: Vec<u64>,
