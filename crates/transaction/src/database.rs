@@ -13,8 +13,10 @@ use crate::feed::{Feed, Subscription};
 use crate::group_commit::{BatchRunner, Completions, DetachedJob, Job, Outcome, TypedJob, WriteQueue};
 use crate::TxError;
 
+/// How a database is created or opened: durability, batching, and the bounds that trigger checkpoints.
 #[derive(Debug, Clone)]
 pub struct DatabaseOptions {
+    /// When a commit is durable (fsync on every commit, periodically, or never).
     pub durability: Durability,
     /// Most requests sharing one commit.
     pub max_batch: usize,
@@ -47,9 +49,11 @@ impl Default for DatabaseOptions {
 /// A committed request's result.
 #[derive(Debug)]
 pub struct Committed<R> {
+    /// What the request's closure returned.
     pub value: R,
     /// The version this request's changes carry (commit order).
     pub version: u64,
+    /// The request's changes (the change set subscribers get too).
     pub changes: Arc<ChangeSet>,
 }
 
@@ -60,6 +64,8 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// An open database: its tables and compiled schema, the write queue that group-commits
+/// requests, and the change feed. Shared as an `Arc`.
 pub struct Database {
     tables: Arc<Tables>,
     durability: Durability,
@@ -96,8 +102,11 @@ pub const BATCH_BUCKETS: usize = 9;
 /// batch size, `nanos / commits` the mean time a batch took (run, commit, and its fsync).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitFigures {
+    /// Commits (batches that kept at least one request).
     pub commits: u64,
+    /// Requests those commits held.
     pub requests: u64,
+    /// Time the commits took, in nanoseconds (run, commit, and its fsync).
     pub nanos: u64,
     /// Of `nanos`, the time the storage commit took (writing, and its fsync if any).
     pub store_commit_nanos: u64,
@@ -137,6 +146,7 @@ pub struct Snapshot<'d> {
 }
 
 impl<'d> Snapshot<'d> {
+    /// The graph as this snapshot sees it.
     pub fn graph(&self) -> Graph<'_> {
         Graph::new(self.schema, &*self.snapshot)
     }
@@ -262,6 +272,7 @@ impl Database {
         }
     }
 
+    /// The database's compiled schema.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema
     }
@@ -370,6 +381,7 @@ impl Database {
         self.version.load(Ordering::Acquire)
     }
 
+    /// A consistent read-only view of every commit so far.
     pub fn snapshot(&self) -> Result<Snapshot<'_>, DataError> {
         Ok(Snapshot { snapshot: self.tables.snapshot(), schema: &self.schema })
     }

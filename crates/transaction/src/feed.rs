@@ -9,11 +9,14 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use espalier_data::ChangeSet;
 
+/// What a [`Subscription`] delivers next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FeedItem {
+    /// The next committed change set, in commit order.
     Changes(Arc<ChangeSet>),
     /// Changes after `last_delivered` were dropped because the queue was full: reload.
     Lagged {
+        /// The version of the last change set delivered (0 if none was).
         last_delivered: u64,
     },
 }
@@ -59,6 +62,9 @@ impl Feed {
     }
 }
 
+/// A subscriber's end of the change feed: every change set committed since it subscribed, in
+/// order, from a bounded queue ([`crate::Database::subscribe`]); [`FeedItem::Lagged`] if it
+/// fell behind.
 pub struct Subscription {
     rx: Receiver<Arc<ChangeSet>>,
     lagged: Arc<AtomicBool>,
@@ -81,6 +87,7 @@ impl Subscription {
         Some(FeedItem::Changes(set))
     }
 
+    /// The next item if one is ready, without waiting.
     pub fn try_next(&mut self) -> Option<FeedItem> {
         self.next_timeout(Duration::ZERO)
     }

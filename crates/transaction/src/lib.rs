@@ -11,6 +11,7 @@
 //! request is detached is led by the database's writer thread (started on the first detached
 //! request), or, when nothing is running and commits need no fsync, by the submitting thread.
 
+#![warn(missing_docs)]
 mod database;
 mod feed;
 mod group_commit;
@@ -23,14 +24,19 @@ pub use feed::{FeedItem, Subscription};
 /// Failures of the transaction machinery itself (not of a request's own logic).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TxError {
+    /// Writing failed: a batch could not run or commit (nothing of it is applied), a checkpoint
+    /// or sync failed, or a data error was converted to this type.
     #[error("commit failed: {0}")]
     Commit(String),
+    /// The request's closure panicked (the message is the panic's); its writes are rolled back.
     #[error("the request panicked: {0}")]
     Panicked(String),
     /// The disk (or quota) is full: the batch was not written, nothing of it is applied, and
     /// writes succeed again once space is freed.
     #[error("the disk is full: {0}")]
     StorageFull(String),
+    /// Creating or opening the database failed (a database already there, a stored schema that
+    /// does not compile, another on-disk format, unreadable files, …).
     #[error("{0}")]
     Open(String),
     /// The database directory is held by another open: another process (a server, say, whose
