@@ -12,9 +12,21 @@ pub enum PathStep {
     /// `+ 'g'`
     Group(String),
     /// `. 'd' : "k"` (or `% 'm' : ["a", "b"]` for a matrix; `matrix` tells which)
-    Entry { collection: String, key: Vec<String>, matrix: bool },
+    Entry {
+        /// The dictionary's or matrix's name.
+        collection: String,
+        /// The entry's key: one text for a dictionary, the target's key for a matrix.
+        key: Vec<String>,
+        /// Whether the collection is a matrix (`%`) rather than a dictionary (`.`).
+        matrix: bool,
+    },
     /// `? 'sg' * 's'`
-    State { stategroup: String, state: String },
+    State {
+        /// The stategroup's name.
+        stategroup: String,
+        /// The state's name.
+        state: String,
+    },
 }
 
 /// The path of a node from the root. Displays as an instruction node path.
@@ -75,42 +87,71 @@ impl fmt::Display for NodePath {
     }
 }
 
+/// One change to the graph, with the old and new values where there are any. `node` is
+/// the path of the node that holds the changed property.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "change")]
 pub enum Change {
+    /// A number property was set.
     Number {
+        /// The node holding the property.
         node: NodePath,
+        /// The property's name.
         property: String,
+        /// The value before.
         old: i64,
+        /// The value after.
         new: i64,
     },
+    /// A text property was set.
     Text {
+        /// The node holding the property.
         node: NodePath,
+        /// The property's name.
         property: String,
+        /// The text before.
         old: String,
+        /// The text after.
         new: String,
     },
     /// `old` is `None` when the reference is set on a node created by the same instruction.
     Reference {
+        /// The node holding the reference.
         node: NodePath,
+        /// The reference's name.
         property: String,
+        /// The old target's key, as the reference spells it.
         old: Option<Vec<String>>,
+        /// The new target's key, as the reference spells it.
         new: Vec<String>,
     },
+    /// An entry was added to a dictionary or matrix (with a default node).
     EntryAdded {
+        /// The collection's owner.
         node: NodePath,
+        /// The collection's name.
         collection: String,
+        /// The new entry's key: one text for a dictionary, the target's key for a matrix.
         key: Vec<String>,
     },
+    /// An entry was removed from a dictionary or matrix, with everything under it.
     EntryRemoved {
+        /// The collection's owner.
         node: NodePath,
+        /// The collection's name.
         collection: String,
+        /// The removed entry's key: one text for a dictionary, the target's key for a matrix.
         key: Vec<String>,
     },
+    /// A stategroup was switched to another state (with a default node).
     StateSwitched {
+        /// The node holding the stategroup.
         node: NodePath,
+        /// The stategroup's name.
         stategroup: String,
+        /// The state it left.
         old: String,
+        /// The state it entered.
         new: String,
     },
 }
@@ -118,7 +159,9 @@ pub enum Change {
 /// Everything one committed request changed, stamped with its version (commit order).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChangeSet {
+    /// The request's version: its place in commit order.
     pub version: u64,
+    /// The changes, in the order they were made.
     pub changes: Vec<Change>,
     /// The records the request touched (see [`Touched`]); read in process right after the
     /// commit by the incremental queries, so never written out.
@@ -158,6 +201,8 @@ pub struct Touched {
 }
 
 impl Touched {
+    /// A set that counts as touching everything (`all` set): for a bulk load, or when what
+    /// requests touch is not tracked.
     pub fn all() -> Touched {
         Touched { all: true, ..Touched::default() }
     }
@@ -204,9 +249,14 @@ impl Touched {
 /// `error`: the query could not be kept up to date and is no longer registered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueryDiff {
+    /// The id of the registered query.
     pub query: u64,
+    /// Rows that left the query's matches.
     pub removed: Vec<Vec<serde_json::Value>>,
+    /// Rows that came into the query's matches.
     pub added: Vec<Vec<serde_json::Value>>,
+    /// Why the query could not be kept up to date (it is then no longer registered); `None`
+    /// when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -46,6 +46,7 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// True when the check found no problem.
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }

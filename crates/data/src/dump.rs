@@ -30,6 +30,7 @@ pub const FORMAT: u64 = 1;
 
 /// Progress is reported every this many nodes (export) or bytes (import).
 pub const PROGRESS_NODES: u64 = 10_000;
+/// Bytes of input read between two progress reports of [`import`].
 pub const PROGRESS_BYTES: u64 = 1 << 20;
 
 /// Meta-table prefix of references waiting to be resolved during an import:
@@ -44,17 +45,27 @@ const CHANGE_DRAIN: usize = 10_000;
 /// Unresolved references listed in one error.
 const MAX_LISTED: usize = 20;
 
+/// What can go wrong exporting or importing a dump.
 #[derive(Debug, thiserror::Error)]
 pub enum DumpError {
+    /// Reading the input or writing the output failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The data layer failed while reading or writing the graph.
     #[error(transparent)]
     Data(#[from] DataError),
     /// The dump is not valid for this schema: `message` names the node path and property.
     /// `line` and `column` are 0 when the problem has no single place in the text (such as a
     /// reference that resolves nowhere, found after the whole dump was read).
     #[error("{message}{}", Position(*line, *column))]
-    Invalid { message: String, line: usize, column: usize },
+    Invalid {
+        /// What is wrong, naming the node path and property.
+        message: String,
+        /// The line of the problem in the dump (from 1), or 0 (see above).
+        line: usize,
+        /// The column of the problem in its line (from 1).
+        column: usize,
+    },
 }
 
 struct Position(usize, usize);

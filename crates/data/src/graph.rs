@@ -27,7 +27,9 @@ const MAX_DEPTH: usize = 1024;
 /// The key of an entry: a dictionary's text key, or the target record of a matrix entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryKey<'k> {
+    /// A dictionary entry's key text.
     Text(&'k str),
+    /// A matrix entry's target record.
     Target(NodeId),
 }
 
@@ -63,6 +65,7 @@ impl std::ops::Deref for KeyBytes<'_> {
 #[derive(Clone, Copy)]
 pub struct NodeView<'a> {
     schema: &'a Schema,
+    /// The node the view reads.
     pub node: NodeRef,
     record: &'a [u8],
 }
@@ -84,22 +87,27 @@ impl<'a> NodeView<'a> {
         record::read_u64(self.record, record::slot(self.schema, property) + extra)
     }
 
+    /// The value of number `property`.
     pub fn number(&self, property: PropertyId) -> Result<i64> {
         Ok(self.slot(property, 0)? as i64)
     }
 
+    /// The string id in text slot `property` (resolve it with [`Graph::string`]).
     pub fn text_id(&self, property: PropertyId) -> Result<u64> {
         self.slot(property, 0)
     }
 
+    /// The target record of reference `property` (0 only while the creating instruction runs).
     pub fn reference(&self, property: PropertyId) -> Result<NodeId> {
         self.slot(property, 0)
     }
 
+    /// Number of entries in dictionary or matrix `property`.
     pub fn count(&self, property: PropertyId) -> Result<u64> {
         self.slot(property, 0)
     }
 
+    /// The selected state of stategroup `property` and its node.
     pub fn state(&self, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
         let index = self.slot(property, 0)?;
         let id = self.slot(property, 8)?;
@@ -124,15 +132,19 @@ impl<'a> NodeView<'a> {
 /// Read access to the graph in one snapshot (or in the write transaction).
 #[derive(Clone, Copy)]
 pub struct Graph<'a> {
+    /// The schema the graph follows.
     pub schema: &'a Schema,
+    /// The snapshot or write transaction read from.
     pub txn: &'a dyn Read,
 }
 
 impl<'a> Graph<'a> {
+    /// Read access to the graph of `schema` through `txn`.
     pub fn new(schema: &'a Schema, txn: &'a dyn Read) -> Graph<'a> {
         Graph { schema, txn }
     }
 
+    /// The record with id `id`; a missing one is corruption (something referred to it).
     pub fn record(&self, id: NodeId) -> Result<&'a [u8]> {
         self.find_record(id)?.ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
     }
@@ -149,10 +161,12 @@ impl<'a> Graph<'a> {
         self.find_record(id)?.map(record::header).transpose()
     }
 
+    /// Whether there is a record with id `id`.
     pub fn exists(&self, id: NodeId) -> Result<bool> {
         Ok(self.find_record(id)?.is_some())
     }
 
+    /// The header of record `id`; a missing record is corruption.
     pub fn header(&self, id: NodeId) -> Result<Header> {
         record::header(self.record(id)?)
     }
@@ -170,14 +184,17 @@ impl<'a> Graph<'a> {
         Ok(NodeView { schema: self.schema, node, record: self.host(node)? })
     }
 
+    /// The value of number `property` of `node`.
     pub fn number(&self, node: NodeRef, property: PropertyId) -> Result<i64> {
         self.view(node)?.number(property)
     }
 
+    /// The string id in text slot `property` of `node`.
     pub fn text_id(&self, node: NodeRef, property: PropertyId) -> Result<u64> {
         self.view(node)?.text_id(property)
     }
 
+    /// The value of text `property` of `node`.
     pub fn text(&self, node: NodeRef, property: PropertyId) -> Result<String> {
         self.string(self.text_id(node, property)?)
     }
@@ -187,11 +204,13 @@ impl<'a> Graph<'a> {
         self.txn.string(id).ok_or_else(|| DataError::Corrupt(format!("string {id} is referenced but not stored")))
     }
 
+    /// String `id` as text; one that is not UTF-8 is corruption.
     pub fn string(&self, id: u64) -> Result<String> {
         let b = self.string_bytes(id)?;
         String::from_utf8(b.to_vec()).map_err(|_| DataError::Corrupt(format!("string {id} is not UTF-8")))
     }
 
+    /// How many slots hold string `id`.
     pub fn string_count(&self, id: u64) -> Result<u64> {
         self.txn.string_count(id).ok_or_else(|| DataError::Corrupt(format!("string {id} missing")))
     }
@@ -211,6 +230,7 @@ impl<'a> Graph<'a> {
         self.view(node)?.state(property)
     }
 
+    /// The name of state `index` of stategroup `property`; `?` if there is no such state.
     pub fn state_name(&self, property: PropertyId, index: StateIndex) -> &'a str {
         match &self.schema.property(property).kind {
             PropertyKind::StateGroup { states } => states.get(index as usize).map_or("?", |s| s.name.as_str()),
@@ -241,6 +261,8 @@ impl<'a> Graph<'a> {
             .ok_or_else(|| DataError::Corrupt(format!("no key index for collection {property}")))
     }
 
+    /// The entry of collection `property` of `owner` with key `key`, or `None`: one descent of
+    /// the collection's key index (a key too long to store is never found).
     pub fn find_entry(&self, owner: NodeRef, property: PropertyId, key: EntryKey<'_>) -> Result<Option<NodeRef>> {
         let raw = key.bytes();
         if raw.len() > keys::MAX_KEY_BYTES {
@@ -411,6 +433,7 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// [`Graph::path`] given the record that holds `node` (already read by the caller).
     pub fn path_from(&self, node: NodeRef, record: &'a [u8]) -> Result<NodePath> {
         self.path_known(node, Some(record))
     }
@@ -459,6 +482,7 @@ impl<'a> Graph<'a> {
         }
     }
 
+    /// The path of `node` for messages; never fails (falls back to the record id).
     pub fn describe(&self, node: NodeRef) -> String {
         match self.path(node) {
             Ok(p) => p.to_string(),

@@ -27,16 +27,27 @@ pub const MAX_TEXT_BYTES: usize = 200;
 /// A value as an index orders it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexValue<'v> {
+    /// A number.
     Number(i64),
+    /// A text.
     Text(&'v str),
+    /// A state, by its index in the stategroup.
     State(StateIndex),
 }
 
 /// What to look up in an index. Bounds are inclusive: a caller wanting `<` re-checks.
 #[derive(Debug, Clone, Copy)]
 pub enum Probe<'v> {
+    /// The entries with this value.
     Equal(IndexValue<'v>),
-    Range { low: Option<IndexValue<'v>>, high: Option<IndexValue<'v>> },
+    /// The entries with a value between the bounds, both inclusive; `None` leaves a side open.
+    Range {
+        /// The lower bound, if any.
+        low: Option<IndexValue<'v>>,
+        /// The upper bound, if any.
+        high: Option<IndexValue<'v>>,
+    },
+    /// The entries whose text starts with this prefix.
     Prefix(&'v str),
 }
 
@@ -136,12 +147,16 @@ pub fn value_in(schema: &Schema, txn: &dyn Read, decl: &IndexDecl, rec: &[u8]) -
 /// An [`IndexValue`] that owns its text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OwnedValue {
+    /// A number.
     Number(i64),
+    /// A text.
     Text(String),
+    /// A state, by its index in the stategroup.
     State(StateIndex),
 }
 
 impl OwnedValue {
+    /// The value borrowed, as lookups and encodings take it.
     pub fn as_value(&self) -> IndexValue<'_> {
         match self {
             OwnedValue::Number(n) => IndexValue::Number(*n),

@@ -83,6 +83,8 @@ pub fn target_type(schema: &Schema, property: PropertyId) -> Option<u32> {
     }
 }
 
+/// The u64 in the first 8 bytes of `b`, big-endian (a record id in an index key); `None` if
+/// `b` is shorter.
 pub fn u64_be(b: &[u8]) -> Option<NodeId> {
     Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
 }

@@ -7,6 +7,8 @@
 //! reference, the entry's owner's row for a matrix, for going backwards; a key index per
 //! schema index; the string table (`keys`, `docs/storage.md`).
 
+#![warn(missing_docs)]
+
 pub mod change;
 pub mod check;
 pub mod dump;
@@ -27,4 +29,6 @@ pub use record::{NodeId, NodeRef, ROOT_ID};
 pub use write::GraphSavepoint;
 pub use write::{MemberError, WriteGraph, MAX_DEFERRED};
 
+/// The result of the data layer's operations (the error is a [`DataError`] unless another is
+/// given).
 pub type Result<T, E = DataError> = std::result::Result<T, E>;

@@ -45,22 +45,29 @@ pub fn id_of(table: u32, row: u32) -> NodeId {
 /// record of its host; an empty state has no record (`id == 0`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NodeRef {
+    /// The record that stores the node (its host's, for a group; 0 for an empty state).
     pub id: NodeId,
+    /// The node's type.
     pub ty: NodeTypeId,
 }
 
 impl NodeRef {
+    /// The root node.
     pub const ROOT: NodeRef = NodeRef { id: ROOT_ID, ty: espalier_schema::ROOT };
 }
 
 /// The decoded header of a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// The node type of the record.
     pub ty: NodeTypeId,
+    /// The parent's property that holds the node ([`NO_PARENT`] for the root).
     pub parent_property: PropertyId,
+    /// The parent's record (0 for the root).
     pub parent: NodeId,
 }
 
+/// Decodes the header at the start of a record.
 pub fn header(bytes: &[u8]) -> Result<Header, DataError> {
     if bytes.len() < HEADER {
         return Err(DataError::Corrupt(format!("record of {} bytes has no header", bytes.len())));
@@ -113,6 +120,7 @@ pub fn slot(schema: &Schema, property: PropertyId) -> usize {
     HEADER + schema.property(property).offset as usize
 }
 
+/// Reads the 8-byte little-endian slot at byte `at` of `record`.
 pub fn read_u64(record: &[u8], at: usize) -> Result<u64, DataError> {
     record
         .get(at..at + 8)
@@ -121,6 +129,7 @@ pub fn read_u64(record: &[u8], at: usize) -> Result<u64, DataError> {
         .ok_or_else(|| DataError::Corrupt(format!("record of {} bytes has no slot at {at}", record.len())))
 }
 
+/// Writes `value` to the 8-byte little-endian slot at byte `at` of `record`.
 pub fn write_u64(record: &mut [u8], at: usize, value: u64) -> Result<(), DataError> {
     let len = record.len();
     let b = record

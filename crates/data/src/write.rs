@@ -31,7 +31,11 @@ pub const MAX_DEFERRED: usize = 1 << 16;
 /// few nodes (an entry, the states below it) in several changes.
 const PATHS_KEPT: usize = 8;
 
+/// Write access to the typed graph inside one write transaction: it keeps the indexes,
+/// string counts and entry counts exact, checks integrity and uniqueness when a request ends
+/// ([`WriteGraph::check_end`]), and records every change for the change set.
 pub struct WriteGraph<'a, 's> {
+    /// The schema the graph follows.
     pub schema: &'a Schema,
     txn: &'a mut Writer,
     /// The second lifetime is the storage transaction's of the earlier engine; callers still
@@ -83,7 +87,9 @@ struct Deferred {
 /// [`WriteGraph::begin_member`]; 0 outside transactions).
 #[derive(Debug)]
 pub struct MemberError {
+    /// The member that left the link (0 outside transactions).
     pub member: usize,
+    /// The failure.
     pub error: DataError,
 }
 
@@ -103,6 +109,7 @@ fn storage(e: espalier_storage::tables::TablesError) -> DataError {
 }
 
 impl<'a, 's> WriteGraph<'a, 's> {
+    /// Write access to the graph of `schema` through `txn`, with nothing changed yet.
     pub fn new(schema: &'a Schema, txn: &'a mut Writer) -> Result<WriteGraph<'a, 's>> {
         Ok(WriteGraph {
             schema,
@@ -129,6 +136,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.txn
     }
 
+    /// Marks this point of the transaction, to roll one instruction back to with
+    /// [`WriteGraph::rollback_to`].
     pub fn savepoint(&mut self) -> GraphSavepoint {
         let touched =
             self.touched.as_ref().map_or([0; 4], |t| [t.records.len(), t.slots.len(), t.entries.len(), t.links.len()]);
@@ -214,6 +223,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.touched = None;
     }
 
+    /// The changes recorded since [`WriteGraph::take_changes`] was last called.
     pub fn pending_changes(&self) -> &[Change] {
         &self.changes
     }
@@ -361,6 +371,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(path)
     }
 
+    /// Sets number `property` of `node` (not a derived one: those are kept, never set) and
+    /// updates the indexes and derived numbers that depend on it; returns the old value.
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
         assert!(self.schema.property(property).derived.is_none(), "derived numbers are kept, not set");
@@ -381,6 +393,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(old)
     }
 
+    /// Sets text `property` of `node`, keeping the string counts and its indexes exact;
+    /// returns the old text.
     pub fn set_text(&mut self, node: NodeRef, property: PropertyId, value: &str) -> Result<String> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Text));
         let mut rec = self.load(node.id)?;
