@@ -424,7 +424,6 @@ impl<'a> Graph<'a> {
         self.path_known(node, None)
     }
 
-    /// [`Graph::path`] given the record that holds `node` (already read by the caller).
     /// The step a path takes into state `state` of stategroup `property`.
     pub(crate) fn state_step(&self, property: PropertyId, state: StateIndex) -> PathStep {
         PathStep::State {
@@ -471,7 +470,6 @@ impl<'a> Graph<'a> {
         Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
     }
 
-    /// Path of a node for messages; never fails (falls back to the record id).
     /// Entry key `key` of collection `property` as errors show it: a dictionary's text quoted,
     /// a matrix's target by its path (not its record number).
     pub fn shown_key(&self, property: PropertyId, key: EntryKey<'_>) -> String {

@@ -23,7 +23,7 @@ const MAX_DEPTH: usize = 1024;
 /// check goes over every unique index whole (bounds memory on a bulk load).
 const MAX_UNIQUE_PENDING: usize = 4096;
 
-/// Links into removed nodes one request may leave open until it ends (see [`Deferred`]):
+/// Links into removed nodes one request may leave open until it ends (see `WriteGraph::check_references`):
 /// past it the request fails with a `limit` error rather than growing without bound.
 pub const MAX_DEFERRED: usize = 1 << 16;
 
