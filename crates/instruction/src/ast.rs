@@ -12,7 +12,9 @@ use espalier_schema::Span;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Value {
+    /// A number; as a key, its decimal text.
     Int(i64),
+    /// A text value or key.
     Text(String),
     /// `["a", "b"]` — a compound key, one component per dictionary on the reference's path.
     Compound(Vec<Value>),
@@ -38,39 +40,72 @@ pub enum Step {
     /// `+ 'g'`
     Group(String),
     /// `. 'd' : key` in a node path; `. 'd'` (no key: every entry) in a collection path.
-    Dictionary { name: String, key: Option<Value> },
+    Dictionary {
+        /// The dictionary's name.
+        name: String,
+        /// The entry's key; `None` for every entry.
+        key: Option<Value>,
+    },
     /// `% 'm' : key` / `% 'm'`
-    Matrix { name: String, key: Option<Value> },
+    Matrix {
+        /// The matrix's name.
+        name: String,
+        /// The entry's key; `None` for every entry.
+        key: Option<Value>,
+    },
     /// `? 'sg' * 's'` — only while the stategroup is in that state.
-    State { stategroup: String, state: String },
+    State {
+        /// The stategroup's name.
+        stategroup: String,
+        /// The state the stategroup must be in.
+        state: String,
+    },
     /// `> 'r'` — follow a reference to its target entry.
     Reference(String),
 }
 
-/// A step with the place it was written (spans are empty for JSON input).
+/// A part of an instruction (a step, an update item, a clause, …) with the place it was written
+/// (spans are empty for JSON input).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Located<T> {
+    /// The part itself.
     #[serde(flatten)]
     pub item: T,
+    /// Where the part was written in the source text.
     #[serde(skip, default)]
     pub span: Span,
 }
 
+/// A node path, collection path or projection path: steps in the order they are walked.
 pub type Path = Vec<Located<Step>>;
 
+/// One instruction: an update, a query, a `get`, a command call or a transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Instruction {
     /// `update <node path> ( items )`
-    Update { path: Path, items: Vec<Located<Item>> },
+    Update {
+        /// The node path to the node to change.
+        path: Path,
+        /// The changes to make to it.
+        items: Vec<Located<Item>>,
+    },
     /// `collection <node path> select <collection path> projections [where …] [limit N] [offset N]`
     Query(Query),
     /// `collection match <bindings and conditions> select <columns> …` — a pattern query.
     Match(Pattern),
     /// `get <node path>` — fine-grained read of one node and its subtree, as dump JSON.
-    Get { path: Path },
+    Get {
+        /// The node path to the node to read.
+        path: Path,
+    },
     /// `command 'Name' ( 'param' -> value … )`
-    Command { name: String, args: Vec<(String, Value)> },
+    Command {
+        /// The command's name, as declared in the schema.
+        name: String,
+        /// Each parameter's name and value, in the order written.
+        args: Vec<(String, Value)>,
+    },
     /// `transaction ( instruction , instruction … )` — all or nothing.
     Transaction(Vec<Located<Instruction>>),
 }
@@ -78,10 +113,13 @@ pub enum Instruction {
 /// `'name' -> …` inside an update or initialisation block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
+    /// The property to set or change.
     pub name: String,
+    /// What to do to it.
     pub op: Op,
 }
 
+/// The change an update item makes to its property.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
@@ -96,19 +134,43 @@ pub enum Op {
     /// `group ( items )` (the word `group` is optional)
     Group(Vec<Located<Item>>),
     /// `dictionary KEY ( items )` / `matrix KEY ( items )` — add a new entry (fails if it exists).
-    AddEntry { key: Value, items: Vec<Located<Item>> },
+    AddEntry {
+        /// The new entry's key.
+        key: Value,
+        /// The new entry's initial contents.
+        items: Vec<Located<Item>>,
+    },
     /// `dictionary KEY update ( items )` — change an existing entry (fails if missing).
-    UpdateEntry { key: Value, items: Vec<Located<Item>> },
+    UpdateEntry {
+        /// The entry's key.
+        key: Value,
+        /// The changes to make to the entry.
+        items: Vec<Located<Item>>,
+    },
     /// `dictionary KEY remove` — fails if missing or referred to.
-    RemoveEntry { key: Value },
+    RemoveEntry {
+        /// The entry's key.
+        key: Value,
+    },
     /// `stategroup 'S' set to ( items )` — switch to S, initialising its node (fails if already
     /// in S). Inside a new node's initialisation `stategroup 'S' ( items )` means the same.
-    SwitchState { state: Value, items: Vec<Located<Item>> },
+    SwitchState {
+        /// The state to switch to: a state name or a `$parameter`.
+        state: Value,
+        /// The initial contents of the state's node.
+        items: Vec<Located<Item>>,
+    },
     /// `stategroup 'S' ( items )` in an update: change the node of the current state, which
     /// must be S.
-    UpdateState { state: String, items: Vec<Located<Item>> },
+    UpdateState {
+        /// The state the stategroup must be in.
+        state: String,
+        /// The changes to make to the state's node.
+        items: Vec<Located<Item>>,
+    },
 }
 
+/// `collection <node path> select <collection path> projections …` — a collection query.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Query {
     /// From the root to the context node (entries chosen by key).
@@ -116,8 +178,11 @@ pub struct Query {
     /// From the context node through collections (no keys): every entry reached is a row.
     /// Empty: the context node itself is the only candidate row.
     pub select: Path,
+    /// The columns of each row, with their filters.
     pub projections: Vec<Located<Projection>>,
+    /// `limit N`: at most this many rows are returned.
     pub limit: Option<u64>,
+    /// `offset N`: this many matching rows are skipped first.
     pub offset: Option<u64>,
 }
 
@@ -126,31 +191,47 @@ pub struct Query {
 /// A row whose projection path crosses a state that is not selected does not match.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Projection {
+    /// The column's name in the result.
     pub alias: String,
     /// Group, state and reference steps from the row's node.
     pub path: Path,
+    /// What kind of property the leaf is.
     pub kind: LeafKind,
+    /// The name of the leaf property to read.
     pub property: String,
+    /// A condition the value must meet for the row to be returned.
     pub filter: Option<Filter>,
 }
 
+/// The kind of leaf property a projection or term reads, as written before `:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LeafKind {
+    /// `number`
     Number,
+    /// `text`
     Text,
+    /// `stategroup`: the name of its current state.
     Stategroup,
+    /// `reference`: the key of the entry it refers to.
     Reference,
 }
 
+/// A comparison operator of a filter or condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Comparison {
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
@@ -194,11 +275,17 @@ impl From<Comparison> for espalier_schema::CompareOp {
     }
 }
 
+/// A projection's condition on the value it reads; a row is returned only if it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Filter {
     /// `> 100`, `== "x"`, `== 'State'` (numbers, texts, states, reference keys)
-    Compare { op: Comparison, value: Value },
+    Compare {
+        /// The operator, with the property on its left.
+        op: Comparison,
+        /// The value to compare with.
+        value: Value,
+    },
     /// `( [ 'a' ] * )` — text starts with the prefix.
     Prefix(Value),
     /// `in ( 'S1' 'S2' )` — stategroup is in one of the states.
@@ -214,11 +301,17 @@ pub enum Filter {
 /// computed per match, or per group when any column aggregates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pattern {
+    /// The variable bindings and `where` conditions, in the order written.
     pub clauses: Vec<Located<Clause>>,
+    /// `select distinct`: keep one of equal rows.
     pub distinct: bool,
+    /// The result's columns.
     pub columns: Vec<Located<Column>>,
+    /// `order by`: the columns to sort by, most significant first.
     pub order: Vec<OrderKey>,
+    /// `limit N`: at most this many rows are returned.
     pub limit: Option<u64>,
+    /// `offset N`: this many rows are skipped first.
     pub offset: Option<u64>,
     /// `explain collection match …`: run it, and answer with the plan and the rows each
     /// operation produced instead of the rows.
@@ -231,7 +324,14 @@ pub struct Pattern {
 #[serde(rename_all = "snake_case")]
 pub enum Clause {
     /// `var in <steps>` (from the root) or `var in other <steps>` (from another variable).
-    Bind { var: String, from: Option<String>, path: Vec<Located<PatternStep>> },
+    Bind {
+        /// The variable being bound.
+        var: String,
+        /// The variable the path starts at; `None` for the root.
+        from: Option<String>,
+        /// The steps to the nodes to bind.
+        path: Vec<Located<PatternStep>>,
+    },
     /// `where <condition>`
     Where(Located<Condition>),
 }
@@ -244,11 +344,26 @@ pub enum PatternStep {
     /// `+ 'g'`
     Group(String),
     /// `. 'd'` (every entry) or `. 'd' : key`
-    Dictionary { name: String, key: Option<PatternKey> },
+    Dictionary {
+        /// The dictionary's name.
+        name: String,
+        /// The entry's key; `None` for every entry.
+        key: Option<PatternKey>,
+    },
     /// `% 'm'` (every entry) or `% 'm' : key` (a value, or a variable: the entry keyed by it)
-    Matrix { name: String, key: Option<PatternKey> },
+    Matrix {
+        /// The matrix's name.
+        name: String,
+        /// The entry's key; `None` for every entry.
+        key: Option<PatternKey>,
+    },
     /// `? 'sg' * 's'` — only while the stategroup is in that state.
-    State { stategroup: String, state: String },
+    State {
+        /// The stategroup's name.
+        stategroup: String,
+        /// The state the stategroup must be in.
+        state: String,
+    },
     /// `> 'r'` — a reference's target; on a matrix, every entry's target.
     Reference(String),
     /// `< 'r'` — backwards: every node whose reference (or matrix) `'r'` points here.
@@ -257,15 +372,27 @@ pub enum PatternStep {
     Up(UpKind),
     /// `repeat MIN to MAX ( steps )` — every node the steps reach in MIN to MAX repetitions,
     /// each once, at its shortest distance.
-    Repeat { min: u32, max: u32, steps: Vec<Located<PatternStep>> },
+    Repeat {
+        /// The fewest repetitions (0 includes the start).
+        min: u32,
+        /// The most repetitions.
+        max: u32,
+        /// The steps to repeat.
+        steps: Vec<Located<PatternStep>>,
+    },
 }
 
+/// What an up step (`.^` `%^` `+^` `?^`) climbs out of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UpKind {
+    /// `.^`: a dictionary entry.
     Dictionary,
+    /// `%^`: a matrix entry.
     Matrix,
+    /// `+^`: a group.
     Group,
+    /// `?^`: a state.
     State,
 }
 
@@ -273,40 +400,55 @@ pub enum UpKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PatternKey {
+    /// A literal key or a `$parameter`.
     Value(Value),
     /// A variable: the matrix entry whose key is the variable's node.
     Var(String),
 }
 
+/// A `where` condition of a pattern query, or one of its parts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Condition {
+    /// `c and c`: every part holds.
     And(Vec<Located<Condition>>),
+    /// `c or c`: some part holds.
     Or(Vec<Located<Condition>>),
+    /// `not c`
     Not(Box<Located<Condition>>),
     /// `exists ( clauses )` — a sub-pattern with variables of its own has a match.
     Exists(Vec<Located<Clause>>),
     /// `var <steps>` — the steps lead somewhere; `var <steps> == other` — they reach `other`
     /// (with no steps: the two variables are the same node). `!=` is `not` of this.
     Path {
+        /// The variable the steps start at.
         var: String,
+        /// The steps to follow.
         path: Vec<Located<PatternStep>>,
+        /// The variable the steps must reach; `None`: they need only lead somewhere.
         target: Option<String>,
     },
     /// `term op term`: numbers numerically, texts and keys by text, states by name.
     Compare {
+        /// The left side.
         left: Located<Term>,
+        /// The operator.
         op: Comparison,
+        /// The right side.
         right: Located<Term>,
     },
     /// `term ( [ 'prefix' ] * )`
     Prefix {
+        /// The text term to test.
         term: Located<Term>,
+        /// The prefix the text must start with.
         prefix: Value,
     },
     /// `term in ( 'S1' 'S2' )`
     In {
+        /// The stategroup term to test.
         term: Located<Term>,
+        /// The names of the states it may be in.
         states: Vec<String>,
     },
 }
@@ -318,7 +460,16 @@ pub enum Term {
     /// `var` — the node's key: the keys of the entries from the root down to it.
     Var(String),
     /// `var <steps> kind : 'property'`
-    Property { var: String, path: Vec<Located<PatternStep>>, kind: LeafKind, property: String },
+    Property {
+        /// The variable the steps start at.
+        var: String,
+        /// The steps from the variable's node to the one holding the property.
+        path: Vec<Located<PatternStep>>,
+        /// What kind of property it is.
+        kind: LeafKind,
+        /// The property's name.
+        property: String,
+    },
     /// A literal, a `$parameter`, or a state `'Name'` (as text).
     Value(Value),
 }
@@ -326,29 +477,43 @@ pub enum Term {
 /// `'alias' -> expression`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Column {
+    /// The column's name in the result.
     pub alias: String,
+    /// What the column holds.
     pub expr: ColumnExpr,
 }
 
+/// What a column of a pattern query holds: a term, or an aggregate over the matches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnExpr {
+    /// The term's value in each match.
     Term(Located<Term>),
     /// `count ( )`, `count ( term )`, `count ( distinct term )`
     Count {
+        /// `count ( distinct term )`: count distinct values, not matches.
         distinct: bool,
+        /// The term to count; `None` in `count ( )`.
         term: Option<Located<Term>>,
     },
+    /// `sum ( term )`: the sum of a number term.
     Sum(Located<Term>),
+    /// `min ( term )`: the least value of the term.
     Min(Located<Term>),
+    /// `max ( term )`: the greatest value of the term.
     Max(Located<Term>),
+    /// `avg ( term )`: the average of a number term, as a fraction.
     Avg(Located<Term>),
     /// `shortest a ( steps ) to b max N` — the nodes of a shortest path from `a` to `b` along
     /// the steps (at most N repetitions); a match with no such path is left out.
     Shortest {
+        /// The variable the path starts at.
         from: String,
+        /// The steps to repeat.
         steps: Vec<Located<PatternStep>>,
+        /// The variable the path must reach.
         to: String,
+        /// The most repetitions of the steps.
         max: u32,
     },
 }
@@ -356,6 +521,8 @@ pub enum ColumnExpr {
 /// `order by 'alias' [asc | desc]`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderKey {
+    /// The name of the column to sort by.
     pub alias: String,
+    /// `desc`: largest first.
     pub descending: bool,
 }

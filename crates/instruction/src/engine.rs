@@ -21,12 +21,15 @@ use crate::InstructionError;
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
+    /// A collection query's or pattern query's rows.
     Query(QueryResult),
     /// `get`: the node and its subtree in dump form.
     Node(serde_json::Value),
     /// A committed mutation, command or transaction: its version and how many changes it made.
     Done {
+        /// The version of the commit that made the changes.
         version: u64,
+        /// How many changes it made.
         changes: usize,
     },
     /// The replies of a transaction's instructions, in order (mutations say `done` with the
@@ -39,6 +42,8 @@ struct CompiledCommand {
     plans: Vec<Plan>,
 }
 
+/// A database with its schema's commands checked once: runs instructions, text or structured,
+/// and keeps registered queries up to date.
 pub struct Engine {
     db: Arc<Database>,
     commands: HashMap<String, CompiledCommand>,
@@ -50,8 +55,11 @@ pub struct Engine {
 /// its rows.
 #[derive(Debug, Clone)]
 pub struct Registration {
+    /// The registration's id, with which it is ended.
     pub id: u64,
+    /// The version of the commit the rows are of.
     pub version: u64,
+    /// The query's rows.
     pub result: QueryResult,
 }
 
@@ -139,6 +147,7 @@ pub fn compile_commands(schema: &Schema) -> Result<HashMap<String, Vec<Plan>>, e
 }
 
 impl Engine {
+    /// An engine over an open database; fails if a command body of its schema does not check.
     pub fn new(db: Arc<Database>) -> Result<Engine, InstructionError> {
         let commands = compile_commands(db.schema())
             .map_err(|d| InstructionError::Schema(d.render(&db.schema().source, "schema")))?
@@ -157,14 +166,17 @@ impl Engine {
         Engine::new(db)
     }
 
+    /// Opens the database at `path`.
     pub fn open(path: &Path, options: DatabaseOptions) -> Result<Engine, InstructionError> {
         Engine::new(Database::open(path, options)?)
     }
 
+    /// The database the engine runs on.
     pub fn database(&self) -> &Arc<Database> {
         &self.db
     }
 
+    /// The database's schema.
     pub fn schema(&self) -> &Schema {
         self.db.schema()
     }
@@ -291,7 +303,7 @@ impl Engine {
     }
 
     /// Runs a read-only plan that stops with a `limit` error soon after `cancel` is set (the
-    /// walk looks at it every [`crate::run::CANCEL_CHECK_EVERY`] rows or pattern steps).
+    /// walk looks at it every `CANCEL_CHECK_EVERY` (1024) rows or pattern steps).
     pub fn read_cancellable(
         &self,
         plan: &Plan,

@@ -127,11 +127,14 @@ pub struct Registered {
 /// What one refresh changed.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct RowChanges {
+    /// Rows that are no longer in the result.
     pub removed: Vec<Vec<serde_json::Value>>,
+    /// Rows that are new in the result.
     pub added: Vec<Vec<serde_json::Value>>,
 }
 
 impl RowChanges {
+    /// Whether the refresh changed no row.
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty() && self.added.is_empty()
     }
@@ -146,7 +149,9 @@ impl RowChanges {
 /// How a refresh went about it (for tests and the benchmark).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RefreshStats {
+    /// How many places the query was evaluated again at (0 when run whole).
     pub seeds: usize,
+    /// Whether the query was run again whole instead.
     pub whole: bool,
 }
 
@@ -211,6 +216,7 @@ impl Registered {
         })
     }
 
+    /// The version of the commit the matches are those of.
     pub fn version(&self) -> u64 {
         self.version
     }
@@ -230,6 +236,7 @@ impl Registered {
         self.matches.len()
     }
 
+    /// Whether there are no matches.
     pub fn is_empty(&self) -> bool {
         self.matches.is_empty()
     }
@@ -825,6 +832,7 @@ impl Registry {
         (self.caught_up.load(Ordering::Relaxed), self.reloaded.load(Ordering::Relaxed))
     }
 
+    /// Ends the registration `id`; false if there was none with that id.
     pub fn remove(&self, id: u64) -> bool {
         self.lock().queries.remove(&id).is_some()
     }

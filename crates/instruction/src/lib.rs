@@ -3,6 +3,8 @@
 //! Text or JSON → [`ast::Instruction`] ([`parse`]) → checked [`plan::Plan`] ([`plan::Checker`])
 //! → [`Reply`] ([`Engine::run`]).
 
+#![warn(missing_docs)]
+
 pub mod ast;
 mod engine;
 pub mod incremental;
@@ -23,24 +25,38 @@ use espalier_transaction::TxError;
 /// Why an instruction did not run (or did not commit). Nothing of a failed instruction stays.
 #[derive(Debug, thiserror::Error)]
 pub enum InstructionError {
+    /// The instruction does not parse, or breaks a rule of the text form.
     #[error("syntax error: {}", render_check(&.0 .0))]
     Parse(#[from] ParseError),
+    /// The instruction does not fit the schema.
     #[error("{}", render_check(.0))]
     Check(espalier_schema::Diagnostic),
+    /// The data refused the change, or could not be read.
     #[error("{0}")]
     Data(#[from] DataError),
+    /// The transaction could not run or commit.
     #[error("{0}")]
     Transaction(TxError),
+    /// A value did not fit at run time: a parameter missing or of the wrong kind, an overflow, …
     #[error("{0}")]
     Value(String),
+    /// A bound on the work or size of a query or registration was exceeded.
     #[error("limit exceeded: {0}")]
     Limit(String),
+    /// The schema, or one of its command bodies, does not compile; rendered with its lines.
     #[error("schema error:\n{0}")]
     Schema(String),
     /// The error of one member of a transaction (counting from 0, as the reply's list does),
     /// with the member's text. Its code is the member's error's.
     #[error("in transaction member [{index}] `{text}`: {source}")]
-    Member { index: usize, text: String, source: Box<InstructionError> },
+    Member {
+        /// The member's position in the transaction, from 0.
+        index: usize,
+        /// The member's canonical text.
+        text: String,
+        /// The error the member met.
+        source: Box<InstructionError>,
+    },
 }
 
 fn render_check(d: &espalier_schema::Diagnostic) -> String {

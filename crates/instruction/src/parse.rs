@@ -143,6 +143,7 @@ type ParseResult<T> = std::result::Result<T, ParseError>;
 const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
 
 impl<'a> Parser<'a> {
+    /// A parser over `tokens`, lexed from `source`, starting at the first token.
     pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions<'a>) -> Parser<'a> {
         let end = tokens.last().map_or(0, |t| t.span.end);
         let eof = Token { kind: TokenKind::Eof, span: Span { start: end, end } };

@@ -20,7 +20,9 @@ pub use uses::{ValueRole, ValueUse};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct CheckError {
+    /// Where in the source the problem is (empty for JSON input).
     pub span: Span,
+    /// What is wrong, in words.
     pub message: String,
 }
 
@@ -38,25 +40,38 @@ fn bench_word(v: &Value) -> String {
 /// `$params` are typed by the values supplied at run time.
 pub type ParamTypes = Option<HashMap<String, ParamKind>>;
 
+/// A checked instruction: names resolved to property ids, values known to fit.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
+    /// An update.
     Update {
+        /// The node path to the node to change.
         path: Vec<StepPlan>,
+        /// The type of the node the path reaches.
         node: NodeTypeId,
+        /// The changes to make to it.
         items: Vec<ItemPlan>,
     },
+    /// A collection query.
     Query(QueryPlan),
     /// A pattern query (`collection match …`), planned (boxed: it is much larger than the
     /// other plans).
     Match(Box<MatchPlan>),
+    /// A `get`.
     Get {
+        /// The node path to the node to read.
         path: Vec<StepPlan>,
+        /// The type of the node the path reaches.
         node: NodeTypeId,
     },
+    /// A command call, run by the command's compiled body.
     Command {
+        /// The command's name.
         name: String,
+        /// Each parameter's name and value.
         args: Vec<(String, Value)>,
     },
+    /// A transaction: its members, run in order, all or nothing.
     Transaction(Vec<Member>),
 }
 
@@ -64,11 +79,14 @@ pub enum Plan {
 /// names the member that caused it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
+    /// The member's plan.
     pub plan: Plan,
+    /// The member's canonical text.
     pub text: String,
 }
 
 impl Plan {
+    /// Whether the plan only reads (queries and `get`, or a transaction of nothing else).
     pub fn is_read_only(&self) -> bool {
         match self {
             Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => true,
@@ -81,101 +99,154 @@ impl Plan {
 /// A resolved step of a node path or collection path.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepPlan {
+    /// A group.
     Group(PropertyId),
     /// A dictionary or matrix entry; `key` is `None` in a collection path (every entry).
     Entry {
+        /// The dictionary or matrix.
         property: PropertyId,
+        /// The entry's key.
         key: Option<Value>,
+        /// Where the step was written.
         span: Span,
     },
+    /// A state: the path continues only while the stategroup is in it.
     State {
+        /// The stategroup.
         property: PropertyId,
+        /// The state it must be in.
         state: StateIndex,
+        /// Where the step was written.
         span: Span,
     },
+    /// Follow a reference to its target entry.
     Reference {
+        /// The reference.
         property: PropertyId,
     },
 }
 
+/// A checked update item: the property it changes and how.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemPlan {
+    /// The property to set or change.
     pub property: PropertyId,
+    /// What to do to it.
     pub op: OpPlan,
+    /// Where the item was written.
     pub span: Span,
 }
 
+/// A checked change to one property (see [`ast::Op`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpPlan {
+    /// Set a number.
     SetNumber(Value),
+    /// Add a value to a number.
     AddNumber(Value),
+    /// Set a text.
     SetText(Value),
+    /// Set a reference to the entry with this key.
     SetReference(Value),
+    /// Change the properties of a group.
     Group(Vec<ItemPlan>),
+    /// Add an entry; fails if it exists.
     AddEntry {
+        /// The new entry's key.
         key: Value,
+        /// The new entry's initial contents.
         items: Vec<ItemPlan>,
     },
+    /// Change an existing entry; fails if it is missing.
     UpdateEntry {
+        /// The entry's key.
         key: Value,
+        /// The changes to make to the entry.
         items: Vec<ItemPlan>,
     },
+    /// Remove an entry; fails if it is missing or referred to.
     RemoveEntry {
+        /// The entry's key.
         key: Value,
     },
     /// Switch (in an update) or choose (in a new node) the state.
     SwitchState {
+        /// The state to switch to.
         state: StateChoice,
+        /// The initial contents of the state's node.
         items: Vec<ItemPlan>,
     },
     /// In an update: change the current state's node, which must be `state`. In a new node's
     /// initialisation: choose `state` (as `SwitchState`).
     UpdateState {
+        /// The state the stategroup must be in (or is to be in).
         state: StateIndex,
+        /// The changes to make to the state's node.
         items: Vec<ItemPlan>,
     },
 }
 
+/// The state a switch goes to: known when checked, or named by a parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StateChoice {
+    /// A state named in the instruction.
     Fixed(StateIndex),
     /// `$p` naming the state at run time (always a [`Value::Param`]).
     Param(Value),
 }
 
+/// A checked collection query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueryPlan {
+    /// The node path to the context node.
     pub path: Vec<StepPlan>,
+    /// The collection path from the context node to the rows.
     pub select: Vec<StepPlan>,
     /// The node type of every row.
     pub row_type: NodeTypeId,
+    /// The columns of each row, with their filters.
     pub projections: Vec<ProjectionPlan>,
+    /// At most this many rows are returned.
     pub limit: Option<u64>,
+    /// This many matching rows are skipped first (0 when not given).
     pub offset: u64,
 }
 
+/// A checked projection: the leaf it reads and the filter on it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProjectionPlan {
+    /// The column's name in the result.
     pub alias: String,
+    /// The group, state and reference steps from the row's node to the leaf's node.
     pub path: Vec<StepPlan>,
+    /// The leaf property.
     pub property: PropertyId,
+    /// What kind of property the leaf is.
     pub kind: LeafKind,
+    /// A condition the value must meet for the row to be returned.
     pub filter: Option<FilterPlan>,
 }
 
+/// A checked filter, by the kind of leaf it tests.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FilterPlan {
+    /// A number compared with a value.
     Number(Comparison, Value),
+    /// A text compared with a value.
     Text(Comparison, Value),
+    /// A text starts with this prefix.
     Prefix(Value),
     /// Stategroup in one of these states (`== 'S'` is a one-state set; `!=` its complement).
     States(Vec<StateIndex>),
+    /// A reference's key compared with a key.
     Reference(Comparison, Value),
 }
 
 /// Checks instructions against one schema.
 pub struct Checker<'s> {
+    /// The schema to check against.
     pub schema: &'s Schema,
+    /// The declared parameters in scope; `None`: typed by the values given at run time.
     pub params: &'s ParamTypes,
 }
 
@@ -202,6 +273,7 @@ impl<'s> Checker<'s> {
         pattern::PatternChecker::new(self).seeded().check(p, span)
     }
 
+    /// Checks one instruction, written at `span`, and plans it.
     pub fn check(&self, instr: &Instruction, span: Span) -> Result<Plan, CheckError> {
         match instr {
             Instruction::Update { path, items } => {

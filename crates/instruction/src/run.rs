@@ -25,7 +25,9 @@ pub const MAX_VISITED_ROWS: u64 = 100_000_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(untagged)]
 pub enum ParamValue {
+    /// A number.
     Int(i64),
+    /// A text: a text value, a state name or a key (a compound key as a JSON array of strings).
     Text(String),
 }
 
@@ -99,14 +101,18 @@ pub struct Row {
     /// The keys of the entries along the collection path (a matrix entry contributes its
     /// target's key components).
     pub key: Vec<String>,
+    /// One value per column, in the order of the columns.
     pub values: Vec<serde_json::Value>,
 }
 
+/// The rows of a collection query or pattern query, with how many there are in all.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct QueryResult {
     /// Rows that match, before limit and offset.
     pub total: u64,
+    /// The column names (aliases), in order.
     pub columns: Vec<String>,
+    /// The rows returned, after offset and limit.
     pub rows: Vec<Row>,
 }
 

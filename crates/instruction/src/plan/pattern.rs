@@ -25,15 +25,21 @@ use crate::ast::{
 pub struct MatchPlan {
     /// Every variable, including those local to `exists`; indexes are variable ids.
     pub vars: Vec<MatchVar>,
+    /// The operations of the top level, in the order they run.
     pub block: Block,
+    /// The columns, in order.
     pub columns: Vec<MatchColumn>,
+    /// The columns' names, one per column.
     pub aliases: Vec<String>,
     /// Some column aggregates: the others are the grouping keys.
     pub grouped: bool,
+    /// `select distinct`: keep one of equal rows.
     pub distinct: bool,
     /// (column index, descending)
     pub order: Vec<(usize, bool)>,
+    /// At most this many rows are returned.
     pub limit: Option<u64>,
+    /// This many rows are skipped first (0 when not given).
     pub offset: u64,
     /// Literals and parameters, resolved once per run; [`MatchStepKind::EntryKey`] and terms
     /// refer to them by index.
@@ -54,16 +60,21 @@ pub struct MatchPlan {
     pub paired: Vec<((usize, usize), Block)>,
 }
 
+/// A pattern variable: its name and the type of the nodes it binds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatchVar {
+    /// The name, as written.
     pub name: String,
+    /// The type of every node it binds.
     pub ty: NodeTypeId,
 }
 
 /// What a literal must become when it is resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LitKind {
+    /// A number.
     Number,
+    /// A text.
     Text,
     /// A key with this many components (a matrix key, a reference compared by key).
     Key(usize),
@@ -72,6 +83,7 @@ pub enum LitKind {
 /// Operations in order: each binds a variable or filters the matches so far.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Block {
+    /// The operations, in the order they run.
     pub ops: Vec<PlanOp>,
 }
 
@@ -79,39 +91,62 @@ pub struct Block {
 /// guess of how many rows leave it per run of its block.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanOp {
+    /// What the operation does.
     pub kind: MatchOp,
+    /// Its number in the plan, from 0 (below [`MatchPlan::op_count`]).
     pub id: usize,
+    /// The planner's guess of the rows leaving it per run of its block.
     pub estimate: f64,
 }
 
+/// What an operation of a plan does: bind a variable or filter the matches so far.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MatchOp {
     /// Binds `var` to every node the steps reach from `from` (each node once if `dedupe`).
     Scan {
+        /// The variable to bind.
         var: usize,
+        /// Where the steps start.
         from: Anchor,
+        /// The steps to the nodes to bind.
         steps: Vec<MatchStep>,
+        /// Give each node at most once.
         dedupe: bool,
+        /// The link was written from the bound variable's side and is followed the other way
+        /// (`(backwards)` in `explain`).
         backward: bool,
     },
     /// Binds `var` to the entries schema index `index` holds for `probe`. The conditions the
     /// probe serves follow it as filters: an index row is a candidate (texts past
     /// `espalier_data::index::MAX_TEXT_BYTES` are cut, bounds are inclusive).
     Index {
+        /// The variable to bind.
         var: usize,
+        /// The schema index, by its position in the schema's indexes.
         index: u32,
+        /// What to look up.
         probe: IndexProbe,
     },
+    /// Keep the matches so far for which the condition holds.
     Filter(MatchCondition),
 }
 
 /// What an index is asked for; numbers are value slots (literals and parameters).
 #[derive(Debug, Clone, PartialEq)]
 pub enum IndexProbe {
+    /// Values equal to the value in this slot.
     Equal(usize),
+    /// Stategroups in one of these states.
     States(Vec<StateIndex>),
+    /// Texts starting with the text in this slot.
     Prefix(usize),
-    Range { low: Option<usize>, high: Option<usize> },
+    /// Values between two bounds, both inclusive.
+    Range {
+        /// The slot of the least value, if bounded below.
+        low: Option<usize>,
+        /// The slot of the greatest value, if bounded above.
+        high: Option<usize>,
+    },
 }
 
 /// An index the planner may bind a variable by, with the conditions it serves.
@@ -125,17 +160,23 @@ struct IndexChoice {
     rows: f64,
 }
 
+/// Where a path starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Anchor {
+    /// The root.
     Root,
+    /// The node bound to this variable.
     Var(usize),
 }
 
 /// A resolved step, the node type it leaves and the one it arrives at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatchStep {
+    /// What the step does.
     pub kind: MatchStepKind,
+    /// The type of the node it leaves.
     pub from: NodeTypeId,
+    /// The type of the node it arrives at.
     pub to: NodeTypeId,
 }
 
@@ -154,8 +195,10 @@ impl MatchStep {
     }
 }
 
+/// What a resolved pattern step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MatchStepKind {
+    /// Into a group.
     Group(PropertyId),
     /// Every entry of a dictionary or matrix.
     Entries(PropertyId),
@@ -163,7 +206,9 @@ pub enum MatchStepKind {
     EntryKey(PropertyId, usize),
     /// The matrix entry keyed by variable `.1`'s node.
     EntryOf(PropertyId, usize),
+    /// Into a state's node, only while the stategroup is in that state.
     State(PropertyId, StateIndex),
+    /// Follow a reference to its target.
     Reference(PropertyId),
     /// Every matrix entry's target.
     Targets(PropertyId),
@@ -177,9 +222,14 @@ pub enum MatchStepKind {
     UpIfKey(PropertyId, usize),
     /// Up from an entry of matrix `.0` keyed by variable `.1`'s node.
     UpIfTarget(PropertyId, usize),
+    /// Every node the body reaches in `min` to `max` repetitions, each once, at its shortest
+    /// distance.
     Repeat {
+        /// The fewest repetitions (0 includes the start).
         min: u32,
+        /// The most repetitions.
         max: u32,
+        /// The steps to repeat.
         body: Vec<MatchStep>,
     },
 }
@@ -187,73 +237,130 @@ pub enum MatchStepKind {
 /// How a node hangs under the parent an up step goes to (what the reverse step is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpFrom {
+    /// An entry of this dictionary or matrix.
     Entry(PropertyId),
+    /// The node of this state of this stategroup.
     State(PropertyId, StateIndex),
+    /// This group.
     Group(PropertyId),
 }
 
+/// A checked condition of a pattern query.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MatchCondition {
+    /// Every part holds.
     And(Vec<MatchCondition>),
+    /// Some part holds.
     Or(Vec<MatchCondition>),
+    /// The condition does not hold (an anti-join for `not exists`).
     Not(Box<MatchCondition>),
+    /// The sub-pattern has a match (a semi-join).
     Exists(Block),
     /// The steps from `from` reach `to` (any node when `None`).
     Reach {
+        /// Where the steps start.
         from: Anchor,
+        /// The steps to follow.
         steps: Vec<MatchStep>,
+        /// Where they must arrive; `None`: anywhere.
         to: Option<Anchor>,
     },
+    /// Two terms compared.
     Compare {
+        /// The left side.
         left: MatchTerm,
+        /// The operator.
         op: Comparison,
+        /// The right side.
         right: MatchTerm,
+        /// How the two sides are compared.
         how: Compared,
     },
+    /// A text term starts with a prefix.
     Prefix {
+        /// The text to test.
         term: MatchTerm,
+        /// The value slot of the prefix.
         prefix: usize,
     },
+    /// A stategroup term is in one of the states.
     States {
+        /// The stategroup to test.
         term: MatchTerm,
+        /// The states it may be in.
         states: Vec<StateIndex>,
     },
 }
 
+/// How a comparison orders its two sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compared {
+    /// Numerically.
     Number,
+    /// Texts, by their bytes.
     Text,
     /// Stategroups of different properties: by state name.
     StateName,
+    /// Reference keys or node keys, by their components.
     Key,
 }
 
+/// A checked term: a value read from a match, or given.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MatchTerm {
     /// The key path of a variable's node.
     Key(usize),
+    /// A leaf property read from a variable's node.
     Leaf {
+        /// The variable the steps start at.
         var: usize,
+        /// The steps to the node holding the property.
         steps: Vec<MatchStep>,
+        /// The property.
         property: PropertyId,
+        /// What kind of property it is.
         kind: LeafKind,
     },
+    /// The literal or parameter in this value slot.
     Lit(usize),
 }
 
+/// A checked column of a pattern query (see [`crate::ast::ColumnExpr`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum MatchColumn {
+    /// The term's value in each match.
     Term(MatchTerm),
-    Count { distinct: bool, term: Option<MatchTerm> },
+    /// The number of matches, or of (distinct) values of a term.
+    Count {
+        /// Count distinct values, not matches.
+        distinct: bool,
+        /// The term whose values are counted; `None`: count the matches.
+        term: Option<MatchTerm>,
+    },
+    /// The sum of a number term.
     Sum(MatchTerm),
+    /// The least value of the term.
     Min(MatchTerm),
+    /// The greatest value of the term.
     Max(MatchTerm),
+    /// The average of a number term, as a fraction.
     Avg(MatchTerm),
-    Shortest { from: usize, body: Vec<MatchStep>, to: usize, max: u32 },
+    /// The nodes of a shortest path between two variables' nodes; a match with none is left
+    /// out.
+    Shortest {
+        /// The variable the path starts at.
+        from: usize,
+        /// The steps to repeat.
+        body: Vec<MatchStep>,
+        /// The variable the path must reach.
+        to: usize,
+        /// The most repetitions of the steps.
+        max: u32,
+    },
 }
 
 impl MatchColumn {
+    /// Whether the column aggregates over the matches of a group (the others are its keys).
     pub fn is_aggregate(&self) -> bool {
         !matches!(self, MatchColumn::Term(_) | MatchColumn::Shortest { .. })
     }

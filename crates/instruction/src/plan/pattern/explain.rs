@@ -6,8 +6,11 @@ use super::*;
 /// (per run of its block) and its id (to look up the rows it actually produced).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanLine {
+    /// The operation in words, indented by its block's depth.
     pub text: String,
+    /// The planner's estimate of the rows leaving it; `None` for the output stage.
     pub estimate: Option<f64>,
+    /// The operation's id; `None` for the output stage.
     pub op: Option<usize>,
 }
 
