@@ -26,11 +26,14 @@ const ZSTD_LEVEL: i32 = 1;
 /// One WebSocket data frame's payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Frame {
+    /// A text frame: a plain JSON message.
     Text(String),
+    /// A binary frame: a plain MessagePack message, or a compressed message in either encoding.
     Binary(Vec<u8>),
 }
 
 impl Frame {
+    /// The payload's length in bytes.
     pub fn len(&self) -> usize {
         match self {
             Frame::Text(t) => t.len(),
@@ -38,6 +41,7 @@ impl Frame {
         }
     }
 
+    /// Whether the payload is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -46,17 +50,37 @@ impl Frame {
 /// Why a frame could not be read as a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The bytes are not a message in the encoding: malformed, truncated, trailing bytes, or a
+    /// field of the wrong type (`bad_frame`).
     #[error("the {encoding} message is malformed: {detail}")]
-    Malformed { encoding: Encoding, detail: String },
+    Malformed {
+        /// The encoding the bytes were read in.
+        encoding: Encoding,
+        /// The decoder's complaint.
+        detail: String,
+    },
+    /// The frame does not fit the session: a text frame in a MessagePack session, an uncompressed
+    /// binary frame in a JSON session, or a compression the session did not negotiate
+    /// (`wrong_encoding`); the text says which.
     #[error("{0}")]
     WrongEncoding(String),
+    /// The frame, body or decompressed message is over the limit it was decoded against
+    /// (`too_large`).
     #[error("the message is {size} bytes, over the limit of {limit}")]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// The size in bytes; of a decompressed message, the size its header declares or as far
+        /// as decompression got before stopping.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The compressed data cannot be decompressed (`bad_frame`); the text says why.
     #[error("the compressed message cannot be decompressed: {0}")]
     Decompress(String),
 }
 
 impl DecodeError {
+    /// The error code a client is answered with for this frame.
     pub fn code(&self) -> ErrorCode {
         match self {
             DecodeError::Malformed { .. } | DecodeError::Decompress(_) => ErrorCode::BadFrame,
@@ -69,8 +93,15 @@ impl DecodeError {
 /// Why a message could not be encoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
+    /// The encoded message (before compression) is over the limit it was encoded against.
     #[error("the reply is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// The encoded size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The encoder or compressor failed; the text says why.
     #[error("cannot encode the message: {0}")]
     Serialize(String),
 }
@@ -78,14 +109,19 @@ pub enum EncodeError {
 /// A frame that failed to decode, with the request id if one could still be read from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Undecodable {
+    /// The request's `id`, if the frame could be read far enough to find it, so that the error
+    /// answers that request.
     pub id: Option<u64>,
+    /// Why the frame could not be decoded.
     pub error: DecodeError,
 }
 
 /// The encoding choices of one session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Codec {
+    /// How the session's messages are encoded.
     pub encoding: Encoding,
+    /// The session's per-message compression.
     pub compression: Compression,
     /// Messages shorter than this go uncompressed.
     pub compress_min: usize,
@@ -94,12 +130,13 @@ pub struct Codec {
 }
 
 impl Codec {
+    /// The codec of a session with these settings. Panics if `max_message` is zero.
     pub fn new(encoding: Encoding, compression: Compression, compress_min: usize, max_message: usize) -> Codec {
         assert!(max_message > 0, "a zero message limit accepts nothing");
         Codec { encoding, compression, compress_min, max_message }
     }
 
-    /// Plain JSON, no compression (HTTP bodies, tests).
+    /// The given encoding without compression (HTTP bodies, tests).
     pub fn plain(encoding: Encoding, max_message: usize) -> Codec {
         Codec::new(encoding, Compression::None, usize::MAX, max_message)
     }

@@ -5,6 +5,8 @@
 //! `protocol/vectors/` holds every message kind as JSON text and MessagePack bytes;
 //! `tests/vectors.rs` checks that this crate reads and writes them byte for byte.
 
+#![warn(missing_docs)]
+
 pub mod codec;
 pub mod message;
 

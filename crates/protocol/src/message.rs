@@ -18,28 +18,47 @@ pub const PROTOCOL_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Kind {
     // Client → server.
+    /// `ping`: a request answered by `pong`.
     Ping,
+    /// `execute`: a request to run an instruction, answered by `result`.
     Execute,
+    /// `get`: a request for one node and its subtree, answered by `node`.
     Get,
+    /// `subscribe`: a request for a subscription to a node or query, answered by `subscribed`.
     Subscribe,
+    /// `unsubscribe`: a request to end a subscription, answered by `unsubscribed`.
     Unsubscribe,
+    /// `status`: the request for the server's status, and its reply.
     Status,
+    /// `shutdown`: a request (admin) to shut the server down, answered by `ok`.
     Shutdown,
     // Server → client (`status` is also the reply to `status`).
+    /// `welcome`: the first push of a session, with its settings and the server's limits.
     Welcome,
+    /// `pong`: the reply to `ping`.
     Pong,
+    /// `result`: the reply to `execute`, with the instruction's reply.
     Result,
+    /// `node`: the reply to `get`, with the node in dump form.
     Node,
+    /// `subscribed`: the reply to `subscribe`, with the subscription's number and data.
     Subscribed,
+    /// `unsubscribed`: the reply to `unsubscribe`; no notification of that subscription follows.
     Unsubscribed,
+    /// `notify`: a push of what changed for a subscription, at a new `version`.
     Notify,
+    /// `reload`: a push with a subscription's data afresh, after changes could not be delivered.
     Reload,
+    /// `ok`: the reply to `shutdown` (and to `/v1/health`).
     Ok,
+    /// `error`: a request's failure, an unreadable frame, or the end of a subscription.
     Error,
+    /// A kind this build does not know, with its name as received.
     Unknown(String),
 }
 
 impl Kind {
+    /// Every kind this build knows (all but [`Kind::Unknown`]), requests first.
     pub const ALL: [Kind; 17] = [
         Kind::Ping,
         Kind::Execute,
@@ -60,6 +79,7 @@ impl Kind {
         Kind::Error,
     ];
 
+    /// The kind's name on the wire, as in the `kind` field.
     pub fn as_str(&self) -> &str {
         match self {
             Kind::Ping => "ping",
@@ -83,6 +103,7 @@ impl Kind {
         }
     }
 
+    /// The kind a name on the wire stands for; an unknown name gives [`Kind::Unknown`].
     pub fn parse(s: &str) -> Kind {
         match s {
             "ping" => Kind::Ping,
@@ -148,6 +169,7 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role's name: `read`, `write` or `admin`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Read => "read",
@@ -156,6 +178,7 @@ impl Role {
         }
     }
 
+    /// The role a name stands for (as a token's configuration gives it), if any.
     pub fn parse(s: &str) -> Option<Role> {
         match s {
             "read" => Some(Role::Read),
@@ -184,6 +207,7 @@ pub enum Encoding {
 }
 
 impl Encoding {
+    /// The encoding's name, as the `encoding` parameter and `welcome` give it.
     pub fn as_str(self) -> &'static str {
         match self {
             Encoding::Json => "json",
@@ -191,6 +215,8 @@ impl Encoding {
         }
     }
 
+    /// The encoding a name stands for (the `encoding` parameter), if any; `messagepack` is accepted
+    /// for `msgpack`.
     pub fn parse(s: &str) -> Option<Encoding> {
         match s {
             "json" => Some(Encoding::Json),
@@ -228,6 +254,7 @@ impl fmt::Display for Encoding {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Compression {
+    /// No compression: every message is sent plain.
     #[default]
     None,
     /// A zstd frame (level 1) per compressed message.
@@ -238,6 +265,7 @@ pub enum Compression {
 }
 
 impl Compression {
+    /// The compression's name, as the `compression` parameter and `welcome` give it.
     pub fn as_str(self) -> &'static str {
         match self {
             Compression::None => "none",
@@ -246,6 +274,7 @@ impl Compression {
         }
     }
 
+    /// The compression a name stands for (the `compression` parameter), if any.
     pub fn parse(s: &str) -> Option<Compression> {
         match s {
             "none" => Some(Compression::None),
@@ -281,46 +310,85 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     // Instruction errors (espalier_instruction::InstructionError::code()).
+    /// `syntax`: the text (or structured) instruction does not parse.
     Syntax,
+    /// `type`: the instruction does not fit the schema (unknown property, wrong kind, …).
     Type,
+    /// `key_exists`: adding an entry whose key exists.
     KeyExists,
+    /// `key_missing`: an entry named by key does not exist.
     KeyMissing,
+    /// `already_in_state`: switching a stategroup to the state it is in.
     AlreadyInState,
+    /// `state_not_selected`: a path or update through a state that is not the current one.
     StateNotSelected,
+    /// `referenced`: removing or switching away from something still referred to when the request
+    /// ends.
     Referenced,
+    /// `reference_unset`: a new node's reference was not given.
     ReferenceUnset,
+    /// `not_unique`: a `unique` index would hold one value twice at the end of the request.
     NotUnique,
+    /// `key_too_long`: a key over the storage limit.
     KeyTooLong,
+    /// `storage`: the storage layer failed.
     Storage,
     /// The disk is full: the request was not applied; writes succeed again once space is
     /// freed (HTTP 507).
     StorageFull,
+    /// `corrupt`: the stored data contradicts itself or the schema.
     Corrupt,
+    /// `transaction`: the commit failed (a failed write or `fdatasync`); writes stop until the
+    /// server is restarted.
     Transaction,
+    /// `value`: a value does not fit (missing parameter, not a number, …).
     Value,
+    /// `limit`: an engine bound was reached (rows visited by a query, nodes removed while still
+    /// referred to in one request).
     Limit,
+    /// `schema`: the database's schema or its commands do not compile.
     Schema,
     // Protocol errors.
+    /// `bad_frame`: the frame is not a readable message (malformed, truncated, trailing bytes, bad
+    /// compressed data, a field of the wrong type).
     BadFrame,
+    /// `wrong_encoding`: a frame type the session's encoding does not use, a compression it did
+    /// not negotiate, or an HTTP body of an unsupported content type.
     WrongEncoding,
+    /// `bad_request`: a readable message that is not a valid request (missing `id`, both `text` and
+    /// `instruction`, …).
     BadRequest,
+    /// `unknown_kind`: `kind` is not a request kind.
     UnknownKind,
+    /// `too_large`: a request over `max_frame_bytes` (an HTTP body, or a message once
+    /// decompressed).
     TooLarge,
+    /// `result_too_large`: the reply would exceed `max_result_bytes`.
     ResultTooLarge,
+    /// `too_many_requests`: more than `max_in_flight` requests in progress on the session.
     TooManyRequests,
+    /// `too_many_subscriptions`: more than `max_subscriptions` on the session.
     TooManySubscriptions,
+    /// `too_many_sessions`: the server has `max_sessions` sessions.
     TooManySessions,
+    /// `timeout`: a read-only request ran longer than `max_query_ms`.
     Timeout,
+    /// `unauthorized`: no token, or an unknown one.
     Unauthorized,
+    /// `forbidden`: the token's role may not do this.
     Forbidden,
+    /// `unknown_subscription`: `unsubscribe` of a subscription the session does not have.
     UnknownSubscription,
+    /// `shutting_down`: the server is shutting down and takes no new requests.
     ShuttingDown,
+    /// `internal`: a bug; the message says what.
     Internal,
     /// A code this build does not know (a newer server).
     Other(String),
 }
 
 impl ErrorCode {
+    /// Every code this build knows (all but [`ErrorCode::Other`]).
     pub const ALL: [ErrorCode; 32] = [
         ErrorCode::Syntax,
         ErrorCode::Type,
@@ -356,6 +424,7 @@ impl ErrorCode {
         ErrorCode::Internal,
     ];
 
+    /// The code as it is written on the wire (`key_missing`).
     pub fn as_str(&self) -> &str {
         match self {
             ErrorCode::Syntax => "syntax",
@@ -394,6 +463,7 @@ impl ErrorCode {
         }
     }
 
+    /// The code a name on the wire stands for; an unknown name gives [`ErrorCode::Other`].
     pub fn parse(s: &str) -> ErrorCode {
         ErrorCode::ALL.iter().find(|c| c.as_str() == s).cloned().unwrap_or_else(|| ErrorCode::Other(s.to_string()))
     }
@@ -472,6 +542,7 @@ pub struct Message {
     /// The request's id, echoed in its reply. Absent on pushes (`welcome`, `notify`, `reload`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<u64>,
+    /// What the message is; it decides which other fields are used.
     pub kind: Kind,
     /// An instruction (or a query to subscribe to) in the text form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -488,6 +559,8 @@ pub struct Message {
     /// `subscribe`: resume after this version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// The subscription's number (unique within the session): `subscribed`, `notify`, `reload`,
+    /// `unsubscribe`, `unsubscribed`, and an `error` that ends a subscription.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription: Option<u64>,
     /// The commit version the message's data is at.
@@ -514,7 +587,8 @@ pub struct Message {
     /// … and the rows it added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub added: Option<Vec<Vec<serde_json::Value>>>,
-    /// `reload`: why.
+    /// `reload`: why (`lagged` or `too_large`); `subscribed`: why `since` was not honoured
+    /// (`history_dropped` or `version_ahead`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `error`: the stable code.
@@ -523,20 +597,25 @@ pub struct Message {
     /// `error`: for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// `welcome`: the protocol version ([`PROTOCOL_VERSION`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<u32>,
     /// `welcome`: the server's name and version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// `welcome`: the session's role, its token's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    /// `welcome`: the session's encoding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encoding: Option<Encoding>,
+    /// `welcome`: the session's per-message compression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<Compression>,
     /// Messages shorter than this many bytes are sent uncompressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compress_min: Option<u64>,
+    /// `welcome`: the bounds the server enforces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
     /// `status`: open sessions.
@@ -586,6 +665,7 @@ impl Message {
         }
     }
 
+    /// The message with its `id` set to `id`.
     pub fn with_id(mut self, id: u64) -> Message {
         self.id = Some(id);
         self
@@ -593,44 +673,56 @@ impl Message {
 
     // ---- client requests ----
 
+    /// A `ping` request.
     pub fn ping(id: u64) -> Message {
         Message::new(Kind::Ping).with_id(id)
     }
 
+    /// An `execute` request for an instruction in the text form.
     pub fn execute_text(id: u64, text: impl Into<String>, params: Option<Params>) -> Message {
         Message { text: Some(text.into()), params, ..Message::new(Kind::Execute).with_id(id) }
     }
 
+    /// An `execute` request for an instruction in the structured form.
     pub fn execute(id: u64, instruction: Instruction, params: Option<Params>) -> Message {
         Message { instruction: Some(instruction), params, ..Message::new(Kind::Execute).with_id(id) }
     }
 
+    /// A `get` request for the node at `path` (text form; empty for the root).
     pub fn get(id: u64, path: impl Into<String>, params: Option<Params>) -> Message {
         Message { path: Some(path.into()), params, ..Message::new(Kind::Get).with_id(id) }
     }
 
+    /// A `subscribe` request for the node at `path` and its subtree; with `since`, a resume after
+    /// that version.
     pub fn subscribe_node(id: u64, path: impl Into<String>, params: Option<Params>, since: Option<u64>) -> Message {
         Message { path: Some(path.into()), params, since, ..Message::new(Kind::Subscribe).with_id(id) }
     }
 
+    /// A `subscribe` request for a query (text form); with `since`, a resume after that version.
     pub fn subscribe_query(id: u64, text: impl Into<String>, params: Option<Params>, since: Option<u64>) -> Message {
         Message { text: Some(text.into()), params, since, ..Message::new(Kind::Subscribe).with_id(id) }
     }
 
+    /// An `unsubscribe` request ending `subscription`.
     pub fn unsubscribe(id: u64, subscription: u64) -> Message {
         Message { subscription: Some(subscription), ..Message::new(Kind::Unsubscribe).with_id(id) }
     }
 
+    /// A `status` request.
     pub fn status_request(id: u64) -> Message {
         Message::new(Kind::Status).with_id(id)
     }
 
+    /// A `shutdown` request (admin role).
     pub fn shutdown(id: u64) -> Message {
         Message::new(Kind::Shutdown).with_id(id)
     }
 
     // ---- server messages ----
 
+    /// The `welcome` a session starts with: the last commit's `version`, this protocol and server,
+    /// and the session's role, encoding, compression and limits.
     pub fn welcome(
         version: u64,
         role: Role,
@@ -652,26 +744,33 @@ impl Message {
         }
     }
 
+    /// The `pong` reply to a `ping`.
     pub fn pong(id: u64) -> Message {
         Message::new(Kind::Pong).with_id(id)
     }
 
+    /// The `result` reply to an `execute`: the instruction's reply (no `id` in an HTTP reply).
     pub fn result(id: Option<u64>, reply: Reply) -> Message {
         Message { id, result: Some(reply), ..Message::new(Kind::Result) }
     }
 
+    /// The `node` reply to a `get`: the node in dump form, read at `version`.
     pub fn node(id: Option<u64>, version: u64, node: serde_json::Value) -> Message {
         Message { id, version: Some(version), node: Some(node), ..Message::new(Kind::Node) }
     }
 
+    /// An `ok` reply.
     pub fn ok(id: Option<u64>) -> Message {
         Message { id, ..Message::new(Kind::Ok) }
     }
 
+    /// An `error`: a stable code and a message for people; `id` is the request's, if known.
     pub fn error(id: Option<u64>, code: ErrorCode, message: impl Into<String>) -> Message {
         Message { id, code: Some(code), message: Some(message.into()), ..Message::new(Kind::Error) }
     }
 
+    /// The `subscribed` reply to a `subscribe`: the subscription's number, its `version`, whether
+    /// it resumed, and its data unless it did.
     pub fn subscribed(id: u64, subscription: u64, version: u64, resumed: bool, data: Data) -> Message {
         let m = Message {
             id: Some(id),
@@ -683,6 +782,7 @@ impl Message {
         data.put(m)
     }
 
+    /// The `unsubscribed` reply to an `unsubscribe`.
     pub fn unsubscribed(id: u64, subscription: u64) -> Message {
         Message { subscription: Some(subscription), ..Message::new(Kind::Unsubscribed).with_id(id) }
     }
@@ -741,6 +841,8 @@ impl Message {
         Message { subscription: Some(subscription), ..Message::error(None, code, message) }
     }
 
+    /// The `status` reply: the last commit's version, open sessions, live subscriptions and the
+    /// oldest version a subscription can resume after.
     pub fn status(id: Option<u64>, version: u64, sessions: u64, subscriptions: u64, history_from: u64) -> Message {
         Message {
             id,
@@ -835,9 +937,12 @@ fn kind_of(body: &RequestBody) -> &'static str {
 /// The data a `subscribed` or `reload` message carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Data {
-    /// None (a resumed subscription).
+    /// No data: a resumed subscription, or a `reload` of a node subscription whose node no
+    /// longer exists.
     None,
+    /// A node and its subtree in dump form (a node subscription).
     Node(serde_json::Value),
+    /// A query's rows (a query subscription).
     Query(QueryResult),
 }
 
@@ -855,7 +960,9 @@ impl Data {
 /// An instruction as a client gave it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
+    /// The text form.
     Text(String),
+    /// The structured (JSON) form.
     Structured(Instruction),
 }
 
@@ -864,29 +971,60 @@ pub enum Source {
 pub enum Target {
     /// A node path (text form): the node and its subtree.
     Node(String),
-    /// A collection query.
+    /// A query: a collection query or a pattern query.
     Query(Source),
 }
 
 /// A checked client request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
+    /// The request's `id`, for its reply.
     pub id: u64,
+    /// What the request asks for.
     pub body: RequestBody,
 }
 
+/// What a checked request asks for, by kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestBody {
+    /// `ping`: check that the server answers.
     Ping,
-    Execute { source: Source, params: HashMap<String, ParamValue> },
-    Get { path: String, params: HashMap<String, ParamValue> },
-    Subscribe { target: Target, params: HashMap<String, ParamValue>, since: Option<u64> },
-    Unsubscribe { subscription: u64 },
+    /// `execute`: run an instruction.
+    Execute {
+        /// The instruction to run.
+        source: Source,
+        /// Values of its `$name` parameters.
+        params: HashMap<String, ParamValue>,
+    },
+    /// `get`: read a node and its subtree.
+    Get {
+        /// The node path in the text form (empty for the root).
+        path: String,
+        /// Values of the path's `$name` parameters.
+        params: HashMap<String, ParamValue>,
+    },
+    /// `subscribe`: watch a node or query.
+    Subscribe {
+        /// The node or query to watch.
+        target: Target,
+        /// Values of its `$name` parameters.
+        params: HashMap<String, ParamValue>,
+        /// The version to resume after, if the client asks to resume.
+        since: Option<u64>,
+    },
+    /// `unsubscribe`: end a subscription.
+    Unsubscribe {
+        /// The number of the subscription to end.
+        subscription: u64,
+    },
+    /// `status`: the server's status.
     Status,
+    /// `shutdown`: shut the server down.
     Shutdown,
 }
 
 impl RequestBody {
+    /// The request's kind as named on the wire (`execute`, …).
     pub fn kind(&self) -> &'static str {
         kind_of(self)
     }
@@ -896,15 +1034,19 @@ impl RequestBody {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("error[{code}]: {message}")]
 pub struct RequestError {
+    /// The error code the reply carries.
     pub code: ErrorCode,
+    /// What went wrong, for people.
     pub message: String,
 }
 
 impl RequestError {
+    /// An error with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> RequestError {
         RequestError { code, message: message.into() }
     }
 
+    /// A `bad_request` error.
     pub fn bad_request(message: impl Into<String>) -> RequestError {
         RequestError::new(ErrorCode::BadRequest, message)
     }
