@@ -21,6 +21,8 @@
 //!
 //! [`blocking::Client`] wraps it for code without an async runtime.
 
+#![warn(missing_docs)]
+
 pub mod blocking;
 mod subscription;
 
@@ -58,16 +60,38 @@ pub enum ClientError {
     Connect(String),
     /// The server refused the session (bad token, too many sessions, bad parameter, …).
     #[error("the server refused the session (HTTP {status}): error[{code}]: {message}")]
-    Refused { status: u16, code: ErrorCode, message: String },
+    Refused {
+        /// The HTTP status of the refusal.
+        status: u16,
+        /// The server's error code.
+        code: ErrorCode,
+        /// The server's explanation.
+        message: String,
+    },
     /// The server answered the request with an error.
     #[error("error[{code}]: {message}")]
-    Server { code: ErrorCode, message: String },
+    Server {
+        /// The error code.
+        code: ErrorCode,
+        /// The server's explanation.
+        message: String,
+    },
     /// The session is closed (by either side).
     #[error("the connection is closed{}", close_suffix(.code, .reason))]
-    Closed { code: Option<u16>, reason: String },
+    Closed {
+        /// The WebSocket close code, if the server sent one.
+        code: Option<u16>,
+        /// Why it closed, as far as known.
+        reason: String,
+    },
     /// The request is larger than the server accepts (checked before sending).
     #[error("the request is {size} bytes, over the server's limit of {limit} bytes")]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        /// The encoded request's size in bytes.
+        size: usize,
+        /// The server's `max_frame_bytes`.
+        limit: usize,
+    },
     /// A message could not be encoded or decoded.
     #[error("{0}")]
     Codec(String),
@@ -105,7 +129,9 @@ impl ClientError {
 /// Session settings.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
+    /// How messages are encoded (JSON or MessagePack).
     pub encoding: Encoding,
+    /// How messages are compressed.
     pub compression: Compression,
     /// Messages shorter than this are not compressed.
     pub compress_min: usize,
@@ -131,21 +157,25 @@ impl Default for ClientOptions {
 }
 
 impl ClientOptions {
+    /// Sets the message encoding.
     pub fn encoding(mut self, e: Encoding) -> Self {
         self.encoding = e;
         self
     }
 
+    /// Sets the compression.
     pub fn compression(mut self, c: Compression) -> Self {
         self.compression = c;
         self
     }
 
+    /// Sets the size below which messages are not compressed.
     pub fn compress_min(mut self, n: usize) -> Self {
         self.compress_min = n;
         self
     }
 
+    /// Sets the bearer token sent when the session opens.
     pub fn token(mut self, t: impl Into<String>) -> Self {
         self.token = Some(t.into());
         self
@@ -157,8 +187,11 @@ impl ClientOptions {
 pub struct Welcome {
     /// The database version when the session opened.
     pub version: u64,
+    /// What the session may do, given by its token.
     pub role: Role,
+    /// The server's name and version.
     pub server: String,
+    /// The bounds the server enforces; requests over `max_frame_bytes` are refused before sending.
     pub limits: Limits,
 }
 
@@ -271,10 +304,12 @@ impl Client {
         Ok(Client { inner })
     }
 
+    /// What the server said when the session opened.
     pub fn welcome(&self) -> &Welcome {
         &self.inner.welcome
     }
 
+    /// The codec the session encodes, compresses and decodes its messages with.
     pub fn codec(&self) -> Codec {
         self.inner.codec
     }
@@ -299,6 +334,7 @@ impl Client {
         self.inner.send(frame).await
     }
 
+    /// Sends a `ping` and waits for the `pong`.
     pub async fn ping(&self) -> Result<(), ClientError> {
         expect(self.request(Message::ping(0)).await?, Kind::Pong).map(|_| ())
     }

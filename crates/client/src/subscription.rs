@@ -15,19 +15,53 @@ use crate::{Client, ClientError};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A node subscription: one commit's changes within the subtree.
-    Changes { version: u64, changes: Vec<Change> },
+    Changes {
+        /// The commit's version.
+        version: u64,
+        /// The commit's changes within the subtree, in order.
+        changes: Vec<Change>,
+    },
     /// A query subscription: the rows after one or more commits.
-    Rows { version: u64, query: QueryResult },
+    Rows {
+        /// The version the rows are at.
+        version: u64,
+        /// All the rows of the query.
+        query: QueryResult,
+    },
     /// A pattern query subscription: the rows one commit removed and added.
-    Matches { version: u64, removed: Vec<Vec<serde_json::Value>>, added: Vec<Vec<serde_json::Value>> },
+    Matches {
+        /// The commit's version.
+        version: u64,
+        /// The rows that no longer match.
+        removed: Vec<Vec<serde_json::Value>>,
+        /// The rows that match now.
+        added: Vec<Vec<serde_json::Value>>,
+    },
     /// The server could not deliver every commit: here is the data afresh. `node` is `None`
     /// for a node subscription whose node no longer exists.
-    Reload { version: u64, reason: String, node: Option<serde_json::Value>, query: Option<QueryResult> },
+    Reload {
+        /// The version the fresh data is at.
+        version: u64,
+        /// Why the commits could not be delivered.
+        reason: String,
+        /// A node subscription's node, in dump form.
+        node: Option<serde_json::Value>,
+        /// A query subscription's rows.
+        query: Option<QueryResult>,
+    },
     /// The server ended the subscription.
-    Ended { code: ErrorCode, message: String },
+    Ended {
+        /// Why, as an error code.
+        code: ErrorCode,
+        /// Why, in words.
+        message: String,
+    },
     /// This client's buffer for the subscription overflowed (the application read too slowly):
     /// the subscription is over; subscribe again with `since: Some(last_version)` to resume.
-    Overflow { last_version: u64 },
+    Overflow {
+        /// The version of the last event taken: resume after it.
+        last_version: u64,
+    },
 }
 
 /// Shared between the reader task and the subscription.

@@ -141,6 +141,7 @@ impl Schema {
         parts.join(" ")
     }
 
+    /// The index called `name`.
     pub fn index(&self, name: &str) -> Option<&IndexDecl> {
         self.indexes.iter().find(|i| i.name == name)
     }

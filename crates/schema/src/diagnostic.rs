@@ -6,11 +6,15 @@ use std::fmt;
 /// A half-open byte range into a source text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Span {
+    /// Byte offset of the first byte.
     pub start: u32,
+    /// Byte offset just past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The span from byte `start` to byte `end` (panics if `start > end`); offsets past
+    /// `u32::MAX` are clamped to it.
     pub fn new(start: usize, end: usize) -> Span {
         assert!(start <= end, "span start {start} after end {end}");
         let start = u32::try_from(start).unwrap_or(u32::MAX);
@@ -28,11 +32,13 @@ impl Span {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{line}:{column}: {message}")]
 pub struct Diagnostic {
+    /// The offending text.
     pub span: Span,
     /// 1-based line of `span.start`.
     pub line: u32,
     /// 1-based column (in characters) of `span.start`.
     pub column: u32,
+    /// The reason, in words.
     pub message: String,
 }
 
@@ -81,6 +87,7 @@ impl fmt::Display for Diagnostics {
 }
 
 impl Diagnostics {
+    /// Renders every diagnostic (see [`Diagnostic::render`]), separated by blank lines.
     pub fn render(&self, source: &str, file: &str) -> String {
         self.0.iter().map(|d| d.render(source, file)).collect::<Vec<_>>().join("\n")
     }

@@ -8,6 +8,7 @@ use crate::diagnostic::{Diagnostic, Span};
 /// Longest source a lexer accepts; bounds every loop below and keeps spans in `u32`.
 pub const MAX_SOURCE_BYTES: usize = 256 * 1024 * 1024;
 
+/// The kind of a token, with its value for names, strings, numbers, words and parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenKind {
     /// `'Name'` — quotes removed, `\'` and `\\` unescaped.
@@ -22,11 +23,17 @@ pub enum TokenKind {
     Param(String),
     /// `->`
     Arrow,
+    /// `(`
     LParen,
+    /// `)`
     RParen,
+    /// `[`
     LBracket,
+    /// `]`
     RBracket,
+    /// `{`
     LBrace,
+    /// `}`
     RBrace,
     /// `.` dictionary step
     Dot,
@@ -44,8 +51,11 @@ pub enum TokenKind {
     Caret,
     /// `>` reference step, or greater-than in a filter
     Gt,
+    /// `<` reverse reference step, or less-than in a filter
     Lt,
+    /// `>=`
     Ge,
+    /// `<=`
     Le,
     /// `==`
     EqEq,
@@ -53,10 +63,15 @@ pub enum TokenKind {
     Ne,
     /// `=`
     Eq,
+    /// `:`
     Colon,
+    /// `,`
     Comma,
+    /// `;`
     Semicolon,
+    /// `/`
     Slash,
+    /// The end of the source; always the last token.
     Eof,
 }
 
@@ -111,9 +126,12 @@ impl TokenKind {
     }
 }
 
+/// One token and where it is in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {
+    /// What the token is.
     pub kind: TokenKind,
+    /// The token's bytes in the source.
     pub span: Span,
 }
 

@@ -4,6 +4,8 @@
 //! [`describe`] summarises a compiled schema for people. The language is documented in
 //! `docs/schema-language.md`.
 
+#![warn(missing_docs)]
+
 mod compile;
 mod describe;
 pub mod diagnostic;

@@ -10,8 +10,11 @@ use std::collections::HashMap;
 
 use crate::diagnostic::Span;
 
+/// Index of a node type in [`Schema::types`].
 pub type NodeTypeId = u32;
+/// Index of a property in [`Schema::properties`].
 pub type PropertyId = u32;
+/// Position of a state in its stategroup's `states`, in declaration order.
 pub type StateIndex = u32;
 
 /// The root node type always has this id.
@@ -31,6 +34,7 @@ pub mod slot {
     pub const COLLECTION: u32 = 8;
 }
 
+/// A compiled schema: every node type and property of the model, its commands and indexes.
 #[derive(Debug, Clone)]
 pub struct Schema {
     /// The schema text this was compiled from (kept for dumps and error rendering).
@@ -39,18 +43,27 @@ pub struct Schema {
     pub types: Vec<NodeType>,
     /// Indexed by `PropertyId`.
     pub properties: Vec<Property>,
+    /// The declared commands, in declaration order.
     pub commands: Vec<CommandDecl>,
+    /// The declared indexes, in declaration order; an index's number is its position here.
     pub indexes: Vec<IndexDecl>,
     /// The properties with a [`Derivation`], in declaration order.
     pub derived_ids: Vec<PropertyId>,
 }
 
+/// Where a node type's data is stored (decided by the record layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Storage {
     /// Has a record of its own of `size` bytes (root, entries, states with properties).
-    Record { size: u32 },
+    Record {
+        /// The record's size in bytes.
+        size: u32,
+    },
     /// A group: its properties live in the record of `host`.
-    Inline { host: NodeTypeId },
+    Inline {
+        /// The node type whose record holds the group's properties.
+        host: NodeTypeId,
+    },
     /// A state with no properties at all: nothing is stored.
     Empty,
 }
@@ -58,41 +71,55 @@ pub enum Storage {
 /// How a node type hangs under its parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParentLink {
+    /// The root node type.
     Root,
     /// The node of a group property.
     Group {
+        /// The group property.
         property: PropertyId,
     },
     /// The node of each entry of a dictionary.
     DictionaryEntry {
+        /// The dictionary property.
         property: PropertyId,
     },
     /// The node of each entry of a matrix.
     MatrixEntry {
+        /// The matrix property.
         property: PropertyId,
     },
     /// The node of one state of a stategroup.
     State {
+        /// The stategroup property.
         property: PropertyId,
+        /// The state's index in the stategroup.
         state: StateIndex,
     },
 }
 
+/// A node type: the properties one kind of node has, and where it hangs in the model.
 #[derive(Debug, Clone)]
 pub struct NodeType {
+    /// This node type's id (its index in [`Schema::types`]).
     pub id: NodeTypeId,
+    /// How it hangs under its parent.
     pub parent: ParentLink,
+    /// Where its data is stored.
     pub storage: Storage,
     /// In declaration order.
     pub properties: Vec<PropertyId>,
+    /// Its properties by name.
     pub by_name: HashMap<String, PropertyId>,
     /// Where the node's `( … )` starts in the source.
     pub span: Span,
 }
 
+/// A property declared in a node type, with the place of its slot in a record.
 #[derive(Debug, Clone)]
 pub struct Property {
+    /// This property's id (its index in [`Schema::properties`]).
     pub id: PropertyId,
+    /// The property's name, unique in its node type.
     pub name: String,
     /// The node type the property is declared in (may be an inline group).
     pub owner: NodeTypeId,
@@ -101,11 +128,13 @@ pub struct Property {
     /// Byte offset of the slot in the host's record; groups have size 0 and the offset of
     /// their first property.
     pub offset: u32,
+    /// What kind of property it is, with its node type or target where it has one.
     pub kind: PropertyKind,
     /// Set for a derived property: its value is computed by the data layer from each
     /// change, never written by an instruction. A derived aggregate is a `Number`, a
     /// derived condition a `StateGroup` with the empty states 'No' and 'Yes'.
     pub derived: Option<Derivation>,
+    /// Where the property's name is in the source.
     pub span: Span,
 }
 
@@ -115,17 +144,36 @@ pub enum Derivation {
     /// `count ( over )`, `sum ( over ) 'value'`, `min …`, `max …`: over the members of a
     /// collection of the same node, or over the nodes whose reference points at it. `value`
     /// is a stored number of the member (in the member's record); an empty set gives 0.
-    Aggregate { function: Aggregate, over: Over, value: Option<PropertyId> },
+    Aggregate {
+        /// Which aggregate it computes.
+        function: Aggregate,
+        /// The members it goes over.
+        over: Over,
+        /// The members' number property that `sum`, `min` or `max` goes over; `None` for `count`.
+        value: Option<PropertyId>,
+    },
     /// `condition ( 'number' op N )`: state 'Yes' (index 1) when the number of the same node
     /// compares so with N, else 'No' (index 0).
-    Condition { number: PropertyId, op: CompareOp, value: i64 },
+    Condition {
+        /// The number property of the same node that is compared.
+        number: PropertyId,
+        /// The comparison.
+        op: CompareOp,
+        /// The constant N it is compared with.
+        value: i64,
+    },
 }
 
+/// The function of a derived aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aggregate {
+    /// `count`: the number of members.
     Count,
+    /// `sum`: the sum of the members' values.
     Sum,
+    /// `min`: the smallest of the members' values.
     Min,
+    /// `max`: the largest of the members' values.
     Max,
 }
 
@@ -138,17 +186,25 @@ pub enum Over {
     Referrers(PropertyId),
 }
 
+/// The comparison of a derived condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompareOp {
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
 impl CompareOp {
+    /// Whether `a` compares so with `b`.
     pub fn holds<T: Ord + ?Sized>(self, a: &T, b: &T) -> bool {
         match self {
             CompareOp::Eq => a == b,
@@ -160,6 +216,7 @@ impl CompareOp {
         }
     }
 
+    /// The operator as written in the schema language.
     pub fn symbol(self) -> &'static str {
         match self {
             CompareOp::Eq => "==",
@@ -172,33 +229,50 @@ impl CompareOp {
     }
 }
 
+/// The kind of a property, with what the kind needs: a node type, a target or states.
 #[derive(Debug, Clone)]
 pub enum PropertyKind {
+    /// `number`: an i64.
     Number,
+    /// `text`: a string.
     Text,
+    /// `group`: one node whose properties live in the record of the node that holds it.
     Group {
+        /// The group's node type.
         node: NodeTypeId,
     },
+    /// `dictionary`: entries keyed by text, each with a node.
     Dictionary {
+        /// The node type of its entries.
         node: NodeTypeId,
     },
     /// Keys are references into `target`; each entry has a node of type `node`.
     Matrix {
+        /// The node type of its entries.
         node: NodeTypeId,
+        /// The dictionary whose entries are the keys, and the path to it.
         target: ReferenceTarget,
     },
+    /// `reference`: points at an entry of a dictionary.
     Reference {
+        /// The dictionary whose entries are the targets, and the path to it.
         target: ReferenceTarget,
     },
+    /// `stategroup`: is in exactly one of its states.
     StateGroup {
+        /// The states, in declaration order (indexed by [`StateIndex`]).
         states: Vec<State>,
     },
 }
 
+/// One state of a stategroup.
 #[derive(Debug, Clone)]
 pub struct State {
+    /// The state's name.
     pub name: String,
+    /// The node type of the state's node.
     pub node: NodeTypeId,
+    /// Where the state is declared in the source.
     pub span: Span,
 }
 
@@ -210,7 +284,9 @@ pub struct State {
 /// key, so a reference into a dictionary nested in another has a compound key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReferenceTarget {
+    /// The `^` steps, in order.
     pub up: Vec<UpStep>,
+    /// The steps down from where the up steps end, in order.
     pub down: Vec<DownStep>,
     /// The targeted dictionary property (the last down step).
     pub dictionary: PropertyId,
@@ -218,6 +294,7 @@ pub struct ReferenceTarget {
     pub entry_type: NodeTypeId,
     /// Number of key components (= number of `Dictionary` down steps).
     pub key_arity: usize,
+    /// Where the path is in the source.
     pub span: Span,
 }
 
@@ -234,6 +311,7 @@ pub enum UpStep {
     State,
 }
 
+/// One step down in a reference path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DownStep {
     /// `+ 'g'`
@@ -241,12 +319,20 @@ pub enum DownStep {
     /// `. 'd'` — consumes one key component.
     Dictionary(PropertyId),
     /// `? 'sg' * 's'` — only valid while the stategroup is in that state.
-    State { stategroup: PropertyId, state: StateIndex },
+    State {
+        /// The stategroup property.
+        stategroup: PropertyId,
+        /// The state the path requires.
+        state: StateIndex,
+    },
 }
 
+/// The kind of a command parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamKind {
+    /// `number`: an i64.
     Number,
+    /// `text`: a string.
     Text,
 }
 
@@ -256,44 +342,59 @@ pub enum ParamKind {
 /// opens (and `espalier schema check` does the same), because instructions live above this layer.
 #[derive(Debug, Clone)]
 pub struct CommandDecl {
+    /// The command's name.
     pub name: String,
+    /// The parameters, in declaration order, with their kinds.
     pub params: Vec<(String, ParamKind)>,
     /// The text between the body's parentheses.
     pub body: String,
     /// Where `body` starts in the schema source, so body errors can point into the schema.
     pub body_span: Span,
+    /// Where the command is declared in the source.
     pub span: Span,
 }
 
+/// How an index is queried; decides which property kinds it accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IndexKind {
+    /// `equality`: lookups by exact value, on a number, text or stategroup; the only kind
+    /// that can be `unique`.
     Equality,
+    /// `range`: lookups by bounds or by prefix, on a number or text.
     Range,
+    /// `prefix`: lookups by a text prefix, on a text.
     Prefix,
 }
 
 /// `index 'Name' ( collection-path ) 'property' kind [unique]`.
 #[derive(Debug, Clone)]
 pub struct IndexDecl {
+    /// The index's name.
     pub name: String,
     /// The dictionary or matrix whose entries are indexed (every instance of it).
     pub collection: PropertyId,
     /// A number, text or stategroup property of the entry node (possibly inside groups).
     pub property: PropertyId,
+    /// How the index is queried.
     pub kind: IndexKind,
+    /// Whether no two indexed entries may share a value (only `equality` indexes can be).
     pub unique: bool,
+    /// Where the index is declared in the source.
     pub span: Span,
 }
 
 impl Schema {
+    /// The root node type.
     pub fn root(&self) -> &NodeType {
         &self.types[ROOT as usize]
     }
 
+    /// The node type with id `id`.
     pub fn node_type(&self, id: NodeTypeId) -> &NodeType {
         &self.types[id as usize]
     }
 
+    /// The property with id `id`.
     pub fn property(&self, id: PropertyId) -> &Property {
         &self.properties[id as usize]
     }
@@ -320,6 +421,7 @@ impl Schema {
         }
     }
 
+    /// The command called `name`.
     pub fn command(&self, name: &str) -> Option<&CommandDecl> {
         self.commands.iter().find(|c| c.name == name)
     }

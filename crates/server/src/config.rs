@@ -100,6 +100,8 @@ impl ServerLimits {
         }
     }
 
+    /// Checks that the limits can work: counts at least 1, durations positive, the total queue
+    /// budget no smaller than one reply or one session's queue, and counts within their bounds.
     pub fn validate(&self) -> Result<(), ServerError> {
         let positive = [
             ("max frame bytes", self.max_frame_bytes),
@@ -149,7 +151,10 @@ impl ServerLimits {
 pub struct Token {
     /// For logs and messages; never the secret.
     pub name: String,
+    /// What the token may do.
     pub role: Role,
+    /// What a client presents to be granted the role (`Authorization: Bearer <secret>` or
+    /// `?token=<secret>`).
     pub secret: String,
 }
 
@@ -232,7 +237,9 @@ pub fn read_token_file(path: &Path) -> Result<Vec<Token>, ServerError> {
 /// The whole configuration of one server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// The address and port to listen on.
     pub listen: SocketAddr,
+    /// The bounds the server enforces.
     pub limits: ServerLimits,
     /// Empty: no authentication, and then the server only listens on loopback.
     pub tokens: Vec<Token>,
@@ -248,6 +255,7 @@ impl ServerConfig {
         }
     }
 
+    /// Checks the limits and tokens, and refuses to listen beyond loopback without tokens.
     pub fn validate(&self) -> Result<(), ServerError> {
         self.limits.validate()?;
         if self.tokens.len() > MAX_TOKENS {

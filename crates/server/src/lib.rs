@@ -19,6 +19,8 @@
 //! `figures` (request and commit counters for the console's dashboard and `/metrics`),
 //! `backup` (a snapshot streamed as the JSON dump).
 
+#![warn(missing_docs)]
+
 mod admission;
 mod backup;
 pub mod config;
@@ -41,10 +43,13 @@ pub use server::{Server, ShutdownHandle};
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The configuration is invalid (the message says which setting and why).
     #[error("{0}")]
     Config(String),
+    /// The listen address (named) could not be bound.
     #[error("cannot listen on {0}: {1}")]
     Bind(String, std::io::Error),
+    /// Serving, starting the subscription hub or flushing the database failed.
     #[error("{0}")]
     Io(std::io::Error),
 }

@@ -36,11 +36,13 @@ use crate::{admission, session, ServerError};
 pub struct ShutdownHandle(Arc<Shared>);
 
 impl ShutdownHandle {
+    /// Starts the graceful shutdown (see [`Server::serve`]); calling it again does nothing more.
     pub fn shutdown(&self) {
         self.0.begin_shutdown();
     }
 }
 
+/// A server bound to its address; [`Server::serve`] runs it.
 pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -60,10 +62,12 @@ impl Server {
         Ok(Server { listener, shared, hub_thread })
     }
 
+    /// The address the server listens on (with the actual port when 0 asked for any free one).
     pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
         self.listener.local_addr().map_err(ServerError::Io)
     }
 
+    /// A handle that can stop the server from elsewhere.
     pub fn shutdown_handle(&self) -> ShutdownHandle {
         ShutdownHandle(self.shared.clone())
     }

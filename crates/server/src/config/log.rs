@@ -43,14 +43,17 @@ pub fn event(level: LogLevel, message: &str, fields: &[(&str, &dyn std::fmt::Dis
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
+/// Writes one event at level `error` (see [`event`]).
 pub fn error(message: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     event(LogLevel::Error, message, fields)
 }
 
+/// Writes one event at level `warn` (see [`event`]).
 pub fn warn(message: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     event(LogLevel::Warn, message, fields)
 }
 
+/// Writes one event at level `info` (see [`event`]).
 pub fn info(message: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
     event(LogLevel::Info, message, fields)
 }

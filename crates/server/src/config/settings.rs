@@ -44,6 +44,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "espalier.toml";
 pub const CONFIG_ENV: &str = "ESPALIER_CONFIG";
 /// The address listened on when no `listen` gives one: loopback.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
+/// The port listened on when neither `server.port` nor `listen` gives one.
 pub const DEFAULT_PORT: u16 = 7420;
 
 /// What a key's values are.
@@ -60,8 +61,11 @@ pub enum Kind {
 pub struct Key {
     /// In the file: `name`, or `table.name`.
     pub name: &'static str,
+    /// The environment variable: `ESPALIER_…`.
     pub env: &'static str,
+    /// The command-line flag: `--…`.
     pub flag: &'static str,
+    /// What its values are.
     pub kind: Kind,
     /// As printed, and as parsed when nothing else gives a value.
     pub default: &'static str,
@@ -179,9 +183,18 @@ pub fn key_named(name: &str) -> Option<&'static Key> {
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
+    /// A command-line flag (named here).
     Flag(&'static str),
+    /// An environment variable (named here).
     Env(&'static str),
-    File { path: PathBuf, line: usize },
+    /// A line of a configuration file.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line of the value.
+        line: usize,
+    },
+    /// Nothing gave a value: the key's default.
     Default,
 }
 
@@ -199,7 +212,9 @@ impl std::fmt::Display for Source {
 /// A value as given (text), and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Given {
+    /// The value as text.
     pub value: String,
+    /// Where it came from.
     pub source: Source,
 }
 
@@ -329,21 +344,27 @@ impl Layer {
         Ok(layer)
     }
 
+    /// The value this layer gives for the key named `name`, if any.
     pub fn get(&self, name: &str) -> Option<&Given> {
         self.values.get(name)
     }
 }
 
-/// The log's least severe level.
+/// A diagnostic's severity; as a setting, the least severe level written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
+    /// Only errors.
     Error,
+    /// Errors and warnings.
     Warn,
+    /// Errors, warnings and information (the default).
     Info,
+    /// Everything, including debugging detail.
     Debug,
 }
 
 impl LogLevel {
+    /// The level's name in the settings and the log.
     pub fn name(self) -> &'static str {
         match self {
             LogLevel::Error => "error",
@@ -368,12 +389,16 @@ pub enum LogFormat {
 /// The durability setting (the transaction layer's modes, by name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DurabilityMode {
+    /// `sync`: every commit is on disk before it is acknowledged.
     Sync,
+    /// `periodic`: the disk is synced in the background every 100 ms; power loss can lose that much.
     Periodic,
+    /// `none`: never synced; the operating system writes back when it likes.
     None,
 }
 
 impl DurabilityMode {
+    /// The mode's name in the settings.
     pub fn name(self) -> &'static str {
         match self {
             DurabilityMode::Sync => "sync",
@@ -382,6 +407,7 @@ impl DurabilityMode {
         }
     }
 
+    /// The transaction layer's durability for this mode.
     pub fn durability(self) -> espalier_transaction::Durability {
         match self {
             DurabilityMode::Sync => espalier_transaction::Durability::Sync,
@@ -398,9 +424,13 @@ pub struct Settings {
     /// The address to listen on (host from `server.listen`, port from `server.port` or the
     /// listen address's port, whichever has the higher precedence).
     pub listen: SocketAddr,
+    /// The durability mode (`durability`).
     pub durability: DurabilityMode,
+    /// Every bound the server enforces (the `limits` table).
     pub limits: ServerLimits,
+    /// The least severe diagnostic written (`log.level`).
     pub log_level: LogLevel,
+    /// How diagnostics are written (`log.format`).
     pub log_format: LogFormat,
 }
 
@@ -575,6 +605,7 @@ impl Settings {
         self.values.get(name)
     }
 
+    /// The database directory (`database`).
     pub fn database(&self) -> PathBuf {
         PathBuf::from(&self.values["database"].value)
     }
