@@ -3,7 +3,7 @@
 //! [`tables::Writer`]; readers take immutable [`tables::Snapshot`]s and never wait for it.
 //!
 //! - [`table`]: a table's rows in pages behind a copy-on-write radix directory, row reuse
-//!   after the snapshots that saw a row; [`table::arena`]'s huge pages hold them.
+//!   after the snapshots that saw a row; the `table::arena` module's huge pages hold them.
 //! - [`key_index`]: the copy-on-write B+tree of (owner row, key) → row.
 //! - [`tables`]: the database on them: the string table, meta values, savepoints, the redo
 //!   operations of a commit, snapshots, the manifest, checkpoints (mapped read-only), recovery.

@@ -33,7 +33,7 @@
 //! # Switching in
 //!
 //! Written to `.tmp`, fsynced, renamed, the directory fsynced; then the manifest is rewritten
-//! (atomically, [`super::write_atomic`]) to name it; only then are the log segments it covers
+//! (atomically: a temporary file, fsynced, renamed) to name it; only then are the log segments it covers
 //! and the files no longer named deleted. A crash at any point leaves the previous manifest
 //! with its files and log, or the new ones: both recover the same data.
 //!
@@ -78,7 +78,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TablesError + '_ {
 }
 
 /// What a checkpoint wrote: its file, and the pages and leaves it wrote there, which the
-/// writer can swap for their mapped copies ([`super::Writer::swap_in_mapped`]).
+/// writer can swap for their mapped copies ([`super::Writer::swap_in_mapped_pages`]).
 #[derive(Debug, Default)]
 pub struct Written {
     /// The new checkpoint file.
