@@ -63,13 +63,6 @@ pub struct PeersArgs {
     /// the PostgreSQL server is always stopped and deleted.
     #[arg(long)]
     pub keep: bool,
-    /// Espalier's in-memory bound, in MiB: a checkpoint starts whenever the table pages and
-    /// key index nodes on its heap grew by this much, and what it wrote is then read from the
-    /// mapped checkpoint files (default 256). With a bound well below the data (B7 with 64,
-    /// say) the run shows data larger than the bound loaded, queried and updated, every result
-    /// cross-checked; the report gives Espalier's memory after the build and after the run.
-    #[arg(long, value_name = "MIB")]
-    pub memory_bound: Option<u64>,
 }
 
 /// Runs the suite: progress on stderr, the report on stdout (Markdown, or JSON with `--json`).
@@ -100,7 +93,10 @@ pub fn run(args: &PeersArgs, global: &Global) -> Result<(), String> {
         verify_sample: args.verify_sample,
         pg_shared_buffers: args.pg_shared_buffers.clone(),
         keep: args.keep,
-        memory_bytes: args.memory_bound.map(|m| m.saturating_mul(1 << 20)),
+        // The global --memory-bound: with a bound well below the data (B7 with 64, say) the run
+        // shows data larger than the bound built, queried and updated, every result
+        // cross-checked; the report gives Espalier's memory after the build and the run.
+        memory_bytes: global.memory_bytes_given(),
         ..Config::new(suite)
     };
     let report = peers::run(&config).map_err(|e| e.to_string())?;

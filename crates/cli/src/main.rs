@@ -97,6 +97,15 @@ pub struct Global {
     /// ESPALIER_DURABILITY, read by `main` (a bad value is named with the variable).
     #[arg(skip)]
     pub durability_env: Option<DurabilityArg>,
+    /// The in-memory bound, in MiB: a checkpoint starts whenever the table pages and key index
+    /// nodes written since the last one grew by this much, and what it wrote is then read from
+    /// the checkpoint files, mapped (docs/storage.md, "Larger than memory"). Also
+    /// ESPALIER_MEMORY_BOUND; `serve` also reads `memory_bound` in espalier.toml. Default: 256.
+    #[arg(long, global = true, value_name = "MIB", help_heading = "Global options")]
+    pub memory_bound: Option<u64>,
+    /// ESPALIER_MEMORY_BOUND, read by `main` (a bad value is named with the variable).
+    #[arg(skip)]
+    pub memory_bound_env: Option<u64>,
     /// Machine-readable JSON output, where the subcommand has any (same as `--format json`).
     #[arg(long, global = true, help_heading = "Global options")]
     pub json: bool,
@@ -129,6 +138,8 @@ impl DurabilityArg {
 
 /// The environment variable of `--durability`.
 pub const DURABILITY_ENV: &str = "ESPALIER_DURABILITY";
+/// The environment variable of `--memory-bound`.
+pub const MEMORY_BOUND_ENV: &str = "ESPALIER_MEMORY_BOUND";
 
 impl Global {
     /// `--durability`, else ESPALIER_DURABILITY, if either is given.
@@ -136,10 +147,20 @@ impl Global {
         self.durability.or(self.durability_env)
     }
 
-    /// The database options of the commands that keep a database: `sync` unless told otherwise.
+    /// `--memory-bound`, else ESPALIER_MEMORY_BOUND, in bytes, if either is given.
+    pub fn memory_bytes_given(&self) -> Option<u64> {
+        self.memory_bound.or(self.memory_bound_env).map(|mib| mib.saturating_mul(1 << 20))
+    }
+
+    /// The database options of the commands that keep a database: `sync` unless told otherwise,
+    /// the in-memory bound if one is given.
     pub fn options(&self) -> DatabaseOptions {
         let durability = self.durability_given().unwrap_or(DurabilityArg::Sync).durability();
-        DatabaseOptions { durability, ..DatabaseOptions::default() }
+        let mut options = DatabaseOptions { durability, ..DatabaseOptions::default() };
+        if let Some(bytes) = self.memory_bytes_given() {
+            options.memory_bytes = bytes;
+        }
+        options
     }
 
     /// The durability of `bench run` and `bench peers`: `none` unless `--fsync` (which is
@@ -159,6 +180,19 @@ impl Global {
     /// Reads ESPALIER_DURABILITY (a value clap does not see, so that a bad one is named with the
     /// variable).
     fn read_env(&mut self) -> Result<(), String> {
+        if let Some(value) = std::env::var_os(MEMORY_BOUND_ENV) {
+            let text = value.to_string_lossy();
+            self.memory_bound_env = Some(
+                text.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&m| m > 0)
+                    .ok_or_else(|| format!("{MEMORY_BOUND_ENV}={text:?} is not a whole number of MiB above 0"))?,
+            );
+        }
+        if self.memory_bound == Some(0) {
+            return Err("--memory-bound 0: the bound is a whole number of MiB above 0".into());
+        }
         let Some(value) = std::env::var_os(DURABILITY_ENV) else { return Ok(()) };
         let text = value.to_string_lossy();
         self.durability_env = Some(

@@ -123,6 +123,9 @@ fn flag_layer(g: &Global, args: &ServeArgs) -> Layer {
     if let Some(d) = g.durability {
         l.flag("durability", d.name());
     }
+    if let Some(m) = g.memory_bound {
+        l.flag("memory_bound", m.to_string());
+    }
     if let Some(v) = &args.listen {
         l.flag("server.listen", v.clone());
     }
@@ -278,6 +281,7 @@ pub fn serve(g: &Global, args: &ServeArgs) -> Result<(), Failure> {
             DurabilityMode::Periodic => DurabilityArg::Periodic,
             DurabilityMode::None => DurabilityArg::None,
         }),
+        memory_bound: Some(settings.memory_bytes >> 20),
         ..g.clone()
     };
     if args.demo && !espalier_transaction::Database::exists(&g.db) {

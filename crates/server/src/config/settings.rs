@@ -85,6 +85,10 @@ pub const KEYS: &[Key] = &[
         ..key("durability", "ESPALIER_DURABILITY", "--durability", Kind::Text, "sync")
     },
     Key {
+        about: "the in-memory bound, in MiB: a checkpoint starts when what was written since the last grew by this much (docs/storage.md)",
+        ..key("memory_bound", "ESPALIER_MEMORY_BOUND", "--memory-bound", Kind::Whole, "256")
+    },
+    Key {
         about: "the address to listen on, optionally with :port; without tokens only loopback",
         ..key("server.listen", "ESPALIER_LISTEN", "--listen", Kind::Text, DEFAULT_HOST)
     },
@@ -426,6 +430,8 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// The durability mode (`durability`).
     pub durability: DurabilityMode,
+    /// The in-memory bound in bytes (`memory_bound`, given in MiB).
+    pub memory_bytes: u64,
     /// Every bound the server enforces (the `limits` table).
     pub limits: ServerLimits,
     /// The least severe diagnostic written (`log.level`).
@@ -518,6 +524,10 @@ pub fn resolve(layers: &[&Layer]) -> Result<Settings, ServerError> {
     if values["database"].value.trim().is_empty() {
         return Err(bad("database", "empty"));
     }
+    let memory_bytes = match whole("memory_bound") {
+        0 => return Err(bad("memory_bound", "the bound must be at least 1 MiB")),
+        mib => mib.checked_mul(1 << 20).ok_or_else(|| bad("memory_bound", "too large"))?,
+    };
 
     let limits = ServerLimits {
         max_frame_bytes: size("limits.max_frame_bytes")?,
@@ -596,7 +606,7 @@ pub fn resolve(layers: &[&Layer]) -> Result<Settings, ServerError> {
     values.insert("server.listen", host);
     values.insert("server.port", port_given);
 
-    Ok(Settings { values, listen: SocketAddr::new(ip, port), durability, limits, log_level, log_format })
+    Ok(Settings { values, listen: SocketAddr::new(ip, port), durability, memory_bytes, limits, log_level, log_format })
 }
 
 impl Settings {

@@ -155,3 +155,14 @@ fn admission_and_memory_limits_resolve() {
     let small = ServerLimits { max_queued_bytes: 1 << 20, ..ServerLimits::default() };
     assert!(small.validate().unwrap_err().to_string().contains("max queued bytes"));
 }
+
+#[test]
+fn the_in_memory_bound_is_given_in_mib() {
+    assert_eq!(resolve(&[]).unwrap().memory_bytes, 256 << 20);
+    let file = file("memory_bound = 64\n").unwrap();
+    let s = resolve(&[&file]).unwrap();
+    assert_eq!((s.memory_bytes, source(&s, "memory_bound")), (64 << 20, "file conf/espalier.toml:1".to_string()));
+    let env = env(&[("ESPALIER_MEMORY_BOUND", "0")]);
+    let e = resolve(&[&env, &file]).unwrap_err().to_string();
+    assert!(e.contains("ESPALIER_MEMORY_BOUND") && e.contains("at least 1 MiB"), "{e}");
+}
