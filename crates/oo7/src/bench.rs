@@ -1,7 +1,7 @@
 //! OO7 beside SQLite: the same generated database in both systems, every operation timed in
 //! both in the same run, every answer compared (a difference fails the run).
 //!
-//! **Data.** [`crate::generate`] makes the database; Espalier gets it through the loader
+//! **Data.** [`crate::generate()`] makes the database; Espalier gets it through the loader
 //! (durability none, then a checkpoint, so that a reopen reads the checkpoint), SQLite through
 //! [`crate::sqlite::create_tables`] (file-backed, WAL, `synchronous=OFF`, a page cache large
 //! enough for the whole database, as `bench trainbenchmark`). Both live in one temporary
@@ -96,30 +96,41 @@ fn err(what: &str, e: impl std::fmt::Display) -> BenchError {
 /// One run's report.
 #[derive(Debug, Serialize)]
 pub struct Report {
-    /// What was generated: configuration, fanout, seed and the parameters they give.
+    /// The configuration generated (table 1).
     pub size: Size,
+    /// The atomic-part fanout.
     pub fanout: usize,
+    /// The generator's seed.
     pub seed: u64,
+    /// The parameters the configuration and fanout give.
     pub params: Params,
-    /// Runs per operation: untimed, timed (hot), cold samples.
+    /// Untimed runs per operation.
     pub warmup: usize,
+    /// Timed (hot) runs per operation and system.
     pub runs: usize,
+    /// Cold samples per read-only operation.
     pub cold_samples: usize,
     /// How the cold samples were made cold.
     pub cold: String,
-    /// The database's size in objects.
+    /// Composite parts in the database.
     pub composite_parts: usize,
+    /// Atomic parts in the database.
     pub atomic_parts: usize,
+    /// Connections in the database.
     pub connections: usize,
+    /// Assemblies in the database.
     pub assemblies: usize,
-    /// Loading each system (Espalier's includes its checkpoint).
+    /// Loading Espalier, including its checkpoint, in ms.
     pub load_espalier_ms: f64,
+    /// Loading SQLite, in ms.
     pub load_sqlite_ms: f64,
-    /// Each database's files at the end of the run.
+    /// Espalier's files at the end of the run, in bytes.
     pub disk_espalier_bytes: u64,
+    /// SQLite's files at the end of the run, in bytes.
     pub disk_sqlite_bytes: u64,
-    /// Opening the closed database before a cold sample.
+    /// Reopening the closed Espalier database before a cold sample (none without cold runs).
     pub reopen_espalier: Option<Summary>,
+    /// Reopening the closed SQLite database before a cold sample (none without cold runs).
     pub reopen_sqlite: Option<Summary>,
     /// Every operation, hot, then cold, then the updates and the structural modifications.
     pub ops: Vec<OpReport>,
@@ -134,8 +145,9 @@ pub struct OpReport {
     pub mode: &'static str,
     /// The answer of the last run (equal in both systems).
     pub answer: Answer,
-    /// Timings of each system.
+    /// Espalier's timings.
     pub espalier: Summary,
+    /// SQLite's timings.
     pub sqlite: Summary,
     /// SQLite's median over Espalier's: above 1, Espalier is faster.
     pub speedup: f64,

@@ -23,18 +23,25 @@ use crate::LoadError;
 /// An operation that failed in Espalier.
 #[derive(Debug, thiserror::Error)]
 pub enum EspalierError {
+    /// Checking or running a query or update instruction failed.
     #[error("{0}")]
     Instruction(#[from] InstructionError),
+    /// Reading or writing through the data API failed.
     #[error("{0}")]
     Data(#[from] DataError),
+    /// A query or update instruction did not parse.
     #[error("{0}")]
     Parse(#[from] espalier_instruction::ParseError),
+    /// The schema is not OO7's.
     #[error("{0}")]
     Load(#[from] LoadError),
+    /// A read or write transaction failed.
     #[error("{0}")]
     Transaction(#[from] espalier_transaction::TxError),
+    /// A reply (what was asked, what came) of an unexpected shape.
     #[error("{0}: unexpected reply: {1}")]
     Reply(&'static str, String),
+    /// The operation, or a query that was not checked, is not run by the function called.
     #[error("{0} is not run this way")]
     NotHere(&'static str),
 }

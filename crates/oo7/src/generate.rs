@@ -21,8 +21,16 @@ use crate::model::{
 /// Parameters the generator cannot build.
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
+    /// The fanout is zero or not below the number of atomic parts per composite part (a
+    /// connection's target is another atomic part, never repeated).
     #[error("an atomic-part fanout of {fanout} needs more than {atomic} atomic parts per composite part (use 1 to {max})", max = atomic - 1)]
-    Fanout { fanout: usize, atomic: usize },
+    Fanout {
+        /// The connections asked for per atomic part.
+        fanout: usize,
+        /// The atomic parts per composite part.
+        atomic: usize,
+    },
+    /// The parameters give no composite parts, assembly levels or assemblies.
     #[error("the parameters make an empty database: {0}")]
     Empty(&'static str),
 }

@@ -8,7 +8,10 @@
 //!   Q8) and structural modifications (insert, delete), each in [`espalier`] (pattern
 //!   queries, update instructions, and the data API where an operation updates as it
 //!   traverses) and in [`sqlite`] (SQL and prepared statements, written from the paper).
-//! - [`bench`]: both systems side by side, every answer cross-checked, hot and cold runs.
+//! - [`bench`](mod@bench): both systems side by side, every answer cross-checked, hot and cold
+//!   runs.
+
+#![warn(missing_docs)]
 
 pub mod bench;
 pub mod espalier;
@@ -35,14 +38,20 @@ pub const SCHEMA: &str = include_str!("../oo7.alan");
 /// Why a database could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The schema is not OO7's: a property, state or index the loader needs is missing.
     #[error("the OO7 schema lacks what the loader needs: {0}")]
     Schema(String),
+    /// The generated database refers to an atomic part, composite part or assembly (kind,
+    /// id) that it does not contain.
     #[error("the database refers to {0} {1}, which it does not contain")]
     Dangling(&'static str, u64),
+    /// Writing the data failed.
     #[error("{0}")]
     Data(#[from] espalier_data::DataError),
+    /// The write transaction failed.
     #[error("{0}")]
     Transaction(#[from] TxError),
+    /// Creating the database (its engine) failed.
     #[error("{0}")]
     Instruction(#[from] espalier_instruction::InstructionError),
 }

@@ -28,8 +28,11 @@ pub struct Params {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Size {
+    /// Not in the paper: 50 composite parts of 10 atomic parts, four assembly levels.
     Tiny,
+    /// Table 1's small: 500 composite parts of 20 atomic parts, seven assembly levels.
     Small,
+    /// Table 1's medium: 500 composite parts of 200 atomic parts, seven assembly levels.
     Medium,
 }
 
@@ -75,8 +78,9 @@ impl Size {
 /// One generated OO7 database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Oo7 {
-    /// The parameters and seed it was generated from.
+    /// The parameters it was generated from.
     pub params: Params,
+    /// The seed it was generated from (also the base of each run's random choices).
     pub seed: u64,
     /// The one module (small and medium have one).
     pub module: Module,
@@ -89,32 +93,41 @@ pub struct Oo7 {
 /// A module: its manual and its assembly hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
-    /// The `DesignObj` fields (`type` is a Rust keyword: `kind`), as in every class below.
+    /// The `DesignObj` id, as in every class below.
     pub id: u64,
+    /// The `DesignObj` type (`type` is a Rust keyword), as in every class below.
     pub kind: String,
+    /// The `DesignObj` build date, as in every class below.
     pub build_date: i64,
+    /// The module's manual.
     pub manual: Manual,
     /// Base assemblies first (ids 1…), then each higher level.
     pub assemblies: Vec<Assembly>,
+    /// The id of the assembly at the top of the hierarchy.
     pub design_root: u64,
 }
 
 /// A module's manual: a large text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manual {
-    /// Its id, title and text (`textLen` is the text's length).
+    /// Its id.
     pub id: u64,
+    /// Its title.
     pub title: String,
+    /// Its text (`textLen` is the text's length).
     pub text: String,
 }
 
 /// An assembly of the hierarchy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assembly {
-    /// The `DesignObj` fields.
+    /// The `DesignObj` id.
     pub id: u64,
+    /// The `DesignObj` type.
     pub kind: String,
+    /// The `DesignObj` build date.
     pub build_date: i64,
+    /// Base or complex, with what it is made of.
     pub shape: Shape,
 }
 
@@ -122,51 +135,74 @@ pub struct Assembly {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shape {
     /// A base assembly: composite part ids (distinct within each list).
-    Base { private: Vec<u64>, shared: Vec<u64> },
+    Base {
+        /// The private composite parts (the ones T1 visits).
+        private: Vec<u64>,
+        /// The shared composite parts.
+        shared: Vec<u64>,
+    },
     /// A complex assembly: its sub-assemblies' ids.
-    Complex { subs: Vec<u64> },
+    Complex {
+        /// The sub-assemblies' ids.
+        subs: Vec<u64>,
+    },
 }
 
 /// A composite part and its graph of atomic parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompositePart {
-    /// The `DesignObj` fields.
+    /// The `DesignObj` id.
     pub id: u64,
+    /// The `DesignObj` type.
     pub kind: String,
+    /// The `DesignObj` build date.
     pub build_date: i64,
+    /// The id of the atomic part the traversals start from.
     pub root_part: u64,
+    /// Its atomic parts.
     pub atoms: Vec<AtomicPart>,
 }
 
 /// An atomic part and its outgoing connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AtomicPart {
-    /// The `DesignObj` fields, then the coordinates and the document id (Q8).
+    /// The `DesignObj` id.
     pub id: u64,
+    /// The `DesignObj` type.
     pub kind: String,
+    /// The `DesignObj` build date.
     pub build_date: i64,
+    /// The x coordinate (T2 swaps it with y).
     pub x: i64,
+    /// The y coordinate.
     pub y: i64,
+    /// The id of the document it names, if one has that id (Q8 joins on it).
     pub doc_id: i64,
+    /// Its outgoing connections.
     pub to: Vec<Connection>,
 }
 
 /// A connection to another atomic part of the same composite part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connection {
-    /// The target atomic part's id, then the connection's own type and length.
+    /// The target atomic part's id.
     pub to: u64,
+    /// The connection's own type.
     pub kind: String,
+    /// The connection's length.
     pub length: i64,
 }
 
 /// A composite part's document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
-    /// Its id (the composite part's), title (the key), text and composite part.
+    /// Its id (the composite part's).
     pub id: u64,
+    /// Its title (the key, [`title`]).
     pub title: String,
+    /// Its text.
     pub text: String,
+    /// The id of its composite part.
     pub part: u64,
 }
 

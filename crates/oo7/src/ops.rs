@@ -138,7 +138,9 @@ impl Op {
 /// that find as many but different things disagree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Answer {
+    /// How many things the operation found, visited or updated.
     pub count: u64,
+    /// The wrapping sum of what it found.
     pub sum: u64,
 }
 
@@ -201,10 +203,15 @@ pub fn toggle_date(d: i64) -> i64 {
 /// how many of each thing, and a checksum over every atomic part's (id, x, y, build date).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Fingerprint {
+    /// Composite parts in the database.
     pub composite_parts: u64,
+    /// Atomic parts in the database.
     pub atomic_parts: u64,
+    /// Documents in the database.
     pub documents: u64,
+    /// Links from base assemblies to their private composite parts.
     pub private_links: u64,
+    /// The order-independent checksum of every atomic part's id, x, y and build date.
     pub checksum: u64,
 }
 

@@ -8,47 +8,89 @@ use crate::LoadError;
 /// written in the data API use.
 #[derive(Debug, Clone)]
 pub struct Props {
+    /// The root's `'Modules'` dictionary.
     pub modules: PropertyId,
+    /// A module's `'Id'`.
     pub module_id: PropertyId,
+    /// A module's `'Type'`.
     pub module_type: PropertyId,
+    /// A module's `'Build Date'`.
     pub module_build_date: PropertyId,
+    /// A module's `'Manual'` group.
     pub manual: PropertyId,
+    /// The manual's `'Title'`.
     pub manual_title: PropertyId,
+    /// The manual's `'Id'`.
     pub manual_id: PropertyId,
+    /// The manual's `'Text'` (T8, T9).
     pub manual_text: PropertyId,
+    /// The manual's `'Text Length'`.
     pub manual_len: PropertyId,
+    /// A module's `'Assemblies'` dictionary.
     pub assemblies: PropertyId,
+    /// The node type of an assembly.
     pub assembly_type: NodeTypeId,
+    /// An assembly's `'Id'`.
     pub asm_id: PropertyId,
+    /// An assembly's `'Type'`.
     pub asm_type: PropertyId,
+    /// An assembly's `'Build Date'`.
     pub asm_build_date: PropertyId,
+    /// An assembly's `'Kind'` stategroup: base or complex.
     pub kind: PropertyId,
+    /// The `'Base'` state of `'Kind'`.
     pub base: StateIndex,
+    /// The `'Complex'` state of `'Kind'`.
     pub complex: StateIndex,
+    /// A base assembly's `'Components Private'` matrix of composite parts.
     pub private: PropertyId,
+    /// A base assembly's `'Components Shared'` matrix of composite parts.
     pub shared: PropertyId,
+    /// A complex assembly's `'Sub Assemblies'` matrix.
     pub subs: PropertyId,
+    /// A module's `'Design Root'`: the assembly at the top of the hierarchy.
     pub design_root: PropertyId,
+    /// The root's `'Composite Parts'` dictionary: the design library.
     pub composite_parts: PropertyId,
+    /// The node type of a composite part.
     pub composite_type: NodeTypeId,
+    /// A composite part's `'Id'`.
     pub cp_id: PropertyId,
+    /// A composite part's `'Type'`.
     pub cp_type: PropertyId,
+    /// A composite part's `'Build Date'`.
     pub cp_build_date: PropertyId,
+    /// A composite part's `'Atomic Parts'` dictionary.
     pub atomic_parts: PropertyId,
+    /// The node type of an atomic part.
     pub atomic_type: NodeTypeId,
+    /// An atomic part's `'Id'`.
     pub ap_id: PropertyId,
+    /// An atomic part's `'Type'`.
     pub ap_type: PropertyId,
+    /// An atomic part's `'Build Date'` (T3 updates it).
     pub ap_build_date: PropertyId,
+    /// An atomic part's `'X'`.
     pub x: PropertyId,
+    /// An atomic part's `'Y'`.
     pub y: PropertyId,
+    /// An atomic part's `'Doc Id'` (Q8).
     pub doc_id: PropertyId,
+    /// An atomic part's `'To'` matrix: its connections.
     pub to: PropertyId,
+    /// A connection's `'Type'`.
     pub conn_type: PropertyId,
+    /// A connection's `'Length'`.
     pub length: PropertyId,
+    /// A composite part's `'Root Part'` reference.
     pub root_part: PropertyId,
+    /// The root's `'Documents'` dictionary, keyed by title.
     pub documents: PropertyId,
+    /// A document's `'Id'`.
     pub doc_id_of_doc: PropertyId,
+    /// A document's `'Text'`.
     pub doc_text: PropertyId,
+    /// A document's `'Part'` reference to its composite part.
     pub part: PropertyId,
     /// The schema index of documents by id.
     pub document_id_index: u32,

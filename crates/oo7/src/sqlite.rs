@@ -16,10 +16,13 @@ use crate::ops::{toggle_date, Answer, Draw, Fingerprint, Op, Q2_RANGE, Q3_RANGE}
 /// An operation that failed in SQLite.
 #[derive(Debug, thiserror::Error)]
 pub enum SqliteError {
+    /// A statement failed.
     #[error("{0}")]
     Sql(#[from] rusqlite::Error),
+    /// A column's value could not be read as the type asked for.
     #[error("{0}")]
     Value(#[from] rusqlite::types::FromSqlError),
+    /// The operation is not run by the function called.
     #[error("{0} is not run this way")]
     NotHere(&'static str),
 }

@@ -1,7 +1,7 @@
 //! The Train Benchmark beside SQLite: batch evaluation of the six queries on the same model
 //! in both systems, and the repair scenario's re-check after each repair step.
 //!
-//! **Data.** Each size's model comes from [`crate::generate`] (size 1 is the official model);
+//! **Data.** Each size's model comes from [`crate::generate()`] (size 1 is the official model);
 //! Espalier gets it through the loader, SQLite through the relational tables of the official
 //! CSV form, with an index on every join column. Both are file-backed in one temporary
 //! directory: Espalier with durability none, SQLite with `journal_mode=WAL`,
@@ -36,12 +36,18 @@ use crate::queries::{create_tables, matches_of, sql_matches, Matches, Query};
 use crate::repair::{espalier_text, fixes, pick, pick_count, sql_apply, Index};
 use crate::{generate, Scenario};
 
+/// What to run.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The model sizes, in order (size 1 is the official model).
     pub sizes: Vec<u32>,
+    /// Which start model to generate.
     pub scenario: Scenario,
+    /// The queries, in order.
     pub queries: Vec<Query>,
+    /// Untimed runs per query before the timed ones.
     pub warmup: usize,
+    /// Timed batch runs per query and system.
     pub runs: usize,
     /// Repair rounds per query (0: no repair phase).
     pub repair_rounds: usize,
@@ -50,11 +56,15 @@ pub struct Config {
     pub repair_share: f64,
     /// Instead, this many matches per round (the benchmark's "fixed" strategy).
     pub repair_count: Option<usize>,
+    /// Directory for the temporary databases (default: the system's temp directory).
     pub dir: Option<PathBuf>,
+    /// Progress bars on stderr.
     pub progress: bool,
 }
 
 impl Config {
+    /// A short run: size 1 of the repair scenario, every query, two warm-up and ten timed
+    /// runs, three repair rounds fixing 10% each.
     pub fn quick() -> Config {
         Config {
             sizes: vec![1],
@@ -71,6 +81,8 @@ impl Config {
     }
 }
 
+/// A failed run: a database that could not be built, a repair that could not be applied, or
+/// the two systems disagreeing.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BenchError(pub String);
@@ -79,47 +91,73 @@ fn err(what: &str, e: impl std::fmt::Display) -> BenchError {
     BenchError(format!("{what}: {e}"))
 }
 
+/// One run's report.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The scenario's name.
     pub scenario: String,
+    /// Untimed runs per query.
     pub warmup: usize,
+    /// Timed batch runs per query and system.
     pub runs: usize,
+    /// Share of the matches each repair round fixes (the proportional strategy).
     pub repair_share: f64,
+    /// Matches each repair round fixes, when the fixed strategy ran instead.
     pub repair_count: Option<usize>,
+    /// Each model size's results.
     pub sizes: Vec<SizeReport>,
 }
 
+/// One model size's results.
 #[derive(Debug, Serialize)]
 pub struct SizeReport {
+    /// The size.
     pub size: u32,
+    /// The model's elements, as the benchmark counts its size.
     pub elements: usize,
+    /// Creating the Espalier database with the model, in ms.
     pub load_espalier_ms: f64,
+    /// Creating and filling SQLite's tables, in ms.
     pub load_sqlite_ms: f64,
+    /// Each query's results.
     pub queries: Vec<QueryReport>,
 }
 
+/// One query's results at one size.
 #[derive(Debug, Serialize)]
 pub struct QueryReport {
+    /// The query's name.
     pub query: String,
+    /// Its matches on the model as generated.
     pub matches: usize,
+    /// Espalier's batch timings.
     pub espalier: Summary,
+    /// SQLite's batch timings.
     pub sqlite: Summary,
     /// SQLite's median over Espalier's: above 1, Espalier is faster.
     pub speedup: f64,
+    /// The repair phase (none without repair rounds or without matches).
     pub repair: Option<RepairReport>,
 }
 
+/// One query's repair phase at one size.
 #[derive(Debug, Serialize)]
 pub struct RepairReport {
+    /// Rounds run (fewer than asked if no matches were left).
     pub rounds: usize,
+    /// Matches fixed, over all rounds.
     pub fixed: usize,
+    /// Matches left after the last round.
     pub matches_after: usize,
-    /// Applying the fixes (one transaction per round).
+    /// Applying the fixes in Espalier (one transaction per round).
     pub espalier_fix: Summary,
+    /// Applying the fixes in SQLite (one transaction per round).
     pub sqlite_fix: Summary,
-    /// The re-check after each round: a full re-run in both systems.
+    /// The re-check after each round in Espalier: a full re-run.
     pub espalier_recheck: Summary,
+    /// The re-check after each round in SQLite: a full re-run.
     pub sqlite_recheck: Summary,
+    /// SQLite's re-run median over Espalier's: above 1, Espalier is faster.
     pub speedup: f64,
     /// Espalier's re-run over its own batch median.
     pub recheck_over_batch: f64,
@@ -128,8 +166,9 @@ pub struct RepairReport {
     pub espalier_incremental: Summary,
     /// Espalier's re-run over its incremental re-check (the target is at least 10).
     pub incremental_speedup: f64,
-    /// Seeds the incremental updates evaluated, over all rounds; rounds run again whole.
+    /// Seeds the incremental updates evaluated, over all rounds.
     pub seeds: usize,
+    /// Rounds whose update ran the query again whole instead.
     pub whole: usize,
 }
 
@@ -416,6 +455,7 @@ fn repair(
 }
 
 impl Report {
+    /// The report as Markdown: a table per size, with a line on what the columns mean.
     pub fn to_markdown(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();

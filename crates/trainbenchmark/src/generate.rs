@@ -22,6 +22,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
+    /// The scenario's name, as the benchmark and the command line spell it.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Batch => "batch",
@@ -30,6 +31,7 @@ impl Scenario {
         }
     }
 
+    /// The scenario called `s`, if any.
     pub fn parse(s: &str) -> Option<Scenario> {
         [Scenario::Batch, Scenario::Inject, Scenario::Repair].into_iter().find(|x| x.name() == s)
     }

@@ -6,12 +6,14 @@ const MULTIPLIER: i64 = 0x5_DEEC_E66D;
 const ADDEND: i64 = 0xB;
 const MASK: i64 = (1 << 48) - 1;
 
+/// A `java.util.Random` stream: the same seed gives the same values as Java's.
 #[derive(Debug, Clone)]
 pub struct JavaRandom {
     seed: i64,
 }
 
 impl JavaRandom {
+    /// The stream Java's `new Random(seed)` gives.
     pub fn new(seed: i64) -> JavaRandom {
         JavaRandom { seed: (seed ^ MULTIPLIER) & MASK }
     }

@@ -8,6 +8,8 @@
 //! - [`queries::Query`]: the six queries as pattern queries, and as SQL over the relational
 //!   form in SQLite — the independent route every answer is checked against.
 
+#![warn(missing_docs)]
+
 pub mod bench;
 pub mod csv;
 pub mod generate;
@@ -35,8 +37,11 @@ pub const SCHEMA: &str = include_str!("../railway.alan");
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}: {message}")]
 pub struct ImportError {
+    /// The file.
     pub file: String,
+    /// The line, from 1 (0 when not known).
     pub line: usize,
+    /// Why it cannot be read.
     pub message: String,
 }
 
@@ -46,16 +51,22 @@ impl ImportError {
     }
 }
 
+/// Why a model could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The schema is not the railway schema: a property or state the loader needs is missing.
     #[error("the railway schema lacks what the loader needs: {0}")]
     Schema(String),
+    /// The model links to an element id that it does not contain.
     #[error("the model refers to element {0}, which it does not contain")]
     Dangling(u64),
+    /// Writing the data failed.
     #[error("{0}")]
     Data(#[from] espalier_data::DataError),
+    /// The write transaction failed.
     #[error("{0}")]
     Transaction(#[from] TxError),
+    /// Creating the database (its engine) failed.
     #[error("{0}")]
     Instruction(#[from] espalier_instruction::InstructionError),
 }

@@ -16,25 +16,45 @@ const CHANGES_KEPT: usize = 10_000;
 
 /// The railway schema's properties and states, resolved once by name.
 pub struct Railway {
+    /// The root's `'Regions'` dictionary.
     pub regions: PropertyId,
+    /// A region's `'Sensors'` dictionary.
     pub sensors: PropertyId,
+    /// A region's `'Track Elements'` dictionary.
     pub elements: PropertyId,
+    /// A track element's `'Monitored By'` matrix of sensors.
     pub monitored_by: PropertyId,
+    /// A track element's `'Connects To'` matrix of track elements.
     pub connects_to: PropertyId,
+    /// A track element's `'Kind'` stategroup: segment or switch.
     pub kind: PropertyId,
+    /// A segment's `'Length'`.
     pub length: PropertyId,
+    /// A segment's `'Semaphores'` dictionary.
     pub semaphores: PropertyId,
+    /// A semaphore's `'Signal'` stategroup.
     pub signal: PropertyId,
+    /// A switch's `'Current Position'` stategroup.
     pub current_position: PropertyId,
+    /// The root's `'Routes'` dictionary.
     pub routes: PropertyId,
+    /// A route's `'Active'` stategroup.
     pub active: PropertyId,
+    /// A route's `'Entry'` stategroup (`'None'` or `'Set'`).
     pub entry: PropertyId,
+    /// The entry semaphore reference of `'Entry'`'s `'Set'` state.
     pub entry_semaphore: PropertyId,
+    /// A route's `'Exit'` stategroup (`'None'` or `'Set'`).
     pub exit: PropertyId,
+    /// The exit semaphore reference of `'Exit'`'s `'Set'` state.
     pub exit_semaphore: PropertyId,
+    /// A route's `'Requires'` matrix of sensors.
     pub requires: PropertyId,
+    /// A route's `'Follows'` dictionary of switch positions.
     pub follows: PropertyId,
+    /// A switch position's `'Position'` stategroup.
     pub position: PropertyId,
+    /// A switch position's `'Target'` reference to its switch.
     pub target: PropertyId,
 }
 
@@ -64,6 +84,7 @@ pub fn state(schema: &Schema, p: PropertyId, name: &str) -> Result<(StateIndex, 
 }
 
 impl Railway {
+    /// Finds every property by name; fails if the schema is not the railway schema.
     pub fn resolve(schema: &Schema) -> Result<Railway, LoadError> {
         let regions = find(schema, ROOT, "Regions")?;
         let region = inner(schema, regions)?;

@@ -3,14 +3,19 @@
 
 use std::collections::BTreeSet;
 
+/// A switch's current position, or the position a route's switch position requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Position {
+    /// `FAILURE` (the EMF default).
     Failure,
+    /// `STRAIGHT`.
     Straight,
+    /// `DIVERGING`.
     Diverging,
 }
 
 impl Position {
+    /// Every position, in the schema's order.
     pub const ALL: [Position; 3] = [Position::Failure, Position::Straight, Position::Diverging];
 
     /// The literal as EMF, the CSV files and the schema's states spell it.
@@ -22,21 +27,28 @@ impl Position {
         }
     }
 
+    /// The position spelled `s` (as [`Position::name`] spells it), if any.
     pub fn parse(s: &str) -> Option<Position> {
         Position::ALL.into_iter().find(|p| p.name() == s)
     }
 }
 
+/// A semaphore's signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Signal {
+    /// `FAILURE` (the EMF default).
     Failure,
+    /// `STOP`.
     Stop,
+    /// `GO`.
     Go,
 }
 
 impl Signal {
+    /// Every signal, in the schema's order.
     pub const ALL: [Signal; 3] = [Signal::Failure, Signal::Stop, Signal::Go];
 
+    /// The literal as EMF, the CSV files and the schema's states spell it.
     pub fn name(self) -> &'static str {
         match self {
             Signal::Failure => "FAILURE",
@@ -45,59 +57,97 @@ impl Signal {
         }
     }
 
+    /// The signal spelled `s` (as [`Signal::name`] spells it), if any.
     pub fn parse(s: &str) -> Option<Signal> {
         Signal::ALL.into_iter().find(|p| p.name() == s)
     }
 }
 
+/// A railway model: its regions (with everything they contain) and its routes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Model {
+    /// The regions.
     pub regions: Vec<Region>,
+    /// The routes.
     pub routes: Vec<Route>,
 }
 
+/// A region: its sensors and its track elements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Region {
+    /// The region's id.
     pub id: u64,
+    /// The ids of its sensors.
     pub sensors: Vec<u64>,
+    /// Its track elements.
     pub elements: Vec<TrackElement>,
 }
 
+/// A track element of a region: a segment or a switch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackElement {
+    /// The element's id.
     pub id: u64,
+    /// Segment or switch, with what that kind holds.
     pub kind: ElementKind,
     /// Sensors (the `monitoredBy` / `monitors` link, stored on the element).
     pub monitored_by: Vec<u64>,
+    /// The ids of the track elements it connects to (`connectsTo`).
     pub connects_to: Vec<u64>,
 }
 
+/// What a track element is, and what that kind holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ElementKind {
-    Segment { length: i64, semaphores: Vec<Semaphore> },
-    Switch { current_position: Position },
+    /// A segment (PosLength, ConnectedSegments).
+    Segment {
+        /// Its length (PosLength matches a length of 0 or less).
+        length: i64,
+        /// The semaphores it holds.
+        semaphores: Vec<Semaphore>,
+    },
+    /// A switch (SwitchMonitored, RouteSensor, SwitchSet).
+    Switch {
+        /// The position it is in.
+        current_position: Position,
+    },
 }
 
+/// A semaphore, held by a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Semaphore {
+    /// The semaphore's id.
     pub id: u64,
+    /// The signal it shows.
     pub signal: Signal,
 }
 
+/// A route: its entry and exit semaphores, the sensors it requires and the switch positions
+/// it follows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
+    /// The route's id.
     pub id: u64,
+    /// Whether the route is active (SwitchSet checks only active routes).
     pub active: bool,
+    /// The id of its entry semaphore, if it has one.
     pub entry: Option<u64>,
+    /// The id of its exit semaphore, if it has one.
     pub exit: Option<u64>,
+    /// The ids of the sensors it requires.
     pub requires: Vec<u64>,
+    /// The switch positions it follows (and holds).
     pub follows: Vec<SwitchPosition>,
 }
 
+/// A switch position of a route: the position the route needs one switch in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchPosition {
+    /// The switch position's id.
     pub id: u64,
+    /// The position required.
     pub position: Position,
+    /// The id of the switch.
     pub target: u64,
 }
 
@@ -105,19 +155,25 @@ pub struct SwitchPosition {
 /// official CSV files, and of the SQLite tables. Sets, so that two models compare by content.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Tables {
+    /// Region ids.
     pub regions: BTreeSet<u64>,
     /// (id, active)
     pub routes: BTreeSet<(u64, bool)>,
     /// (id, length)
     pub segments: BTreeSet<(u64, i64)>,
+    /// (id, signal)
     pub semaphores: BTreeSet<(u64, Signal)>,
+    /// Sensor ids.
     pub sensors: BTreeSet<u64>,
+    /// (id, current position)
     pub switches: BTreeSet<(u64, Position)>,
+    /// (id, position)
     pub switch_positions: BTreeSet<(u64, Position)>,
     /// (track element, track element)
     pub connects_to: BTreeSet<(u64, u64)>,
     /// (route, semaphore)
     pub entry: BTreeSet<(u64, u64)>,
+    /// (route, semaphore)
     pub exit: BTreeSet<(u64, u64)>,
     /// (route, switch position)
     pub follows: BTreeSet<(u64, u64)>,
@@ -130,6 +186,7 @@ pub struct Tables {
 }
 
 impl Model {
+    /// The model as relations.
     pub fn tables(&self) -> Tables {
         let mut t = Tables::default();
         for r in &self.regions {

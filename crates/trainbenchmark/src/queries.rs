@@ -9,17 +9,30 @@ use rusqlite::Connection;
 
 use crate::model::Tables;
 
+/// One of the six Train Benchmark queries; each matches a violation of a well-formedness
+/// constraint of the railway model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Query {
+    /// Segments whose length is 0 or less.
     PosLength,
+    /// Switches that no sensor monitors.
     SwitchMonitored,
+    /// A route, a switch position it follows, that position's switch, and a sensor monitoring
+    /// the switch that the route does not require.
     RouteSensor,
+    /// An active route whose entry semaphore shows GO, a switch position it follows, and that
+    /// position's switch when it is not in the position required.
     SwitchSet,
+    /// A sensor and six segments, each connected to the next, all monitored by that sensor.
     ConnectedSegments,
+    /// An exit semaphore of one route and a second route whose entry it is not, where a track
+    /// element monitored by a sensor the first route requires connects to one monitored by a
+    /// sensor the second requires.
     SemaphoreNeighbor,
 }
 
 impl Query {
+    /// The six queries, in the benchmark's order.
     pub const ALL: [Query; 6] = [
         Query::PosLength,
         Query::SwitchMonitored,
@@ -29,6 +42,7 @@ impl Query {
         Query::SemaphoreNeighbor,
     ];
 
+    /// The query's name, as the benchmark spells it.
     pub fn name(self) -> &'static str {
         match self {
             Query::PosLength => "PosLength",
@@ -40,6 +54,7 @@ impl Query {
         }
     }
 
+    /// The query called `s` (any case), if any.
     pub fn parse(s: &str) -> Option<Query> {
         Query::ALL.into_iter().find(|q| q.name().eq_ignore_ascii_case(s))
     }
@@ -176,7 +191,8 @@ impl Query {
 /// A query's matches, each the ids of its columns; sorted, so match sets compare.
 pub type Matches = Vec<Vec<u64>>;
 
-/// Runs a checked pattern plan (or the query's text) on the engine and reads its matches.
+/// Runs the query's pattern (its text, [`Query::pattern`]) on the engine and reads its
+/// matches.
 pub fn espalier_matches(engine: &Engine, q: Query) -> Result<Matches, InstructionError> {
     let reply = engine.execute_text(q.pattern(), &HashMap::new())?;
     matches_of(reply)

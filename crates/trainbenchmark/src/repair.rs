@@ -27,6 +27,7 @@ pub struct Index {
 }
 
 impl Index {
+    /// Indexes `model`; the ids of new sensors start above its largest id.
     pub fn new(model: &Model) -> Index {
         let mut ix = Index {
             region_of: HashMap::new(),
@@ -118,17 +119,49 @@ pub fn pick_count(q: Query, matches: &[Vec<u64>], want: usize) -> Vec<Vec<u64>> 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fix {
     /// PosLength: `length = -length + 1`.
-    Length { segment: u64, length: i64 },
+    Length {
+        /// The segment.
+        segment: u64,
+        /// Its length before the fix.
+        length: i64,
+    },
     /// SwitchMonitored: a new sensor in the switch's region monitors it.
-    Monitor { switch: u64, sensor: u64 },
+    Monitor {
+        /// The switch.
+        switch: u64,
+        /// The new sensor's id.
+        sensor: u64,
+    },
     /// RouteSensor: the route requires the sensor.
-    Require { route: u64, sensor: u64 },
+    Require {
+        /// The route.
+        route: u64,
+        /// The sensor.
+        sensor: u64,
+    },
     /// SwitchSet: the switch takes the position the route wants.
-    Position { switch: u64, position: Position },
+    Position {
+        /// The switch.
+        switch: u64,
+        /// The position the route's switch position requires.
+        position: Position,
+    },
     /// ConnectedSegments: `s2` is removed and `s1` connected to `s3`.
-    Bypass { s1: u64, s2: u64, s3: u64 },
+    Bypass {
+        /// The first segment of the chain (segment1).
+        s1: u64,
+        /// The segment removed (segment2).
+        s2: u64,
+        /// The segment `s1` is connected to instead (segment3).
+        s3: u64,
+    },
     /// SemaphoreNeighbor: the semaphore becomes the route's entry.
-    Entry { route: u64, semaphore: u64 },
+    Entry {
+        /// The route (route2 of the match).
+        route: u64,
+        /// The semaphore.
+        semaphore: u64,
+    },
 }
 
 /// The fixes of the matches `pick` chose; new sensors get fresh ids from `index`.
