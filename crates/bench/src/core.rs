@@ -46,15 +46,21 @@ use crate::stats::Summary;
 /// Sizes and repetitions of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
+    /// Items in the `items` table, the keys of the lookups and commits.
     pub items: usize,
+    /// Groups the items refer to (the first hop of the navigation).
     pub groups: usize,
+    /// Regions the groups refer to (the second hop of the navigation).
     pub regions: usize,
+    /// Orders, each with `lines_per_order` lines (the collection query).
     pub orders: usize,
+    /// Lines per order.
     pub lines_per_order: usize,
     /// Timed repetitions per operation and system.
     pub ops: usize,
     /// Untimed repetitions before them.
     pub warmup: usize,
+    /// Seed of the RNG that generates the data and the keys.
     pub seed: u64,
     /// Keys (and orders) compared between the systems, before and after the timed runs.
     pub cross_check_samples: usize,
@@ -64,8 +70,11 @@ pub struct Config {
     pub progress: bool,
     /// Where the temporary directory with both databases is made (default: the system's).
     pub dir: Option<PathBuf>,
+    /// Size of the buffer the floor's memory-latency probe chases pointers through, in bytes.
     pub memory_probe_bytes: usize,
+    /// Dependent loads the memory-latency probe times.
     pub memory_loads: usize,
+    /// Samples of the floor's 4 KB write and `fsync`.
     pub fsyncs: usize,
     /// SQLite `locking_mode=EXCLUSIVE` (off by default): the connection keeps its file locks
     /// instead of taking and releasing them with `fcntl` around every transaction — a
@@ -127,6 +136,7 @@ impl Default for Config {
     }
 }
 
+/// Why a core benchmark run failed, as a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchError(pub String);
 
@@ -144,61 +154,87 @@ fn err(context: &str, e: impl std::fmt::Display) -> BenchError {
 
 /// The operations, in the order they run.
 pub const OPS: [&str; 4] = ["key_lookup", "update_commit", "two_hop_navigation", "collection_query"];
+/// The system name of Espalier in the results.
 pub const ESPALIER: &str = "espalier";
+/// The system name of SQLite in the results.
 pub const SQLITE: &str = "sqlite";
 
 /// One operation on one system (the JSON record).
 #[derive(Debug, Clone, Serialize)]
 pub struct OpResult {
+    /// The operation, one of [`OPS`].
     pub name: String,
+    /// The system, [`ESPALIER`] or [`SQLITE`].
     pub system: String,
+    /// The order statistics of the timed samples.
     #[serde(flatten)]
     pub summary: Summary,
 }
 
+/// How one operation compares between SQLite and Espalier.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ratio {
+    /// The operation, one of [`OPS`].
     pub name: String,
     /// SQLite's median over Espalier's: above 1 means Espalier is faster.
     pub sqlite_over_espalier: f64,
 }
 
+/// A performance goal and whether this run met it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
+    /// The goal, in words.
     pub target: String,
+    /// What this run measured for it, with its unit.
     pub measured: String,
+    /// Whether the measurement meets the goal.
     pub pass: bool,
 }
 
+/// How long one system took to load the data set.
 #[derive(Debug, Clone, Serialize)]
 pub struct Build {
+    /// The system, [`ESPALIER`] or [`SQLITE`].
     pub system: String,
+    /// The wall time of the load, in seconds.
     pub seconds: f64,
 }
 
+/// The outcome of a core benchmark run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The sizes and repetitions the run used.
     pub config: Config,
+    /// The version of the SQLite library linked.
     pub sqlite_version: String,
+    /// The directory that held both databases.
     pub directory: String,
+    /// The load time of each system.
     pub build: Vec<Build>,
+    /// Each measured operation on each system.
     pub results: Vec<OpResult>,
+    /// SQLite's median over Espalier's, per operation.
     pub ratios: Vec<Ratio>,
+    /// The performance goals and whether they were met.
     pub targets: Vec<Target>,
+    /// The machine's floor, measured in the same run.
     pub floor: Floor,
     /// Values compared between the systems (each cross-check pass), all equal.
     pub cross_checked: usize,
 }
 
 impl Report {
+    /// The result of operation `name` on `system`, if it was measured.
     pub fn result(&self, name: &str, system: &str) -> Option<&OpResult> {
         self.results.iter().find(|r| r.name == name && r.system == system)
     }
 
+    /// SQLite's median over Espalier's for operation `name`, if it was measured.
     pub fn ratio(&self, name: &str) -> Option<f64> {
         self.ratios.iter().find(|r| r.name == name).map(|r| r.sqlite_over_espalier)
     }
 
+    /// The report as JSON.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("a report serialises")
     }

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::stats::Summary;
 
+/// The machine's floor: clock overhead, memory latency and the cost of a durable write.
 #[derive(Debug, Clone, Serialize)]
 pub struct Floor {
     /// One timed sample around nothing (`Instant::now()` twice): the overhead included in
@@ -23,19 +24,27 @@ pub struct Floor {
     pub empty_loop_ns: f64,
     /// Pointer chasing over a random cyclic permutation: nanoseconds per dependent load.
     pub memory_latency_ns: f64,
+    /// The size of the buffer the memory-latency probe ran over, in bytes.
     pub memory_probe_bytes: usize,
     /// Write 4 KB at offset 0 of a file in the benchmark directory, then `fsync`.
     pub fsync_4k: Summary,
 }
 
+/// How much to measure for the floor.
 pub struct FloorConfig {
+    /// Timed empty samples for the clock overhead.
     pub samples: usize,
+    /// The size of the buffer for the memory-latency probe, in bytes.
     pub memory_probe_bytes: usize,
+    /// Dependent loads the memory-latency probe times.
     pub memory_loads: usize,
+    /// Samples of the 4 KB write and `fsync`.
     pub fsyncs: usize,
+    /// Seed of the RNG that makes the probe's random permutation.
     pub seed: u64,
 }
 
+/// Measures the floor, writing the `fsync` probe's file in `dir`.
 pub fn measure(dir: &Path, cfg: &FloorConfig) -> std::io::Result<Floor> {
     // Timer overhead, with the same sample loop shape as the operations.
     let mut samples = Vec::with_capacity(cfg.samples);

@@ -64,7 +64,7 @@ fn install() {
 /// Call before reporting a failure: if an interrupt is being handled, the failure is most
 /// likely its doing (a directory removed under a running tool, a server stopped), so this
 /// waits for the handler to exit with status 130 instead of reporting it. Returns at once
-/// otherwise, or after [`SETTLE`].
+/// otherwise, or after `SETTLE` (60 s).
 pub fn settle_if_interrupted() {
     if INTERRUPTED.load(Ordering::SeqCst) {
         // The handler ends the process with `exit`, which does not wait for this sleep.

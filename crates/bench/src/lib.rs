@@ -10,6 +10,8 @@
 //! the `peers` feature (on by default); without it the crate is [`suite`] and what it needs,
 //! so a lean `espalier` binary links no SQLite, PostgreSQL or HTTP client.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "peers")]
 pub mod core;
 #[cfg(feature = "peers")]

@@ -9,13 +9,21 @@ use serde::Serialize;
 /// figure is a measured value; min is rank 1 and max rank n.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
+    /// Number of samples.
     pub count: usize,
+    /// Smallest sample, in µs.
     pub min_us: f64,
+    /// First quartile, in µs.
     pub q1_us: f64,
+    /// Median, in µs.
     pub median_us: f64,
+    /// Third quartile, in µs.
     pub q3_us: f64,
+    /// 99th percentile, in µs.
     pub p99_us: f64,
+    /// Largest sample, in µs.
     pub max_us: f64,
+    /// Arithmetic mean, in µs.
     pub mean_us: f64,
 }
 

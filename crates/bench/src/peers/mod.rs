@@ -38,36 +38,51 @@ pub use runner::{run, Config, Report};
 /// Why a peer run failed. A cross-check mismatch is an error: the run stops.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
+    /// An Espalier instruction failed.
     #[error("Espalier: {context}: {source}")]
     Espalier {
+        /// What the run was doing.
         context: String,
+        /// The instruction error.
         #[source]
         source: Box<InstructionError>,
     },
+    /// Espalier's data layer failed.
     #[error("Espalier data: {context}: {source}")]
     Data {
+        /// What the run was doing.
         context: String,
+        /// The data error.
         #[source]
         source: Box<espalier_data::DataError>,
     },
+    /// A SQLite call failed.
     #[error("SQLite: {context}: {source}")]
     Sqlite {
+        /// What the run was doing.
         context: String,
+        /// The SQLite error.
         #[source]
         source: Box<rusqlite::Error>,
     },
+    /// A PostgreSQL call failed.
     #[error("PostgreSQL: {context}: {}", pg_message(.source))]
     Postgres {
+        /// What the run was doing.
         context: String,
+        /// The PostgreSQL client's error.
         #[source]
         source: ::postgres::Error,
     },
     /// Starting, using or stopping the PostgreSQL server.
     #[error("PostgreSQL server: {0}")]
     Server(String),
+    /// A file or process operation failed.
     #[error("{context}: {source}")]
     Io {
+        /// What the run was doing.
         context: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -95,22 +110,27 @@ fn pg_message(e: &::postgres::Error) -> String {
 }
 
 impl PeerError {
+    /// A [`PeerError::Io`] with its context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> PeerError {
         PeerError::Io { context: context.into(), source }
     }
 
+    /// A [`PeerError::Sqlite`] with its context.
     pub fn sqlite(context: impl Into<String>, source: rusqlite::Error) -> PeerError {
         PeerError::Sqlite { context: context.into(), source: Box::new(source) }
     }
 
+    /// A [`PeerError::Postgres`] with its context.
     pub fn pg(context: impl Into<String>, source: ::postgres::Error) -> PeerError {
         PeerError::Postgres { context: context.into(), source }
     }
 
+    /// A [`PeerError::Espalier`] with its context.
     pub fn espalier(context: impl Into<String>, source: InstructionError) -> PeerError {
         PeerError::Espalier { context: context.into(), source: Box::new(source) }
     }
 
+    /// A [`PeerError::Data`] with its context.
     pub fn data(context: impl Into<String>, source: espalier_data::DataError) -> PeerError {
         PeerError::Data { context: context.into(), source: Box::new(source) }
     }
@@ -127,6 +147,7 @@ pub enum Suite {
 }
 
 impl Suite {
+    /// The suite's name in reports: `b6` or `b7`.
     pub fn name(self) -> &'static str {
         match self {
             Suite::B6 => "b6",
@@ -145,14 +166,19 @@ impl fmt::Display for Suite {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum System {
+    /// The Espalier engine, in process.
     Espalier,
+    /// SQLite, in process.
     Sqlite,
+    /// PostgreSQL, a server started for the run.
     Postgres,
 }
 
 impl System {
+    /// Every system, in report order.
     pub const ALL: [System; 3] = [System::Espalier, System::Sqlite, System::Postgres];
 
+    /// The system's name in reports: `espalier`, `sqlite` or `postgres`.
     pub fn name(self) -> &'static str {
         match self {
             System::Espalier => "espalier",
@@ -193,6 +219,7 @@ pub enum DurabilityPairing {
 }
 
 impl DurabilityPairing {
+    /// Espalier's durability setting.
     pub fn espalier(self) -> espalier_transaction::Durability {
         match self {
             DurabilityPairing::None => espalier_transaction::Durability::None,
@@ -221,6 +248,7 @@ impl DurabilityPairing {
         }
     }
 
+    /// The pairing's name in reports: `none`, `periodic` or `sync`.
     pub fn name(self) -> &'static str {
         match self {
             DurabilityPairing::None => "none",

@@ -305,10 +305,12 @@ impl PgServer {
         postgres::Client::connect(&s, postgres::NoTls).map_err(|e| PeerError::pg(format!("connecting to {s}"), e))
     }
 
+    /// The TCP port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// The server's data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data
     }

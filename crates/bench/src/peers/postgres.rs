@@ -24,6 +24,7 @@ const COPY_BUFFER: usize = 1 << 20;
 /// Prepared statements kept per connection.
 const STATEMENT_CACHE: usize = 64;
 
+/// A PostgreSQL server started for the run and one connection to it.
 pub struct PgPeer {
     // Declared before `server` so that the connection closes before the server stops.
     client: Client,
@@ -89,10 +90,12 @@ impl PgPeer {
         self.empty_size
     }
 
+    /// The server this peer runs on.
     pub fn server(&self) -> &PgServer {
         &self.server
     }
 
+    /// The connection, for statements the peer does not wrap.
     pub fn client(&mut self) -> &mut Client {
         &mut self.client
     }

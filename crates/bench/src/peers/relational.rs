@@ -53,24 +53,31 @@ const STRING_CACHE: usize = 1 << 16;
 /// small subtrees and test-size databases).
 const MAX_READ_CHILDREN: usize = 1_000_000;
 
+/// The index of a table in [`RelationalSchema::tables`].
 pub type TableId = usize;
 
 /// The SQL dialect a statement is written for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
+    /// SQLite's SQL.
     Sqlite,
+    /// PostgreSQL's SQL.
     Postgres,
 }
 
 /// A value going into or coming out of a SQL statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SqlValue {
+    /// SQL `NULL`.
     Null,
+    /// An integer.
     Int(i64),
+    /// A text.
     Text(String),
 }
 
 impl SqlValue {
+    /// The integer, if the value is one.
     pub fn as_int(&self) -> Option<i64> {
         match self {
             SqlValue::Int(i) => Some(*i),
@@ -78,6 +85,7 @@ impl SqlValue {
         }
     }
 
+    /// The text, if the value is one.
     pub fn as_text(&self) -> Option<&str> {
         match self {
             SqlValue::Text(t) => Some(t),
@@ -98,9 +106,11 @@ impl SqlValue {
 /// A connection to a SQL peer. Statements use `$1`, `$2`, … placeholders, each first
 /// appearing in increasing order (SQLite numbers `$N` names by first appearance).
 pub trait SqlConn {
+    /// The dialect the connection's statements must be written in.
     fn dialect(&self) -> Dialect;
     /// Runs statements without parameters or results (DDL, `BEGIN`, …).
     fn batch(&mut self, sql: &str) -> Result<(), PeerError>;
+    /// Runs a statement and returns its rows.
     fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<Vec<SqlValue>>, PeerError>;
     /// Runs a statement and returns the number of rows it changed.
     fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, PeerError>;
@@ -109,8 +119,11 @@ pub trait SqlConn {
 /// One cell of a row being loaded (texts shared with the loader's string cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cell {
+    /// SQL `NULL`.
     Null,
+    /// An integer.
     Int(i64),
+    /// A text.
     Text(Arc<str>),
 }
 
@@ -120,45 +133,63 @@ pub trait RowSink {
     fn row(&mut self, table: TableId, cells: &[Cell]) -> Result<(), PeerError>;
 }
 
+/// What a property column holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnKind {
+    /// A number (`BIGINT`).
     Number,
+    /// A text.
     Text,
     /// The index of the current state of a stategroup with `states` states.
     State {
+        /// The number of states of the stategroup.
         states: usize,
     },
     /// The id of the target row in table `target`; `key_arity` key components name it.
     Reference {
+        /// The table of the target rows.
         target: TableId,
+        /// The number of key components that name a target.
         key_arity: usize,
     },
 }
 
+/// A property column of a table.
 #[derive(Debug, Clone)]
 pub struct Column {
+    /// The column's SQL name.
     pub name: String,
+    /// What the column holds.
     pub kind: ColumnKind,
+    /// The schema property the column holds.
     pub property: PropertyId,
     /// Set for a column inside a state: (index in `Table::columns` of its stategroup's column,
     /// the state). The column holds a value exactly while that state is the current one.
     pub condition: Option<(usize, StateIndex)>,
 }
 
+/// What the rows of a table are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TableKind {
+    /// The one-row table of the root's own properties.
     Root,
+    /// The entries of a dictionary, keyed by `entry_key`.
     Dictionary,
     /// Rows are keyed by the id of an entry of `target`, named by `key_arity` key components.
     Matrix {
+        /// The table of the target entries.
         target: TableId,
+        /// The number of key components that name a target.
         key_arity: usize,
     },
 }
 
+/// The table of one dictionary or matrix (or of the root's properties).
 #[derive(Debug, Clone)]
 pub struct Table {
+    /// The table's SQL name.
     pub name: String,
+    /// What the rows are.
     pub kind: TableKind,
     /// The dictionary or matrix whose entries are the rows (`None` for the root table).
     pub collection: Option<PropertyId>,
@@ -194,6 +225,7 @@ impl Table {
         names
     }
 
+    /// The property column named `name`, if any.
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
     }
@@ -202,7 +234,9 @@ impl Table {
 /// The tables of a schema and where each property lives.
 #[derive(Debug, Clone)]
 pub struct RelationalSchema {
+    /// The Espalier schema the tables map.
     pub schema: Arc<Schema>,
+    /// The tables, indexed by [`TableId`].
     pub tables: Vec<Table>,
     /// The one-row table of the root's own properties, if it has any.
     pub root_table: Option<TableId>,
@@ -869,6 +903,7 @@ pub struct NodeReader<'a> {
 }
 
 impl<'a> NodeReader<'a> {
+    /// A reader of `rs`'s tables over `conn`.
     pub fn new(rs: &'a RelationalSchema, conn: &'a mut dyn SqlConn) -> NodeReader<'a> {
         NodeReader { rs, conn }
     }

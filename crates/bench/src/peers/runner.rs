@@ -44,8 +44,10 @@ use crate::suite::Scale;
 /// Most repetitions (warm-up and timed) of one operation.
 const MAX_REPETITIONS: usize = 10_000_000;
 
+/// What a peer run measures and how.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
+    /// The benchmark set to run.
     pub suite: Suite,
     /// Multiplies the outermost collections of the benchmark file (B7 is B6 × 100).
     pub scale: f64,
@@ -57,7 +59,9 @@ pub struct Config {
     pub warmup: usize,
     /// Espalier first; it is the reference every peer is cross-checked against.
     pub systems: Vec<System>,
+    /// How every system makes commits durable.
     pub durability: DurabilityPairing,
+    /// Seed of the RNG that draws the operations' parameters.
     pub seed: u64,
     /// Where the temporary databases go (default: the system's temp directory).
     pub dir: Option<PathBuf>,
@@ -75,6 +79,7 @@ pub struct Config {
 }
 
 impl Config {
+    /// The defaults for `suite`: scale 1, 1 000 samples after 100 warm-up, all systems, no durability.
     pub fn new(suite: Suite) -> Config {
         Config {
             suite,
@@ -94,6 +99,7 @@ impl Config {
         }
     }
 
+    /// The outer and nested scale as a [`Scale`].
     pub fn scale(&self) -> Scale {
         Scale { outer: self.scale, nested: self.nested_scale }
     }
@@ -120,46 +126,66 @@ impl Config {
     }
 }
 
+/// One operation on one system (the JSON record).
 #[derive(Debug, Clone, Serialize)]
 pub struct OpResult {
+    /// The operation's name.
     pub op: String,
+    /// The system it ran on.
     pub system: System,
+    /// The order statistics of the timed samples.
     #[serde(flatten)]
     pub summary: Summary,
 }
 
+/// How one operation compares between a peer and Espalier.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ratio {
+    /// The operation's name.
     pub op: String,
+    /// The peer compared with Espalier.
     pub peer: System,
     /// The peer's median over Espalier's: above 1 means Espalier is faster.
     pub peer_over_espalier: f64,
 }
 
+/// A performance goal and whether this run met it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
+    /// The goal, in words.
     pub target: String,
+    /// What this run measured for it, with its unit.
     pub measured: String,
+    /// Whether the measurement meets the goal.
     pub pass: bool,
 }
 
+/// How long one system took to build or load the data.
 #[derive(Debug, Clone, Serialize)]
 pub struct Build {
+    /// The system.
     pub system: System,
+    /// The wall time of the build or load, in seconds.
     pub seconds: f64,
+    /// The entries (Espalier) or rows (peers) written.
     pub rows: u64,
 }
 
+/// The size of one system's database on disk after the load.
 #[derive(Debug, Clone, Serialize)]
 pub struct DiskSize {
+    /// The system.
     pub system: System,
+    /// The size, in bytes.
     pub bytes: u64,
+    /// What the size counts, in words.
     pub what: String,
 }
 
 /// Espalier's memory at one point of the run.
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryPoint {
+    /// The point of the run, in words.
     pub when: String,
     /// Resident anonymous memory of the process (`RssAnon`): Espalier's heap, and the peers'
     /// caches once they are loaded in this process (SQLite).
@@ -189,23 +215,36 @@ impl MemoryPoint {
 /// Entries of one collection (rows of its table), summed over all its instances.
 #[derive(Debug, Clone, Serialize)]
 pub struct Collection {
+    /// The collection's name in the schema.
     pub collection: String,
+    /// The name of its SQL table.
     pub table: String,
+    /// Its entries, summed over all its instances.
     pub entries: u64,
 }
 
+/// The outcome of a peer run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The configuration the run used.
     pub config: Config,
+    /// The size of each collection.
     pub collections: Vec<Collection>,
+    /// The version of each system.
     pub versions: Vec<(System, String)>,
+    /// The directory that held the databases.
     pub directory: String,
+    /// The build or load time of each system.
     pub build: Vec<Build>,
+    /// Each system's database size on disk.
     pub disk: Vec<DiskSize>,
     /// Espalier's memory after its build (before any peer is loaded) and after the run.
     pub memory: Vec<MemoryPoint>,
+    /// Each measured operation on each system.
     pub results: Vec<OpResult>,
+    /// Each peer's median over Espalier's, per operation.
     pub ratios: Vec<Ratio>,
+    /// The performance goals and whether they were met.
     pub targets: Vec<Target>,
     /// Results and nodes compared between Espalier and a peer (all equal).
     pub cross_checks: u64,
@@ -215,18 +254,22 @@ pub struct Report {
 }
 
 impl Report {
+    /// The result of operation `op` on `system`, if it was measured.
     pub fn result(&self, op: &str, system: System) -> Option<&OpResult> {
         self.results.iter().find(|r| r.op == op && r.system == system)
     }
 
+    /// `peer`'s median over Espalier's for operation `op`, if it was measured.
     pub fn ratio(&self, op: &str, peer: System) -> Option<f64> {
         self.ratios.iter().find(|r| r.op == op && r.peer == peer).map(|r| r.peer_over_espalier)
     }
 
+    /// The report as JSON.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|e| Value::String(format!("report does not serialise: {e}")))
     }
 
+    /// The report as Markdown.
     pub fn to_markdown(&self) -> String {
         let c = &self.config;
         let mut s = String::new();
@@ -346,16 +389,23 @@ fn bar(progress: bool, len: u64, prefix: &str) -> ProgressBar {
 
 /// Espalier and the peers, loaded with the same data.
 pub struct Bench {
+    /// The Espalier engine, built from the benchmark file.
     pub engine: Engine,
+    /// The tables the peers hold the data in.
     pub rs: RelationalSchema,
+    /// SQLite, if it is among the systems.
     pub sqlite: Option<SqlitePeer>,
+    /// PostgreSQL, if it is among the systems.
     pub postgres: Option<PgPeer>,
+    /// Keys of the data the operations draw their parameters from.
     pub index: DataIndex,
+    /// The build or load time of each system.
     pub build: Vec<Build>,
     /// Espalier's memory at points of the run.
     pub memory: Vec<MemoryPoint>,
     /// Espalier's entries per table (root: 1).
     pub counts: Vec<u64>,
+    /// Results and nodes compared between Espalier and a peer so far.
     pub cross_checks: u64,
     progress: bool,
     keep: bool,

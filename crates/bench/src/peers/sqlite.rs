@@ -22,6 +22,7 @@ use super::{DurabilityPairing, PeerError};
 /// Prepared statements kept per connection (the workload uses a handful).
 const STATEMENT_CACHE: usize = 64;
 
+/// A SQLite database file and one connection to it.
 pub struct SqlitePeer {
     conn: Connection,
     path: PathBuf,
@@ -119,10 +120,12 @@ impl SqlitePeer {
         Ok(total)
     }
 
+    /// The version of the SQLite library linked.
     pub fn version() -> String {
         rusqlite::version().to_string()
     }
 
+    /// The connection.
     pub fn connection(&self) -> &Connection {
         &self.conn
     }

@@ -35,6 +35,7 @@ use super::{PeerError, Suite};
 pub struct Params(pub Vec<(&'static str, ParamValue)>);
 
 impl Params {
+    /// The parameter `name`; an error if it is missing.
     pub fn get(&self, name: &str) -> Result<&ParamValue, PeerError> {
         self.0
             .iter()
@@ -43,6 +44,7 @@ impl Params {
             .ok_or_else(|| PeerError::Invalid(format!("parameter ${name} is missing")))
     }
 
+    /// The parameter `name` as text (a number in decimal).
     pub fn text(&self, name: &str) -> Result<String, PeerError> {
         match self.get(name)? {
             ParamValue::Text(t) => Ok(t.clone()),
@@ -50,6 +52,7 @@ impl Params {
         }
     }
 
+    /// The parameter `name` as a number; an error if it is text.
     pub fn int(&self, name: &str) -> Result<i64, PeerError> {
         match self.get(name)? {
             ParamValue::Int(i) => Ok(*i),
@@ -90,10 +93,13 @@ pub enum Outcome {
 /// What the parameter generators know about the data (read from Espalier after the build).
 #[derive(Debug, Clone, Default)]
 pub struct DataIndex {
+    /// The 'Name' of every client.
     pub client_names: Vec<String>,
+    /// The key of every machine.
     pub machine_keys: Vec<String>,
     /// Machines whose 'Current Task' is 'Not Selected' (task_start picks among them).
     pub idle_machines: Vec<String>,
+    /// The key of every order.
     pub order_keys: Vec<String>,
 }
 
@@ -124,7 +130,9 @@ impl DataIndex {
     }
 }
 
+/// Runs an operation on a SQL peer with the given parameters.
 pub type SqlFn = fn(&mut dyn SqlConn, &Params) -> Result<Outcome, PeerError>;
+/// Draws the parameters of one run of an operation from the data.
 pub type ParamFn = fn(&mut StdRng, &DataIndex) -> Result<Params, PeerError>;
 
 /// Reading back the node a mutation touched: Espalier's `get` and the same entry from SQL.
@@ -142,22 +150,30 @@ pub struct Verify {
 /// run can use; `sql` takes the key as `$1` and must change exactly one row.
 #[derive(Debug, Clone, Copy)]
 pub struct Reset {
+    /// The Espalier `update` instruction, with the key as a parameter.
     pub espalier: &'static str,
+    /// The SQL statement, with the key as `$1`.
     pub sql: &'static str,
+    /// The parameter holding the entry's key.
     pub key_param: &'static str,
 }
 
 /// One benchmark operation.
 #[derive(Clone, Copy)]
 pub struct Op {
+    /// The operation's name in reports.
     pub name: &'static str,
     /// Espalier instructions, run one after another (each its own request).
     pub instructions: &'static [&'static str],
     /// The SQL statements (for reports and checks); [`Op::sql`] runs them.
     pub sql_text: &'static [&'static str],
+    /// Runs the operation on a SQL peer.
     pub sql: SqlFn,
+    /// Draws the parameters of one run.
     pub params: ParamFn,
+    /// How to read back the node a mutation touched, for the cross-check; `None` for queries.
     pub verify: Option<Verify>,
+    /// The untimed mutation that undoes a run, if the next run needs it.
     pub reset: Option<Reset>,
 }
 
@@ -221,6 +237,7 @@ pub fn like_prefix(prefix: &str) -> String {
 
 // --- B.6.1 search ---
 
+/// B.6.1 search: five searches of the clients by name prefix, ten rows each.
 pub const SEARCH_ESPALIER: [&str; 5] = [
     "collection select . 'Clients' 'Name' -> text : 'Name' ( [ $p1 ] * ) limit 10",
     "collection select . 'Clients' 'Name' -> text : 'Name' ( [ $p2 ] * ) limit 10",
@@ -229,6 +246,7 @@ pub const SEARCH_ESPALIER: [&str; 5] = [
     "collection select . 'Clients' 'Name' -> text : 'Name' ( [ $p5 ] * ) limit 10",
 ];
 
+/// B.6.1 search in SQL: one prefix's page of clients and the total that match.
 pub const SEARCH_SQL: &str = "SELECT entry_key, name, \
      (SELECT count(*) FROM clients WHERE name LIKE $1 ESCAPE '\\') \
      FROM clients WHERE name LIKE $1 ESCAPE '\\' ORDER BY entry_key LIMIT 10";
@@ -265,9 +283,11 @@ fn search_params(rng: &mut StdRng, d: &DataIndex) -> Result<Params, PeerError> {
 
 // --- B.6.2 overview_subcollection ---
 
+/// B.6.2 overview_subcollection: the first ten added materials over all orders' modifications.
 pub const OVERVIEW_ESPALIER: [&str; 1] =
     ["collection select . 'Orders' . 'Modifications' % 'Added Materials' 'Quantity' -> number : 'Quantity' limit 10"];
 
+/// B.6.2 overview_subcollection in SQL: the same page and the total.
 pub const OVERVIEW_SQL: &str = "SELECT o.entry_key, m.entry_key, mat.entry_key, am.quantity, \
      (SELECT count(*) FROM orders o2 \
         JOIN orders_modifications m2 ON m2.parent_id = o2.id \
@@ -299,6 +319,7 @@ fn no_params(_: &mut StdRng, _: &DataIndex) -> Result<Params, PeerError> {
 
 // --- B.6.3 task_start ---
 
+/// B.6.3 task_start: selects an order for an idle machine and starts its task.
 pub const TASK_START_ESPALIER: [&str; 1] = ["update . 'Machines' : $machine ( \
      'Current Task' -> stategroup 'Selected' set to ( \
         'Current Order' -> reference $order \
@@ -350,11 +371,14 @@ fn task_start_params(rng: &mut StdRng, d: &DataIndex) -> Result<Params, PeerErro
     ]))
 }
 
+/// Reads back a machine (task_start's cross-check).
 pub const MACHINE_GET: &str = "get . 'Machines' : $machine";
 
+/// Switches a machine back to 'Not Selected' after task_start.
 pub const TASK_RESET_ESPALIER: &str = "update . 'Machines' : $machine ( \
      'Current Task' -> stategroup 'Not Selected' set to ( 'Reason' -> stategroup 'Machine Unavailable' ( ) ) )";
 
+/// Switches a machine back to 'Not Selected' after task_start, in SQL.
 pub const TASK_RESET_SQL: &str = "UPDATE machines SET \
      current_task = 1, \
      current_task_selected_current_order = NULL, \
@@ -369,6 +393,7 @@ pub const TASK_RESET_SQL: &str = "UPDATE machines SET \
 
 // --- B.6.4 get_big_items ---
 
+/// B.6.4 get_big_items: the first ten orders with eleven of their properties.
 pub const BIG_ITEMS_ESPALIER: [&str; 1] = ["collection select . 'Orders' \
      'Product' -> reference : 'Product' \
      'Status' -> stategroup : 'Status' \
@@ -383,6 +408,7 @@ pub const BIG_ITEMS_ESPALIER: [&str; 1] = ["collection select . 'Orders' \
      'Planning Pool' -> text : 'Planning Pool' \
      limit 10"];
 
+/// B.6.4 get_big_items in SQL: the same page and the total.
 pub const BIG_ITEMS_SQL: &str = "SELECT o.entry_key, p.entry_key, o.status, o.connected_to_sales_order_line, \
      o.quantity, o.due_date, o.scheduled_start_date, o.scheduled_end_date, o.planner_group, o.requested_group, \
      o.first_order, o.planning_pool, (SELECT count(*) FROM orders) \
@@ -431,6 +457,7 @@ fn big_items_sql(c: &mut dyn SqlConn, _: &Params) -> Result<Outcome, PeerError> 
 
 // --- B.6.5 many_references ---
 
+/// B.6.5 many_references: whether the client of a machine's current order is premium, over three references.
 pub const MANY_REFERENCES_ESPALIER: [&str; 1] = ["collection . 'Machines' : $machine select \
      'Premium' -> ? 'Current Task' * 'Selected' > 'Current Order' > 'Client' stategroup : 'Is Premium Client' \
      limit 10"];
@@ -466,6 +493,7 @@ fn machine_params(rng: &mut StdRng, d: &DataIndex) -> Result<Params, PeerError> 
 
 // --- the operation table ---
 
+/// B.6.1 search.
 pub const SEARCH: Op = Op {
     name: "search",
     instructions: &SEARCH_ESPALIER,
@@ -476,6 +504,7 @@ pub const SEARCH: Op = Op {
     reset: None,
 };
 
+/// B.6.2 overview_subcollection.
 pub const OVERVIEW_SUBCOLLECTION: Op = Op {
     name: "overview_subcollection",
     instructions: &OVERVIEW_ESPALIER,
@@ -486,6 +515,7 @@ pub const OVERVIEW_SUBCOLLECTION: Op = Op {
     reset: None,
 };
 
+/// B.6.3 task_start.
 pub const TASK_START: Op = Op {
     name: "task_start",
     instructions: &TASK_START_ESPALIER,
@@ -496,6 +526,7 @@ pub const TASK_START: Op = Op {
     reset: Some(Reset { espalier: TASK_RESET_ESPALIER, sql: TASK_RESET_SQL, key_param: "machine" }),
 };
 
+/// B.6.4 get_big_items.
 pub const GET_BIG_ITEMS: Op = Op {
     name: "get_big_items",
     instructions: &BIG_ITEMS_ESPALIER,
@@ -506,6 +537,7 @@ pub const GET_BIG_ITEMS: Op = Op {
     reset: None,
 };
 
+/// B.6.5 many_references.
 pub const MANY_REFERENCES: Op = Op {
     name: "many_references",
     instructions: &MANY_REFERENCES_ESPALIER,

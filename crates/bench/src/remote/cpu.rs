@@ -18,8 +18,11 @@ const MAX_THREADS: usize = 16_384;
 /// CPU seconds (user + system) by role at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct CpuTimes {
+    /// CPU seconds of the clients' runtime threads ([`CLIENT_THREADS`]).
     pub client_s: f64,
+    /// CPU seconds of the server's runtime threads ([`SERVER_THREADS`]).
     pub server_s: f64,
+    /// CPU seconds of every other thread of the process.
     pub other_s: f64,
 }
 

@@ -39,17 +39,23 @@ const ROWS_PER_COMMIT: usize = 1000;
 /// How long stopping a server may take before the run gives up on it.
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
+/// The `get` workload's path: one product by key.
 pub const GET_PATH: &str = ". 'Products' : $p";
+/// The `query` workload's instruction: one order's lines.
 pub const QUERY_TEXT: &str = "collection . 'Orders' : $o select % 'Lines' 'Amount' -> number : 'Amount'";
 /// Orders added to the demo data for the query workload (`q000`…), each with a line for each of
 /// the first [`LINES_PER_ORDER`] products: a query reads one order's lines.
 pub const QUERY_ORDERS: usize = 100;
+/// Lines of each query order: one for each of the first this many products.
 pub const LINES_PER_ORDER: usize = 100;
+/// The `command` workload's instruction: the demo's `pulse` command on one machine.
 pub const COMMAND_TEXT: &str = "command 'pulse' ( 'machine' -> $m )";
+/// The `update` workload's instruction: adds 1 to one machine's 'Pulses'.
 pub const UPDATE_TEXT: &str = "update . 'Machines' : $m ( 'Pulses' -> number + 1 )";
 /// Reads every machine's counter (in process, before and after a write point).
 const PULSES_QUERY: &str = "collection select . 'Machines' 'Pulses' -> number : 'Pulses'";
 
+/// The data set a workload runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DatasetKind {
     /// `demo/factory.alan` with its data, plus `--rows` products and machines.
@@ -59,6 +65,7 @@ pub enum DatasetKind {
 }
 
 impl DatasetKind {
+    /// The data set's name in reports: `demo` or `b6`.
     pub fn name(self) -> &'static str {
         match self {
             DatasetKind::Demo => "demo",
@@ -70,9 +77,22 @@ impl DatasetKind {
 /// One request of an operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
+    /// A `ping` (WebSocket) or health check (HTTP).
     Ping,
-    Get { path: String, params: Params },
-    Execute { text: String, params: Params },
+    /// A node read.
+    Get {
+        /// The node's path.
+        path: String,
+        /// The values of the path's `$` parameters.
+        params: Params,
+    },
+    /// An instruction: a query, command or update.
+    Execute {
+        /// The instruction.
+        text: String,
+        /// The values of its `$` parameters.
+        params: Params,
+    },
 }
 
 /// What the reply to a call must be.
@@ -81,11 +101,19 @@ pub enum Expect {
     /// `pong` (WebSocket) or `ok` (HTTP health).
     Echo,
     /// The node in dump form, read at this version.
-    Node { version: u64, node: Value },
+    Node {
+        /// The version the node was read at.
+        version: u64,
+        /// The node's dump.
+        node: Value,
+    },
     /// A query's whole result.
     Rows(QueryResult),
     /// A committed write with this many changes.
-    Done { changes: usize },
+    Done {
+        /// The number of changes.
+        changes: usize,
+    },
 }
 
 impl Expect {
@@ -104,9 +132,12 @@ impl Expect {
     }
 }
 
+/// One request of an operation and what its reply must be.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
+    /// The request.
     pub call: Call,
+    /// What the reply must be.
     pub expect: Expect,
 }
 
@@ -114,12 +145,14 @@ pub struct Step {
 /// prefixes). Its latency is the time of all of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Operation {
+    /// The requests, sent in order.
     pub steps: Vec<Step>,
 }
 
 /// A workload's operations; clients pick among them at random.
 #[derive(Debug, Clone)]
 pub struct Prepared {
+    /// The operations, prepared with their parameters and expected replies.
     pub ops: Vec<Operation>,
 }
 
@@ -128,6 +161,7 @@ pub struct Prepared {
 pub struct WriteState {
     /// Sum of every machine's 'Pulses'.
     pub pulses: i64,
+    /// The database's version.
     pub version: u64,
 }
 
@@ -289,6 +323,7 @@ impl ServedDatabase {
         Ok(ServedDatabase { kind, engine, runtime, addr, handle, task, products, machines, b6_index })
     }
 
+    /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }

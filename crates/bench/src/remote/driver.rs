@@ -44,9 +44,13 @@ pub fn client_runtime(threads: usize) -> Result<tokio::runtime::Runtime, RemoteE
 /// One point of the run.
 #[derive(Debug, Clone, Copy)]
 pub struct PointSpec<'a> {
+    /// What each client sends.
     pub workload: &'a Workload,
+    /// How the requests travel.
     pub transport: Transport,
+    /// How messages are encoded.
     pub encoding: Encoding,
+    /// The number of clients.
     pub clients: usize,
 }
 

@@ -59,20 +59,28 @@ pub enum RemoteError {
     /// Bad options: names the option and the reason.
     #[error("{0}")]
     Invalid(String),
+    /// An Espalier instruction failed while preparing the data or the operations.
     #[error("Espalier: {context}: {source}")]
     Espalier {
+        /// What the run was doing.
         context: String,
+        /// The instruction error.
         #[source]
         source: Box<espalier_instruction::InstructionError>,
     },
+    /// Starting, running or stopping the Espalier server failed.
     #[error("the Espalier server: {0}")]
     Server(String),
+    /// A file, process or runtime operation failed.
     #[error("{context}: {source}")]
     Io {
+        /// What the run was doing.
         context: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// Code shared with the peer benchmarks failed: the PostgreSQL server or the B6 data and parameters.
     #[error(transparent)]
     Peer(#[from] PeerError),
     /// pgbench failed or printed something this run cannot read.
@@ -81,10 +89,12 @@ pub enum RemoteError {
 }
 
 impl RemoteError {
+    /// A [`RemoteError::Io`] with its context.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> RemoteError {
         RemoteError::Io { context: context.into(), source }
     }
 
+    /// A [`RemoteError::Espalier`] with its context.
     pub fn espalier(context: impl Into<String>, source: espalier_instruction::InstructionError) -> RemoteError {
         RemoteError::Espalier { context: context.into(), source: Box::new(source) }
     }
@@ -147,6 +157,7 @@ impl Workload {
         })
     }
 
+    /// The workload's name: `echo`, `get`, `query`, `command`, `update` or `b6:<op>`.
     pub fn name(&self) -> String {
         match self {
             Workload::Echo => "echo".into(),
@@ -196,6 +207,7 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Parses `ws` (also `websocket`) or `http`.
     pub fn parse(s: &str) -> Result<Transport, RemoteError> {
         match s.trim() {
             "ws" | "websocket" => Ok(Transport::Ws),
@@ -204,6 +216,7 @@ impl Transport {
         }
     }
 
+    /// The transport's name: `ws` or `http`.
     pub fn name(self) -> &'static str {
         match self {
             Transport::Ws => "ws",
@@ -223,16 +236,22 @@ pub enum Stop {
     Requests(u64),
 }
 
+/// What a remote run measures and how.
 #[derive(Debug, Clone, Serialize)]
 pub struct Config {
     /// Client counts, one point each.
     pub clients: Vec<usize>,
+    /// When each point ends.
     pub stop: Stop,
     /// Untimed running before each point (seconds mode).
     pub warmup_seconds: f64,
+    /// The workloads, each measured at every point.
     pub workloads: Vec<Workload>,
+    /// The transports, each measured at every point.
     pub transports: Vec<Transport>,
+    /// The message encodings, each measured at every point.
     pub encodings: Vec<Encoding>,
+    /// The compression of messages (both sides).
     pub compression: Compression,
     /// Messages shorter than this go uncompressed (both sides).
     pub compress_min: usize,
@@ -242,11 +261,13 @@ pub struct Config {
     pub durability: DurabilityPairing,
     /// Products and machines added to the demo data (keys `p000000`…, `m000000`…).
     pub demo_rows: usize,
-    /// B6 scale of the outermost and of the nested collections (b6:<op> workloads).
+    /// B6 scale of the outermost and of the nested collections (`b6:<op>` workloads).
     pub b6_scale: f64,
+    /// B6 scale of the nested collections (`b6:<op>` workloads).
     pub b6_nested_scale: f64,
     /// Distinct prepared operations per workload (parameters drawn with the seed).
     pub pool: usize,
+    /// Seed of the RNG that draws the operations' parameters.
     pub seed: u64,
     /// Run pgbench beside Espalier.
     pub postgres: bool,
@@ -254,14 +275,17 @@ pub struct Config {
     pub pg_scale: u32,
     /// pgbench's `-M`: simple, extended or prepared.
     pub pg_query_mode: String,
+    /// PostgreSQL `shared_buffers`.
     pub pg_shared_buffers: String,
     /// Tokio worker threads of the server's runtime and of the clients' (0: one per core).
     pub server_threads: usize,
+    /// Tokio worker threads of the clients' runtime (0: one per core).
     pub client_threads: usize,
     /// Latency samples kept per point (beyond it replies are still counted and checked).
     pub max_samples: usize,
     /// Where the temporary databases go (default: the system's temp directory).
     pub dir: Option<PathBuf>,
+    /// Draw progress bars on stderr.
     pub progress: bool,
     /// For tests of the checker: every expected value is altered, so every reply that is
     /// otherwise right must be counted as wrong.
@@ -316,6 +340,7 @@ impl Config {
         }
     }
 
+    /// Checks the options' ranges; the error names the option.
     pub fn validate(&self) -> Result<(), RemoteError> {
         let bad = |m: String| Err(RemoteError::Invalid(m));
         if self.clients.is_empty() {

@@ -28,6 +28,7 @@ const ACCOUNTS_PER_SCALE: u64 = 100_000;
 /// Lines of output kept in error messages.
 const TAIL_LINES: usize = 15;
 
+/// The transaction pgbench runs, against which Espalier's reads and writes are compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Script {
@@ -38,6 +39,7 @@ pub enum Script {
 }
 
 impl Script {
+    /// The script's name in reports: `select-only` or `update`.
     pub fn name(self) -> &'static str {
         match self {
             Script::SelectOnly => "select-only",
@@ -67,9 +69,13 @@ pub fn settings(config: &Config) -> Vec<String> {
 /// pgbench's figures for one client count.
 #[derive(Debug, Clone, Serialize)]
 pub struct PgRun {
+    /// Transactions completed.
     pub transactions: u64,
+    /// Transactions that failed.
     pub failed: u64,
+    /// Transactions per second.
     pub tps: f64,
+    /// Mean latency per transaction, in ms, if pgbench reported it.
     pub latency_average_ms: Option<f64>,
 }
 
@@ -157,10 +163,12 @@ impl Pgbench {
         self.dir.path().join("update.sql")
     }
 
+    /// The PostgreSQL server's version.
     pub fn server_version(&self) -> String {
         self.server.version()
     }
 
+    /// The output of `pgbench --version`.
     pub fn pgbench_version(&self) -> String {
         match Command::new(&self.pgbench).arg("--version").output() {
             Ok(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
@@ -236,6 +244,7 @@ impl Pgbench {
         })
     }
 
+    /// Stops the server and deletes its data.
     pub fn stop(self) -> Result<(), RemoteError> {
         self.server.stop().map_err(RemoteError::from)
     }

@@ -15,10 +15,15 @@ use crate::stats::Summary;
 /// One workload at one client count over one transport and encoding.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
+    /// The workload's name.
     pub workload: String,
+    /// How the requests travelled.
     pub transport: Transport,
+    /// How messages were encoded.
     pub encoding: Encoding,
+    /// How messages were compressed.
     pub compression: Compression,
+    /// The number of clients.
     pub clients: usize,
     /// WebSocket sessions (or HTTP clients) the clients used.
     pub connections: usize,
@@ -26,9 +31,11 @@ pub struct Point {
     pub seconds: f64,
     /// Operations with right replies in the window.
     pub operations: u64,
+    /// Operations with right replies per second of the window.
     pub ops_per_sec: f64,
     /// Latency of those operations (µs).
     pub latency: Option<Summary>,
+    /// Latency samples behind `latency`.
     pub latency_samples: usize,
     /// More operations than the sample bound: the latency is of the first ones per client.
     pub samples_capped: bool,
@@ -42,15 +49,20 @@ pub struct Point {
     pub examples: Vec<String>,
     /// CPU seconds by role over `cpu_wall_s` (the window; the whole point in requests mode).
     pub cpu: Option<CpuTimes>,
+    /// The wall time the CPU seconds were measured over, in seconds.
     pub cpu_wall_s: f64,
 }
 
 /// A write point's check of the acknowledged writes against the data.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verification {
+    /// The workload's name.
     pub workload: String,
+    /// How the requests travelled.
     pub transport: Transport,
+    /// How messages were encoded.
     pub encoding: Encoding,
+    /// The number of clients.
     pub clients: usize,
     /// Writes acknowledged with `done` (warm-up included).
     pub acknowledged: u64,
@@ -58,22 +70,30 @@ pub struct Verification {
     pub unknown_outcome: u64,
     /// How much the machines' 'Pulses' grew over the point.
     pub increments: i64,
+    /// Whether `increments` lies between `acknowledged` and `acknowledged` plus `unknown_outcome`.
     pub ok: bool,
 }
 
 /// pgbench at one client count.
 #[derive(Debug, Clone, Serialize)]
 pub struct PgPoint {
+    /// The transaction pgbench ran.
     pub script: Script,
+    /// The number of pgbench clients.
     pub clients: usize,
+    /// pgbench's worker threads.
     pub threads: usize,
+    /// pgbench's `-M`: simple, extended or prepared.
     pub query_mode: String,
+    /// Transactions completed.
     pub transactions: u64,
     /// pgbench's `tps` (without initial connection time).
     pub tps: f64,
+    /// pgbench's mean latency, in ms, if it reported it.
     pub latency_average_ms: Option<f64>,
     /// From pgbench's per-transaction log (µs).
     pub latency: Option<Summary>,
+    /// Transactions that failed.
     pub failed: u64,
     /// CPU seconds pgbench itself used.
     pub pgbench_cpu_s: Option<f64>,
@@ -81,36 +101,53 @@ pub struct PgPoint {
     pub server_cpu_s: Option<f64>,
 }
 
+/// The machine the run was on.
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
+    /// CPU cores available.
     pub cores: usize,
+    /// The 1-minute load average before the run.
     pub load_before: Option<f64>,
+    /// The 1-minute load average after the run.
     pub load_after: Option<f64>,
     /// Wall time of the whole run.
     pub seconds: f64,
+    /// (program, version) of Espalier and, when it ran, PostgreSQL and pgbench.
     pub versions: Vec<(String, String)>,
+    /// The `postgresql.conf` lines of the run.
     pub postgres_settings: Vec<String>,
 }
 
+/// One of issue #4's targets and whether this run met it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
+    /// The target, in words.
     pub target: String,
+    /// What this run measured for it, with its unit.
     pub measured: String,
     /// None: this run did not measure it (the reason is in `measured`).
     pub met: Option<bool>,
 }
 
+/// The outcome of a remote run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The options the run used.
     pub config: Config,
+    /// The machine the run was on.
     pub machine: Machine,
+    /// Every measured point of Espalier.
     pub points: Vec<Point>,
+    /// Every pgbench point.
     pub postgres: Vec<PgPoint>,
+    /// The checks of the write points.
     pub verifications: Vec<Verification>,
+    /// Issue #4's targets and whether they were met.
     pub targets: Vec<Target>,
 }
 
 impl Report {
+    /// A report of these results, with the targets evaluated on them.
     pub fn new(
         config: Config,
         machine: Machine,
@@ -122,6 +159,7 @@ impl Report {
         Report { config, machine, points, postgres, verifications, targets }
     }
 
+    /// The point of `workload` over `transport` and `encoding` with `k` clients, if measured.
     pub fn point(&self, workload: &str, transport: Transport, encoding: Encoding, k: usize) -> Option<&Point> {
         find(&self.points, workload, transport, encoding, k)
     }
@@ -131,14 +169,17 @@ impl Report {
         self.points.iter().map(|p| p.wrong).sum()
     }
 
+    /// Failed replies over the whole run.
     pub fn failed(&self) -> u64 {
         self.points.iter().map(|p| p.failed).sum()
     }
 
+    /// The report as JSON.
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).unwrap_or_else(|e| Value::String(format!("report does not serialise: {e}")))
     }
 
+    /// The report as Markdown.
     pub fn to_markdown(&self) -> String {
         markdown(self)
     }

@@ -11,7 +11,9 @@ use super::run::Mode;
 
 /// One colour in the chart: a report's results in one mode.
 pub struct Series<'a> {
+    /// The series' name in the legend.
     pub label: String,
+    /// The results it draws.
     pub results: Vec<&'a InstructionResult>,
 }
 

@@ -26,7 +26,9 @@ use super::{is_nested, key_dictionaries, InitItem, InitValue, Scale, Suite};
 /// How to build.
 #[derive(Debug, Clone)]
 pub struct BuildOptions {
+    /// Seed of the generator of the data's values.
     pub seed: u64,
+    /// The factors the benchmark file's collection sizes are multiplied by.
     pub scale: Scale,
     /// Entries per write request (one commit each).
     pub batch: u64,
@@ -45,16 +47,25 @@ pub struct DatasetStats {
     pub entries: u64,
     /// Write requests (commits) used.
     pub commits: u64,
+    /// The wall time of the build, in seconds.
     pub seconds: f64,
 }
 
 /// A build failure; `Display` names the place in the benchmark file when there is one.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BuildError {
+    /// A place in the benchmark file cannot be built.
     #[error("{file}:{}:{}: {}", .at.line, .at.column, .at.message)]
-    At { file: String, at: Diagnostic },
+    At {
+        /// The benchmark file.
+        file: String,
+        /// Where in the file, and why.
+        at: Diagnostic,
+    },
+    /// The database refused a write or failed.
     #[error("building the dataset: {0}")]
     Database(String),
+    /// The scale is out of range.
     #[error("the scale is invalid: {0}")]
     Scale(String),
 }
@@ -77,10 +88,12 @@ impl From<espalier_data::DataError> for BuildError {
 pub struct SplitMix(u64);
 
 impl SplitMix {
+    /// A generator that starts from `seed`.
     pub fn new(seed: u64) -> SplitMix {
         SplitMix(seed)
     }
 
+    /// The next value of the sequence.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

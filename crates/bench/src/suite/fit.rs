@@ -27,6 +27,7 @@ use super::{is_nested, key_dictionaries, BenchValue, BenchWord, Benchmark, Scale
 /// A benchmark's repetitions at a scale.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fitted {
+    /// The benchmark's name.
     pub benchmark: String,
     /// The repetitions to run: the written count × the repeat scale, cut to the collection an
     /// `index` keys.

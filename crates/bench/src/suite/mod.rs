@@ -67,17 +67,22 @@ pub struct Suite {
     /// The application model: the file up to `initialize` (comments included), as stored in
     /// the database.
     pub model: String,
+    /// The model checked into a schema.
     pub schema: Schema,
     /// The `initialize ( … )` items of the root node.
     pub init: Vec<InitItem>,
+    /// The benchmarks, in file order.
     pub benchmarks: Vec<Benchmark>,
 }
 
 /// `'name' -> …` in `initialize`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InitItem {
+    /// The property being initialised.
     pub property: PropertyId,
+    /// Its value.
     pub value: InitValue,
+    /// Where the item is in the file.
     pub span: Span,
 }
 
@@ -86,11 +91,13 @@ pub struct InitItem {
 pub enum InitValue {
     /// `'n' -> number` without a value: the default (0, "").
     Default,
+    /// `'n' -> number N`: this number.
     Number(i64),
     /// `number random N`: uniform in 0 … N-1.
     RandomNumber(u64),
     /// `random ( 1 5 9 )`: one of these, uniformly.
     OneOfNumbers(Vec<i64>),
+    /// `'t' -> text "x"`: this text.
     Text(String),
     /// `random ( 'a' 'b' )`: one of these, uniformly.
     OneOfTexts(Vec<String>),
@@ -99,28 +106,37 @@ pub enum InitValue {
     /// `reference random N` (key uniform in 0 … N-1, scaled with the target), or `reference
     /// random` (any initialised entry of the target).
     RandomReference(Option<u64>),
+    /// A group: the items of its node.
     Group(Vec<InitItem>),
     /// `dictionary N ( … )` / `matrix N ( … )`: entries `"0"` … `"N-1"` (a matrix entry's key is
     /// the target entry with that key).
     Collection {
+        /// The number of entries, before scaling.
         size: u64,
+        /// The items of each entry.
         items: Vec<InitItem>,
     },
     /// `stategroup 'S' ( … )` (one choice of weight 1) or `stategroup ( 'S' -> W ( … ) … )`.
     States(Vec<StateInit>),
 }
 
+/// One state of a stategroup's initialisation and how often it is chosen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateInit {
+    /// The state.
     pub state: StateIndex,
+    /// Its weight: it is chosen with probability weight / (sum of the weights).
     pub weight: u64,
+    /// The items of the state's node.
     pub items: Vec<InitItem>,
+    /// Where the state is in the file.
     pub span: Span,
 }
 
 /// `[benchmark 'name'] repeat N [expect error 'code' | allow error 'code' …] ( instructions )`.
 #[derive(Debug, Clone)]
 pub struct Benchmark {
+    /// The benchmark's name.
     pub name: String,
     /// Repetitions as written (before `--repeat-scale`).
     pub repeat: u64,
@@ -128,7 +144,9 @@ pub struct Benchmark {
     pub expect: Option<String>,
     /// `allow error 'code'`: runs may also fail with these codes without being unexpected.
     pub allow: Vec<String>,
+    /// The instructions of the `repeat` body, in order.
     pub instructions: Vec<BenchInstruction>,
+    /// Where the benchmark is in the file.
     pub span: Span,
 }
 
@@ -143,6 +161,7 @@ pub struct BenchInstruction {
     pub plan: Plan,
     /// The `index` and `random` values written in it, by the parameter standing for each.
     pub values: Vec<BenchValue>,
+    /// Where the instruction is in the file.
     pub span: Span,
 }
 
@@ -274,6 +293,7 @@ impl Suite {
         walk(&self.schema, &self.init, scale)
     }
 
+    /// The benchmark named `name`, if any.
     pub fn benchmark(&self, name: &str) -> Option<&Benchmark> {
         self.benchmarks.iter().find(|b| b.name == name)
     }

@@ -16,8 +16,9 @@ use super::{BenchInstruction, Benchmark, InitItem, InitValue, StateInit, Suite};
 
 /// Deepest nesting of `( … )` in `initialize` (the schema's own nesting is bounded likewise).
 const MAX_INIT_DEPTH: usize = espalier_schema::MAX_DEPTH;
-/// Most benchmarks in one file and instructions in one `repeat` body.
+/// Most benchmarks in one file.
 pub const MAX_BENCHMARKS: usize = 1_000;
+/// Most instructions in one `repeat` body.
 pub const MAX_INSTRUCTIONS: usize = 1_000;
 /// Largest `repeat` count.
 pub const MAX_REPEAT: u64 = 100_000_000;
@@ -28,10 +29,24 @@ const MAX_CHOICES: usize = 10_000;
 /// file name, line:column, the source line and a caret.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SuiteError {
+    /// The file does not parse or check.
     #[error("{}", render(.file, .source_text, .diagnostics))]
-    Invalid { file: String, source_text: String, diagnostics: Vec<Diagnostic> },
+    Invalid {
+        /// The file's name.
+        file: String,
+        /// The file's text, which the diagnostics point into.
+        source_text: String,
+        /// What is wrong, and where.
+        diagnostics: Vec<Diagnostic>,
+    },
+    /// The file cannot be read.
     #[error("cannot read {file}: {reason}")]
-    Read { file: String, reason: String },
+    Read {
+        /// The file's name.
+        file: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
 }
 
 fn render(file: &str, source: &str, diagnostics: &[Diagnostic]) -> String {

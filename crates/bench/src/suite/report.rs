@@ -21,14 +21,19 @@ pub const FORMAT: &str = "espalier-bench-report/1";
 /// A whole run: one or more suites.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The format tag, [`FORMAT`].
     pub format: String,
     /// What is measured: `espalier` here; peers write their own (e.g. `sqlite`).
     pub system: String,
     /// A name for this run in comparisons (default: the system).
     pub label: String,
+    /// When the report was made, in seconds since the Unix epoch.
     pub created_unix: u64,
+    /// The machine the run was on.
     pub machine: Machine,
+    /// The options the run was made with.
     pub options: RunSettings,
+    /// The suites run, in order.
     pub suites: Vec<SuiteInfo>,
     /// One object per instruction and mode.
     pub results: Vec<InstructionResult>,
@@ -37,12 +42,17 @@ pub struct Report {
 /// The options a run was made with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
+    /// Seed of the generator of the data's values and the instructions' parameters.
     pub seed: u64,
+    /// The factors the collection sizes were multiplied by.
     pub scale: Scale,
+    /// The factor the written `repeat` counts were multiplied by.
     pub repeat_scale: f64,
+    /// Untimed runs of each instruction before its samples.
     pub warmup: u64,
     /// Cold samples per instruction, if cold runs were made.
     pub cold_samples: Option<u64>,
+    /// The database's durability setting.
     pub durability: String,
     /// `release` or `debug`: the build of the measuring program.
     pub build: String,
@@ -53,13 +63,19 @@ pub struct RunSettings {
 pub struct SuiteInfo {
     /// The directory the file is in (`b1` … `b7`), or empty.
     pub group: String,
+    /// The suite's name.
     pub suite: String,
+    /// The benchmark file.
     pub file: String,
+    /// What building the data set made and how long it took.
     pub dataset: DatasetStats,
     /// Bytes allocated on disk by the database after building, and after the hot run.
     pub disk_bytes_built: u64,
+    /// Bytes allocated on disk by the database after the hot run.
     pub disk_bytes_after: u64,
+    /// The process's memory after building.
     pub memory_after_build: Memory,
+    /// The process's memory after the run.
     pub memory_after_run: Memory,
     /// How cold samples were made (absent without `--cold`).
     pub cold_method: Option<String>,
@@ -68,12 +84,14 @@ pub struct SuiteInfo {
     /// Cached fraction of the data file (0–1) when the hot run started and when it ended.
     #[serde(default)]
     pub hot_cached_fraction_start: Option<f64>,
+    /// Cached fraction of the data file (0–1) when the hot run ended.
     #[serde(default)]
     pub hot_cached_fraction_end: Option<f64>,
     /// Page faults during the hot run (warm-up included): minor (page already cached) and
     /// major (read from disk).
     #[serde(default)]
     pub hot_minor_faults: u64,
+    /// Major page faults during the hot run (read from disk).
     #[serde(default)]
     pub hot_major_faults: u64,
 }
@@ -81,24 +99,37 @@ pub struct SuiteInfo {
 /// The samples of one instruction in one mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstructionResult {
+    /// The directory of the suite's file (`b1` … `b7`), or empty.
     pub group: String,
+    /// The suite's name.
     pub suite: String,
+    /// The benchmark's name.
     pub benchmark: String,
     /// The benchmark's name, or `benchmark[i]` for the i-th instruction of a `repeat` body.
     pub name: String,
+    /// The instruction as written.
     pub instruction: String,
     /// `hot` or `cold`.
     pub mode: Mode,
+    /// Number of samples.
     pub count: usize,
+    /// Smallest sample, in µs.
     pub min_us: f64,
+    /// First quartile, in µs.
     pub q1_us: f64,
+    /// Median, in µs.
     pub median_us: f64,
+    /// Third quartile, in µs.
     pub q3_us: f64,
+    /// Largest sample, in µs.
     pub max_us: f64,
+    /// 99th percentile, in µs.
     pub p99_us: f64,
+    /// Arithmetic mean, in µs.
     pub mean_us: f64,
-    /// Runs that failed, and how, by error code.
+    /// Runs that failed.
     pub failed: u64,
+    /// Failed runs by error code.
     pub errors: BTreeMap<String, u64>,
     /// `ok`, or the error code every run is expected to fail with.
     pub expected: String,
@@ -112,6 +143,7 @@ pub struct InstructionResult {
 }
 
 impl InstructionResult {
+    /// The result of `run` under `group` and `suite`; `None` if it has no samples.
     pub fn from_run(group: &str, suite: &str, run: &InstructionRun) -> Option<InstructionResult> {
         if run.samples.is_empty() {
             return None;
@@ -151,6 +183,7 @@ impl InstructionResult {
 }
 
 impl SuiteInfo {
+    /// The record of `run`, the suite in `file` under `group`.
     pub fn from_run(group: &str, file: &str, run: &SuiteRun) -> SuiteInfo {
         SuiteInfo {
             group: group.to_string(),
@@ -172,6 +205,7 @@ impl SuiteInfo {
 }
 
 impl Report {
+    /// An empty report of `system`, named `label`, made now on this machine.
     pub fn new(system: &str, label: &str, options: RunSettings) -> Report {
         Report {
             format: FORMAT.to_string(),
@@ -197,11 +231,13 @@ impl Report {
         self.results.extend(rows.into_iter().filter_map(|r| InstructionResult::from_run(group, &run.suite, r)));
     }
 
+    /// The report as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         // Serialising plain data to a string cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
+    /// Reads a JSON report; fails if it is not one or has another format tag.
     pub fn from_json(text: &str) -> Result<Report, String> {
         let report: Report = serde_json::from_str(text).map_err(|e| format!("not a benchmark report: {e}"))?;
         if report.format != FORMAT {
@@ -210,11 +246,12 @@ impl Report {
         Ok(report)
     }
 
-    /// Results whose outcome was not the expected one: `(name, mode, unexpected, outcomes)`.
+    /// Results with runs whose outcome was not the expected one.
     pub fn unexpected(&self) -> Vec<&InstructionResult> {
         self.results.iter().filter(|r| r.unexpected > 0).collect()
     }
 
+    /// The report as Markdown.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# Benchmark report: {}\n", self.label);
@@ -359,6 +396,7 @@ pub fn us(v: f64) -> String {
     }
 }
 
+/// `n` bytes in binary units, e.g. `1.5 MB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
     let mut v = n as f64;

@@ -32,17 +32,21 @@ use super::{create_dataset, BuildError, BuildOptions, DatasetStats, Draws, Scale
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// Seed of the generator of the data's values and the instructions' parameters.
     pub seed: u64,
+    /// The factors the collection sizes are multiplied by.
     pub scale: Scale,
     /// Multiplies every `repeat` count (at least 1 repetition remains).
     pub repeat_scale: f64,
     /// Untimed runs of every instruction before the timed ones.
     pub warmup: u64,
+    /// Also take cold samples (data dropped from the page cache), if set.
     pub cold: Option<ColdOptions>,
     /// `None` by default: commits reach the OS page cache, never fsync (as in `bench core`).
     pub durability: Durability,
     /// Where the temporary database directory is made (default: the system's temp dir).
     pub dir: Option<PathBuf>,
+    /// Draw progress bars on stderr.
     pub progress: bool,
     /// Entries per write request while building.
     pub batch: u64,
@@ -67,6 +71,7 @@ impl Default for RunOptions {
     }
 }
 
+/// How to take cold samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ColdOptions {
     /// Cold samples per instruction (at most the benchmark's repetitions).
@@ -77,11 +82,14 @@ pub struct ColdOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
+    /// With the data in memory.
     Hot,
+    /// The database closed, its file dropped from the page cache where possible, and reopened before each sample.
     Cold,
 }
 
 impl Mode {
+    /// The mode's name: `hot` or `cold`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Hot => "hot",
@@ -93,10 +101,15 @@ impl Mode {
 /// The timed runs of one instruction in one mode.
 #[derive(Debug, Clone)]
 pub struct InstructionRun {
+    /// The benchmark's name.
     pub benchmark: String,
+    /// The benchmark's name, or `benchmark[i]` for the i-th instruction of a `repeat` body.
     pub name: String,
+    /// The instruction as written.
     pub text: String,
+    /// Hot or cold.
     pub mode: Mode,
+    /// The time of each timed run.
     pub samples: Vec<Duration>,
     /// Outcome counts: `"ok"` or an error code.
     pub outcomes: BTreeMap<String, u64>,
@@ -109,6 +122,7 @@ pub struct InstructionRun {
 }
 
 impl InstructionRun {
+    /// Runs that failed, whatever the error.
     pub fn failed(&self) -> u64 {
         self.outcomes.iter().filter(|(k, _)| k.as_str() != "ok").map(|(_, n)| n).sum()
     }
@@ -123,10 +137,13 @@ impl InstructionRun {
 /// Everything measured for one suite.
 #[derive(Debug, Clone)]
 pub struct SuiteRun {
+    /// The suite's name.
     pub suite: String,
+    /// What building the data set made and how long it took.
     pub dataset: DatasetStats,
     /// Disk bytes of the database directory after the build, and after the hot run.
     pub disk_bytes_built: u64,
+    /// Disk bytes of the database directory after the hot run.
     pub disk_bytes_after: u64,
     /// After the build (peak since the suite started).
     pub memory_build: Memory,
@@ -145,20 +162,35 @@ pub struct SuiteRun {
     pub cold_method: Option<(DropMethod, Option<f64>)>,
     /// Benchmarks that run fewer times than asked, and why (see [`super::fit_benchmarks`]).
     pub notes: Vec<String>,
+    /// The timed runs of each instruction, hot then cold.
     pub runs: Vec<InstructionRun>,
 }
 
 /// A run failure.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RunError {
+    /// Building the data set failed.
     #[error("{0}")]
     Build(#[from] BuildError),
+    /// The options cannot be used; says why.
     #[error("{0}")]
     Options(String),
+    /// A file operation failed.
     #[error("{context}: {reason}")]
-    Io { context: String, reason: String },
+    Io {
+        /// What the run was doing.
+        context: String,
+        /// The I/O error, as text.
+        reason: String,
+    },
+    /// Opening or syncing the database failed.
     #[error("{context}: {reason}")]
-    Engine { context: String, reason: String },
+    Engine {
+        /// What the run was doing.
+        context: String,
+        /// The engine's error, as text.
+        reason: String,
+    },
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {

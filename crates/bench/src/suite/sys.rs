@@ -66,6 +66,7 @@ pub enum DropMethod {
 }
 
 impl DropMethod {
+    /// The method in words, for reports.
     pub fn describe(self) -> &'static str {
         match self {
             DropMethod::Fadvise => {
@@ -182,12 +183,17 @@ pub fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<u64> {
 /// Facts about the machine for the report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
+    /// The CPU's model name.
     pub cpu: String,
+    /// CPUs available to the process.
     pub cpus: usize,
+    /// Physical memory (`MemTotal`), in bytes.
     pub memory_bytes: u64,
+    /// The kernel release.
     pub kernel: String,
 }
 
+/// The facts about this machine, from `/proc`.
 pub fn machine() -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
