@@ -426,8 +426,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         let old = record::read_u64(&rec, at)?;
-        // The old target may have been removed earlier in this request (see `Deferred`).
-        let old_alive = old != 0 && (self.deferred.is_empty() || self.graph().exists(old)?);
+        let old_alive = self.target_alive(old)?;
         let old_key = if old_alive {
             Some(self.graph().target_key(old, path)?)
         } else if old != 0 {
@@ -692,6 +691,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn check_end(&mut self) -> Result<()> {
         self.check_references().map_err(|e| e.error)?;
         self.check_unique()
+    }
+
+    /// Whether reference target `target` (0: unset) is still there: it may have been removed
+    /// earlier in this request, its links left for `check_references` at the end. Without
+    /// deferred links nothing was removed under a reference, so nothing is read.
+    pub(crate) fn target_alive(&self, target: NodeId) -> Result<bool> {
+        Ok(target != 0 && (self.deferred.is_empty() || self.graph().exists(target)?))
     }
 
     /// The key a deferred link of `source` to removed `target` recorded (see [`Deferred`]).

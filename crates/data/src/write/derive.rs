@@ -76,10 +76,8 @@ impl WriteGraph<'_, '_> {
             }
             Over::Referrers(r) => {
                 let target = record::read_u64(rec, record::slot(self.schema, r))?;
-                // A target removed earlier in this request (its links are checked when the
-                // request ends, `check_references`) holds no aggregate any more: its row may
-                // be gone.
-                (target != 0 && (self.deferred.is_empty() || self.graph().exists(target)?)).then_some(target)
+                // A target removed earlier in this request holds no aggregate any more.
+                self.target_alive(target)?.then_some(target)
             }
         })
     }
