@@ -1068,6 +1068,18 @@ pub fn check_leaf(words: &[u64], after: Option<&LeafSummary>) -> Result<LeafSumm
     Ok(LeafSummary { first: (fo, fk.to_vec()), last: (lo, lk.to_vec()), count: len as u64 })
 }
 
+/// Where a checkpoint wrote a copy of a leaf in its file: the offset, the length in words and
+/// the crc32c of the copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafCopy {
+    /// Where the copy starts in the file.
+    pub offset: usize,
+    /// Its length in words.
+    pub words: usize,
+    /// Its crc32c.
+    pub crc: u32,
+}
+
 /// A checkpoint's leaf to build an index of: its buffer's place in a mapped file and what
 /// [`check_leaf`] found.
 pub struct MappedLeaf {
@@ -1341,30 +1353,27 @@ impl KeyIndexWriter {
     /// Replaces the writer's leaves that are still those of `written` (the version a
     /// checkpoint wrote: the same leaves, unchanged since) by their mapped copies, so that
     /// their memory can go. `mapped` holds, for each leaf the checkpoint wrote (by its
-    /// buffer's address in `written`), the file, offset, length and crc of its copy. Inner
+    /// buffer's address in `written`), where its copy lies in `owner`, the mapped file. Inner
     /// nodes on the way are copied where a published version shares them. Returns the leaves
     /// swapped.
     pub fn swap_in_mapped(
         &mut self,
         written: &KeyIndex,
-        mapped: &std::collections::HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>,
+        owner: &Arc<dyn StableBytes>,
+        mapped: &std::collections::HashMap<usize, LeafCopy>,
     ) -> usize {
-        fn swap(
-            node: &mut Arc<Node>,
-            mapped: &std::collections::HashMap<usize, (Arc<dyn StableBytes>, usize, usize, u32)>,
-        ) -> usize {
+        type Copies = std::collections::HashMap<usize, LeafCopy>;
+        fn swap(node: &mut Arc<Node>, owner: &Arc<dyn StableBytes>, mapped: &Copies) -> usize {
             match &**node {
                 Node::Leaf(l) => {
-                    let Some((owner, offset, len, crc)) = mapped.get(&(l.keys.buf.as_slice().as_ptr() as usize)) else {
-                        return 0;
-                    };
-                    let Some(buf) = Words::mapped(owner.clone(), *offset, *len, *crc) else { return 0 };
+                    let Some(c) = mapped.get(&(l.keys.buf.as_slice().as_ptr() as usize)) else { return 0 };
+                    let Some(buf) = Words::mapped(owner.clone(), c.offset, c.words, c.crc) else { return 0 };
                     *node = Arc::new(Node::Leaf(Leaf { keys: Keys { buf } }));
                     1
                 }
                 Node::Inner(_) => {
                     let Node::Inner(inner) = Arc::make_mut(node) else { unreachable!("matched an inner node") };
-                    let n = inner.children.iter_mut().map(|c| swap(c, mapped)).sum();
+                    let n = inner.children.iter_mut().map(|c| swap(c, owner, mapped)).sum();
                     inner.sync();
                     n
                 }
@@ -1372,7 +1381,7 @@ impl KeyIndexWriter {
         }
         // The addresses are those of `written`'s leaves, alive (and so not reused) while it is.
         let _ = written;
-        let n = self.current.root.as_mut().map_or(0, |root| swap(root, mapped));
+        let n = self.current.root.as_mut().map_or(0, |root| swap(root, owner, mapped));
         self.current.sync_root();
         n
     }

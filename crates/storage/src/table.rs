@@ -1046,7 +1046,7 @@ impl TableWriter {
 
     /// Page `page` of the writer's version (for writing checkpoints).
     pub fn page(&self, page: u32) -> Option<&Page> {
-        self.current.page_ref(page).map(|p| &*p.page)
+        self.current.page(page)
     }
 }
 

@@ -674,19 +674,14 @@ impl Tables {
         for slice in written.pages.chunks(SWAP_SLICE) {
             timed(&mut |w| w.swap_in_mapped_pages(&snapshot, &file, slice));
         }
-        let mut leaves: std::collections::BTreeMap<u32, std::collections::HashMap<usize, (u64, usize, u32)>> =
-            std::collections::BTreeMap::new();
-        for &(i, address, offset, words, crc) in &written.leaves {
-            leaves.entry(i).or_default().insert(address, (offset, words, crc));
-        }
-        for (i, map) in &leaves {
-            timed(&mut |w| w.swap_in_mapped_leaves(&snapshot, &file, *i, map));
+        for (i, leaves) in &written.leaves {
+            timed(&mut |w| w.swap_in_mapped_leaves(&snapshot, &file, *i, leaves));
         }
         Ok(Some(Checkpointed {
             log_version: snapshot.log_version,
             bytes: written.bytes,
             segments_deleted,
-            written: written.pages.len() + written.leaves.len(),
+            written: written.count(),
             swapped,
             swap_pause,
         }))

@@ -45,13 +45,14 @@
 mod catalog;
 mod load;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use super::redo::{Op, RedoBuf};
 use super::{Read, Snapshot, TablesError};
+use crate::key_index::{LeafCopy, LeafImage};
 use catalog::{Catalog, IndexCatalog, LeafPlace, PagePlace, TableCatalog, Trailer};
 
 pub use load::{load, read, Loaded};
@@ -87,13 +88,33 @@ pub struct Written {
     pub bytes: u64,
     /// The file's generation (the log version it covers).
     pub generation: u64,
-    /// (table, page number, offset, crc32c) of each page written to this file.
-    pub pages: Vec<(u32, u32, u64, u32)>,
-    /// (key index, the leaf's buffer address in the snapshot written, offset, words, crc32c)
-    /// of each leaf written to this file.
-    pub leaves: Vec<(u32, usize, u64, usize, u32)>,
+    /// Each page written to this file.
+    pub pages: Vec<WrittenPage>,
+    /// Each leaf written to this file: by key index, by the leaf's buffer address in the
+    /// snapshot written, where its copy lies.
+    pub leaves: BTreeMap<u32, HashMap<usize, LeafCopy>>,
     /// Every checkpoint file the new one names, itself included: the others can go.
     pub files: Vec<u64>,
+}
+
+/// A table page a checkpoint wrote to its own file.
+#[derive(Debug, Clone, Copy)]
+pub struct WrittenPage {
+    /// The table.
+    pub table: u32,
+    /// The page number.
+    pub page: u32,
+    /// Where its copy starts in the file.
+    pub offset: u64,
+    /// The copy's crc32c.
+    pub crc: u32,
+}
+
+impl Written {
+    /// The pages and leaves written to the file.
+    pub fn count(&self) -> usize {
+        self.pages.len() + self.leaves.values().map(HashMap::len).sum::<usize>()
+    }
 }
 
 /// Writes `snapshot` (covering the log through `log_version`) to its checkpoint file in `dir`,
@@ -156,16 +177,19 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
     let tables = &snapshot.tables[..shape_tables.min(snapshot.tables.len())];
     // Which older files the snapshot's mapped pages and leaves are in, and how much of each.
     let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-    for table in tables {
-        for p in table.present_pages() {
+    // Walked once: the sizes of the older files' parts in use decide what is written.
+    let pages: Vec<Vec<u32>> = tables.iter().map(|t| t.present_pages()).collect();
+    let leaves: Vec<Vec<LeafImage>> = snapshot.indexes.iter().map(|i| i.leaves()).collect();
+    for (table, pages) in tables.iter().zip(&pages) {
+        for &p in pages {
             if let Some(place) = table.page(p).and_then(|page| page.file_place()) {
                 let e = named.entry(place.file).or_insert((0, place.file_len));
                 e.0 += table.layout().page_bytes() as u64;
             }
         }
     }
-    for index in &snapshot.indexes {
-        for leaf in index.leaves() {
+    for index in &leaves {
+        for leaf in index {
             if let Some(place) = leaf.place {
                 let e = named.entry(place.file).or_insert((0, place.file_len));
                 e.0 += leaf.words.len() as u64 * 8;
@@ -184,10 +208,10 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
     out.write(&log_version.to_le_bytes())?;
     let mut written = Written { generation: log_version, ..Written::default() };
     let mut catalog = Catalog::default();
-    for (t, table) in tables.iter().enumerate() {
+    for (t, (table, pages)) in tables.iter().zip(&pages).enumerate() {
         let mut tc =
             TableCatalog { width: table.width() as u32, end: table.end(), live: table.len(), pages: Vec::new() };
-        for p in table.present_pages() {
+        for &p in pages {
             let Some(page) = table.page(p) else { continue };
             let place = match keep(page.file_place()) {
                 Some(pl) => PagePlace { page: p, file: pl.file, offset: pl.offset, crc: pl.crc },
@@ -195,7 +219,7 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
                     let offset = out.align()?;
                     let crc = crc32c::crc32c(page.bytes());
                     out.write(page.bytes())?;
-                    written.pages.push((t as u32, p, offset, crc));
+                    written.pages.push(WrittenPage { table: t as u32, page: p, offset, crc });
                     PagePlace { page: p, file: log_version, offset, crc }
                 }
             };
@@ -203,9 +227,9 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
         }
         catalog.tables.push(tc);
     }
-    for (i, index) in snapshot.indexes.iter().enumerate() {
+    for (i, (index, index_leaves)) in snapshot.indexes.iter().zip(&leaves).enumerate() {
         let mut ic = IndexCatalog { len: index.len(), leaves: Vec::new() };
-        for leaf in index.leaves() {
+        for leaf in index_leaves {
             let words = leaf.words.len() as u32;
             let place = match keep(leaf.place) {
                 Some(pl) => LeafPlace { file: pl.file, offset: pl.offset, words, crc: pl.crc },
@@ -214,7 +238,8 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
                     let bytes = word_bytes(leaf.words);
                     let crc = crc32c::crc32c(bytes);
                     out.write(bytes)?;
-                    written.leaves.push((i as u32, leaf.words.as_ptr() as usize, offset, leaf.words.len(), crc));
+                    let copy = LeafCopy { offset: offset as usize, words: leaf.words.len(), crc };
+                    written.leaves.entry(i as u32).or_default().insert(leaf.words.as_ptr() as usize, copy);
                     LeafPlace { file: log_version, offset, words, crc }
                 }
             };

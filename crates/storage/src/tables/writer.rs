@@ -6,11 +6,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::key_index::{KeyIndex, KeyIndexWriter};
+use crate::key_index::{KeyIndex, KeyIndexWriter, LeafCopy};
 use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
 use crate::mapping::MappedFile;
 use crate::table::{Page, StableBytes, TableSavepoint, TableVersion, TableWriter, MAX_ROW};
 
+use super::checkpoint::WrittenPage;
 use super::redo::{self, Op, RedoBuf};
 use super::strings::{StringChange, StringsSavepoint, StringsWriter};
 use super::{Read, Snapshot, TablesError};
@@ -372,25 +373,25 @@ impl Writer {
         &self.published
     }
 
-    /// After a checkpoint wrote `snapshot` to `file`: replaces each of the writer's pages in
-    /// `pages` ((table, page number, offset, crc32c) of its copy in `file`) that is still the
-    /// one `snapshot` has (unchanged since) by its mapped copy, so that the heap memory goes
-    /// once no published version holds it. Pointer swaps, and copies of the directory nodes
-    /// above them where a published version shares those. Returns the pages swapped.
+    /// After a checkpoint wrote `snapshot` to `file`: replaces each of the writer's `pages`
+    /// (their copies in `file`) that is still the one `snapshot` has (unchanged since) by its
+    /// mapped copy, so that the heap memory goes once no published version holds it. Pointer
+    /// swaps, and copies of the directory nodes above them where a published version shares
+    /// those. Returns the pages swapped.
     pub fn swap_in_mapped_pages(
         &mut self,
         snapshot: &Snapshot,
         file: &Arc<MappedFile>,
-        pages: &[(u32, u32, u64, u32)],
+        pages: &[WrittenPage],
     ) -> usize {
         let owner: Arc<dyn StableBytes> = file.clone();
         let mut swapped = 0;
-        for &(t, p, offset, crc) in pages {
-            let (Some(writer), Some(was)) = (self.tables.get_mut(t as usize), snapshot.tables.get(t as usize)) else {
-                continue;
-            };
+        for w in pages {
+            let (t, p) = (w.table as usize, w.page);
+            let (Some(writer), Some(was)) = (self.tables.get_mut(t), snapshot.tables.get(t)) else { continue };
             let layout = writer.current().layout();
-            let (Some(was), Some(mapped)) = (was.page(p), Page::mapped(owner.clone(), offset as usize, layout, crc))
+            let (Some(was), Some(mapped)) =
+                (was.page(p), Page::mapped(owner.clone(), w.offset as usize, layout, w.crc))
             else {
                 continue;
             };
@@ -400,25 +401,21 @@ impl Writer {
     }
 
     /// As [`Writer::swap_in_mapped_pages`] for the leaves of key index `index`: `leaves` maps
-    /// a leaf's buffer address in `snapshot` to the offset, words and crc32c of its copy in
-    /// `file`. Inner nodes on the way are copied where a published version shares them.
+    /// a leaf's buffer address in `snapshot` to its copy in `file`. Inner nodes on the way are
+    /// copied where a published version shares them.
     pub fn swap_in_mapped_leaves(
         &mut self,
         snapshot: &Snapshot,
         file: &Arc<MappedFile>,
         index: u32,
-        leaves: &HashMap<usize, (u64, usize, u32)>,
+        leaves: &HashMap<usize, LeafCopy>,
     ) -> usize {
         let (Some(writer), Some(was)) = (self.indexes.get_mut(index as usize), snapshot.indexes.get(index as usize))
         else {
             return 0;
         };
         let owner: Arc<dyn StableBytes> = file.clone();
-        let map = leaves
-            .iter()
-            .map(|(&a, &(offset, words, crc))| (a, (owner.clone(), offset as usize, words, crc)))
-            .collect();
-        writer.swap_in_mapped(was, &map)
+        writer.swap_in_mapped(was, &owner, leaves)
     }
 
     /// Why writes stopped, if they did.

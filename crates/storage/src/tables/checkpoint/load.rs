@@ -45,6 +45,19 @@ pub fn read(path: &Path, apply: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> 
         m if m == MAGIC => trailer(&file, path)?.redo_offset,
         _ => return Err(damaged("not a checkpoint of a known format".into())),
     };
+    read_chunks(&file, path, start, apply)?;
+    Ok(log_version)
+}
+
+/// Reads the redo chunks of the checkpoint `file` (at `path`) from byte `start` to the zero
+/// length that ends them, verifying each, and hands each to `apply`.
+fn read_chunks(
+    mut file: &File,
+    path: &Path,
+    start: u64,
+    apply: &mut dyn FnMut(&[u8]) -> Result<(), String>,
+) -> Result<(), TablesError> {
+    let damaged = |why: String| TablesError::Checkpoint { path: path.to_path_buf(), why };
     file.seek(SeekFrom::Start(start)).map_err(io(path))?;
     let mut input = BufReader::with_capacity(1 << 20, file);
     let mut chunk = Vec::new();
@@ -56,7 +69,7 @@ pub fn read(path: &Path, apply: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> 
         let len = u32::from_le_bytes(h[..4].try_into().unwrap_or_default()) as usize;
         let crc = u32::from_le_bytes(h[4..].try_into().unwrap_or_default());
         if len == 0 {
-            return Ok(log_version);
+            return Ok(());
         }
         if len > MAX_CHUNK {
             return Err(damaged(format!("a chunk of {len} bytes at byte {at}")));
@@ -184,7 +197,6 @@ pub fn load(
     let mut built = Vec::with_capacity(catalog.indexes.len());
     for (i, ic) in catalog.indexes.iter().enumerate() {
         let mut leaves: Vec<MappedLeaf> = Vec::with_capacity(ic.leaves.len());
-        let mut count = 0;
         for lp in &ic.leaves {
             if lp.words > MAX_LEAF_WORDS {
                 return Err(damaged(format!("key index {i}: a leaf of {} words", lp.words)));
@@ -197,7 +209,6 @@ pub fn load(
                 buf.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or_default())).collect();
             let summary = check_leaf(&words, leaves.last().map(|l| &l.summary))
                 .map_err(|why| damaged(format!("key index {i}: the leaf at {}: {why}", lp.offset)))?;
-            count += words_count(&words);
             leaves.push(MappedLeaf {
                 owner,
                 offset: lp.offset as usize,
@@ -206,22 +217,17 @@ pub fn load(
                 summary,
             });
         }
-        if count != ic.len {
-            return Err(damaged(format!("key index {i}: {count} entries, the catalog says {}", ic.len)));
-        }
         let index =
             KeyIndex::from_leaves(leaves).ok_or_else(|| damaged(format!("key index {i}: a leaf outside its file")))?;
+        if index.len() != ic.len {
+            return Err(damaged(format!("key index {i}: {} entries, the catalog says {}", index.len(), ic.len)));
+        }
         built.push(KeyIndexWriter::from_index(index));
     }
-    let covered = read(path, apply)?;
+    read_chunks(&files[&generation].0, path, t.redo_offset, apply)?;
     let mut names: Vec<u64> = files.keys().copied().collect();
     names.sort_unstable();
-    Ok((covered, Some(Loaded { tables, indexes: built, files: names })))
-}
-
-/// The entries of a checked leaf (its header's count).
-fn words_count(words: &[u64]) -> u64 {
-    u64::from(words[0] as u32)
+    Ok((generation, Some(Loaded { tables, indexes: built, files: names })))
 }
 
 /// The live rows of page `page` and the highest of them (0 if none); refuses live bits past
