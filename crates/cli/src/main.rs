@@ -101,7 +101,13 @@ pub struct Global {
     /// nodes written since the last one grew by this much, and what it wrote is then read from
     /// the checkpoint files, mapped (docs/storage.md, "Larger than memory"). Also
     /// ESPALIER_MEMORY_BOUND; `serve` also reads `memory_bound` in espalier.toml. Default: 256.
-    #[arg(long, global = true, value_name = "MIB", help_heading = "Global options")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "MIB",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Global options"
+    )]
     pub memory_bound: Option<u64>,
     /// ESPALIER_MEMORY_BOUND, read by `main` (a bad value is named with the variable).
     #[arg(skip)]
@@ -189,9 +195,6 @@ impl Global {
                     .filter(|&m| m > 0)
                     .ok_or_else(|| format!("{MEMORY_BOUND_ENV}={text:?} is not a whole number of MiB above 0"))?,
             );
-        }
-        if self.memory_bound == Some(0) {
-            return Err("--memory-bound 0: the bound is a whole number of MiB above 0".into());
         }
         let Some(value) = std::env::var_os(DURABILITY_ENV) else { return Ok(()) };
         let text = value.to_string_lossy();
