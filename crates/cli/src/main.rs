@@ -36,6 +36,8 @@ mod csv;
 mod db;
 mod dump;
 mod exec;
+#[cfg(feature = "peers")]
+mod import_trainbenchmark;
 mod migrate;
 mod output;
 mod schema_cmd;
@@ -275,9 +277,15 @@ collection per file (named after it, or 'Collection'=FILE): a header of `key` an
 names, one entry per row, references by key, states by name. Everything is checked first; the \
 first problem is reported as file:line:column and nothing is imported; then all rows are written \
 in one transaction.\n\n\
+With --trainbenchmark, a new database of the Train Benchmark's railway schema is created from an \
+official instance model: its EMF XMI file, or its CSV files by their common prefix. The CSV form \
+has no containment; the importer rebuilds it from the ids as the benchmark's generator assigns \
+them (docs/cli.md).\n\n\
 Examples:\n\n    \
 espalier --db copy.db import backup.json\n    \
-espalier import --csv Customers.csv Products.csv 'Orders'=orders-2025.csv")]
+espalier import --csv Customers.csv Products.csv 'Orders'=orders-2025.csv\n    \
+espalier --db railway import --trainbenchmark ../shared/data/trainbenchmark/railway-repair-1.xmi\n    \
+espalier --db railway import --trainbenchmark ../shared/data/trainbenchmark/railway-repair-1")]
     Import(ImportArgs),
 
     /// Write a consistent copy of a database, served or not, as a JSON dump.
@@ -584,12 +592,17 @@ pub struct BackupArgs {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The dump to read (creates a new database).
-    #[arg(required_unless_present = "csv", conflicts_with = "csv")]
+    #[arg(required_unless_present_any = ["csv", "trainbenchmark"], conflicts_with_all = ["csv", "trainbenchmark"])]
     pub file: Option<PathBuf>,
     /// CSV files to add to the existing database, one root collection each: FILE is named
     /// after its collection (Clients.csv), or give 'Collection'=FILE. Repeatable.
-    #[arg(long, value_name = "[COLLECTION=]FILE", num_args = 1..)]
+    #[arg(long, value_name = "[COLLECTION=]FILE", num_args = 1.., conflicts_with = "trainbenchmark")]
     pub csv: Vec<String>,
+    /// An official Train Benchmark model to create a new railway database from: its .xmi
+    /// file, or the prefix of its CSV files (DIR/railway-repair-1 for
+    /// DIR/railway-repair-1-Region.csv and the others).
+    #[arg(long, value_name = "XMI|CSV-PREFIX")]
+    pub trainbenchmark: Option<PathBuf>,
 }
 
 /// Why a subcommand did not succeed.
@@ -701,9 +714,16 @@ fn main() -> ExitCode {
             Some(dir) => csv::export(g, dir, &args.collections),
             None => dump::export(g, &args),
         },
-        Command::Import(args) => match &args.file {
-            Some(file) => dump::import(g, file),
-            None => csv::import(g, &args.csv),
+        Command::Import(args) => match (&args.file, &args.trainbenchmark) {
+            (Some(file), _) => dump::import(g, file),
+            #[cfg(feature = "peers")]
+            (None, Some(model)) => import_trainbenchmark::import(g, model),
+            #[cfg(not(feature = "peers"))]
+            (None, Some(_)) => Err(Failure::other(
+                "`espalier import --trainbenchmark` needs the Train Benchmark crate, and this espalier was built \
+                 without it (the `peers` feature, on in the default build)",
+            )),
+            (None, None) => csv::import(g, &args.csv),
         },
         Command::Backup(args) => backup::run(g, &args),
         Command::Migrate(args) => migrate::run(g, &args),

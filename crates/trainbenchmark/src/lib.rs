@@ -1,7 +1,8 @@
 //! The Train Benchmark (Szárnyas et al., SoSyM 2018) on Espalier.
 //!
 //! - [`SCHEMA`]: the railway metamodel in Alan notation (`railway.alan`).
-//! - [`xmi::read`] and [`csv::read`]: the official model files (`../shared/data/trainbenchmark`).
+//! - [`xmi::read`] and [`csv::read`]: the official model files (`../shared/data/trainbenchmark`);
+//!   [`containment::model`] rebuilds the tree the CSV form leaves out.
 //! - [`generate::generate`]: models of any size by the official generator's rules (size 1
 //!   reproduces the official models exactly).
 //! - [`load::write`]: a model into an Espalier database.
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod containment;
 pub mod csv;
 pub mod generate;
 pub mod java_random;
@@ -35,7 +37,7 @@ pub const SCHEMA: &str = include_str!("../railway.alan");
 
 /// A model file that cannot be read: the file, the line (0 when not known) and why.
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}: {message}")]
+#[error("{file}{}: {message}", if *line == 0 { String::new() } else { format!(":{line}") })]
 pub struct ImportError {
     /// The file.
     pub file: String,
@@ -76,6 +78,12 @@ pub fn read_xmi(path: &Path) -> Result<Model, ImportError> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ImportError::at(&source, 0, format!("cannot read: {e}")))?;
     xmi::read(&text, &source)
+}
+
+/// Reads an official model from its CSV files, `<dir>/<prefix>-Region.csv` and the others, and
+/// rebuilds its containment (see [`containment`]).
+pub fn read_csv_model(dir: &Path, prefix: &str) -> Result<Model, ImportError> {
+    containment::model(&csv::read(dir, prefix)?, prefix)
 }
 
 /// Creates a railway database at `path` holding `model`.

@@ -135,7 +135,31 @@ fn choose(g: &mut WriteGraph<'_, '_>, node: NodeRef, p: PropertyId, name: &str) 
 
 /// Writes `model` into an empty railway database (inside `Database::write`).
 pub fn write(g: &mut WriteGraph<'_, '_>, model: &Model) -> Result<(), LoadError> {
+    write_reporting(g, model, &mut |_, _| {})
+}
+
+/// The writes [`write_reporting`] counts for `model`: sensors, track elements, their links, and
+/// the routes' required sensors and switch positions.
+pub fn writes(model: &Model) -> usize {
+    let regions: usize = model
+        .regions
+        .iter()
+        .map(|r| {
+            r.sensors.len() + r.elements.iter().map(|e| 1 + e.monitored_by.len() + e.connects_to.len()).sum::<usize>()
+        })
+        .sum();
+    regions + model.routes.iter().map(|r| r.requires.len() + r.follows.len()).sum::<usize>()
+}
+
+/// As [`write`], calling `progress(done, total)` every 1,024 writes and at the end (`total` is
+/// [`writes`]), for a progress bar.
+pub fn write_reporting(
+    g: &mut WriteGraph<'_, '_>,
+    model: &Model,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(), LoadError> {
     let r = Railway::resolve(g.schema)?;
+    let total = writes(model);
     let root = NodeRef::ROOT;
     let mut nodes: HashMap<u64, NodeRef> = HashMap::new();
     let mut writes = 0usize;
@@ -143,6 +167,9 @@ pub fn write(g: &mut WriteGraph<'_, '_>, model: &Model) -> Result<(), LoadError>
         writes += 1;
         if writes.is_multiple_of(CHANGES_KEPT) {
             g.take_changes(0);
+        }
+        if writes.is_multiple_of(1024) {
+            progress(writes, total);
         }
     };
     let key = |id: u64| id.to_string();
@@ -210,5 +237,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, model: &Model) -> Result<(), LoadError>
         }
     }
     g.take_changes(0);
+    progress(total, total);
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The official scale-factor-1 models (`../shared/data/trainbenchmark`): the XMI and CSV
-//! forms agree, the generator reproduces them, and every query's matches in Espalier (model
-//! read from XMI) equal SQL's in SQLite (tables read from CSV); batch has no match at all.
+//! forms agree, the tree rebuilt from the CSV form is the XMI's, the generator reproduces
+//! them, and every query's matches in Espalier (model read from XMI) equal SQL's in SQLite
+//! (tables read from CSV); batch has no match at all.
 
 use std::path::PathBuf;
 
@@ -23,6 +24,8 @@ fn official_models_queries_match_sql() {
         let model = read_xmi(&dir.join(format!("{prefix}.xmi"))).unwrap();
         let tables = csv::read(&dir, &prefix).unwrap();
         assert_eq!(model.tables(), tables, "{prefix}: the XMI and CSV forms differ");
+        let from_csv = espalier_trainbenchmark::read_csv_model(&dir, &prefix).unwrap();
+        assert_eq!(from_csv, model, "{prefix}: the tree rebuilt from the CSV form is not the XMI's");
         assert_eq!(generate(scenario, 1), model, "{prefix}: the generator does not reproduce the official model");
 
         let tmp = tempfile::tempdir().unwrap();
