@@ -25,6 +25,9 @@ pub struct Summary {
     pub max_us: f64,
     /// Arithmetic mean, in µs.
     pub mean_us: f64,
+    /// Coefficient of dispersion: the mean absolute deviation from the median over the median
+    /// (seed 000's measure of spread; dimensionless, robust to skewed samples).
+    pub dispersion: f64,
 }
 
 /// The sample at nearest rank ⌈p·n⌉ of `sorted` (non-empty, ascending), for 0 < p ≤ 1.
@@ -41,6 +44,8 @@ impl Summary {
         samples.sort_unstable();
         let us = |d: Duration| d.as_nanos() as f64 / 1000.0;
         let total: f64 = samples.iter().map(|d| d.as_nanos() as f64).sum();
+        let median = us(nearest_rank(samples, 0.5));
+        let deviation = samples.iter().map(|&d| (us(d) - median).abs()).sum::<f64>() / samples.len() as f64;
         Summary {
             count: samples.len(),
             min_us: us(samples[0]),
@@ -50,6 +55,7 @@ impl Summary {
             p99_us: us(nearest_rank(samples, 0.99)),
             max_us: us(samples[samples.len() - 1]),
             mean_us: total / samples.len() as f64 / 1000.0,
+            dispersion: if median > 0.0 { deviation / median } else { 0.0 },
         }
     }
 }
@@ -70,5 +76,7 @@ mod tests {
         let mut d: Vec<Duration> = [3, 1, 2].iter().map(|&n| Duration::from_micros(n)).collect();
         let s = Summary::of(&mut d);
         assert_eq!((s.min_us, s.median_us, s.max_us, s.mean_us), (1.0, 2.0, 3.0, 2.0));
+        // |3 − 2| + |1 − 2| + 0 over 3 samples, over the median 2.
+        assert!((s.dispersion - 1.0 / 3.0).abs() < 1e-9, "{}", s.dispersion);
     }
 }

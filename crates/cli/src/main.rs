@@ -28,6 +28,8 @@ mod bench_oo7;
 mod bench_peers;
 #[cfg(feature = "peers")]
 mod bench_remote;
+#[cfg(feature = "peers")]
+mod bench_remote_model;
 mod bench_suite;
 #[cfg(feature = "peers")]
 mod bench_trainbenchmark;
@@ -502,6 +504,34 @@ espalier --json bench remote --workload b6:many_references --b6-scale 0.5 > remo
     #[cfg(feature = "peers")]
     Remote(bench_remote::RemoteArgs),
 
+    /// Seed 000's method on model queries: the six Train Benchmark queries and the GraBaTs
+    /// singleton query, one request each, under K concurrent clients.
+    #[command(
+        name = "remote-model",
+        long_about = "Seed 000's remote method on model queries \
+(Garcia-Dominguez et al., SoSyM 2017): builds the Train Benchmark's repair model (--size, 32 in the \
+seed: 49,334 elements) and a generated Java model for the GraBaTs 2009 singleton query (--grabats-types; \
+the contest's MoDisco models are not available here, so a seeded model of the same shape stands in), \
+serves each on a free 127.0.0.1 port in this process, and sends each query as one request (a pattern \
+query: the coarse-grained API) from K = 1, 2, 4, … 64 concurrent clients, which share --requests \
+invocations per point (the seed's producer/consumer design, 1000) after a warm-up of a tenth.\n\n\
+Before any client starts, every query's result on the engine in process is checked against an \
+independent computation: the Train Benchmark's against SQL over SQLite, the singletons against \
+counting the generated model; a disagreement stops the run. Every reply is then compared with that \
+whole result: the report counts failed replies (errors, broken connections) and wrong ones (the \
+seed's table 6 found a tool returning wrong results under load), and gives per query and K the \
+median in ms and the coefficient of dispersion (the seed's tables 1–4), with throughput, quartiles \
+and CPU per point. Markdown on standard output (JSON with --json); exit status 1 if any reply was \
+wrong.\n\n\
+Examples:\n\n    \
+espalier bench remote-model --quick\n    \
+espalier bench remote-model --query PosLength,singleton --clients 1,8,64\n    \
+espalier bench remote-model --transport ws,http --size 32 --requests 1000\n    \
+espalier --json bench remote-model --encoding msgpack,json > remote-model.json"
+    )]
+    #[cfg(feature = "peers")]
+    RemoteModel(bench_remote_model::RemoteModelArgs),
+
     /// `espalier bench FILE|DIR… [OPTIONS]` is short for `espalier bench run FILE|DIR…`.
     #[command(external_subcommand)]
     File(Vec<OsString>),
@@ -669,7 +699,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
     }
     if !std::path::Path::new(first).exists() {
         return Err(Failure::other(format!(
-            "no bench command or file named {:?} (commands: core, trainbenchmark, oo7, run, compare, peers, remote; \
+            "no bench command or file named {:?} (commands: core, trainbenchmark, oo7, run, compare, peers, remote, remote-model; \
              see `espalier bench --help`)",
             first.to_string_lossy()
         )));
@@ -681,7 +711,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
 }
 
 /// The `bench` commands of the `peers` feature.
-const PEER_COMMANDS: [&str; 5] = ["core", "trainbenchmark", "oo7", "peers", "remote"];
+const PEER_COMMANDS: [&str; 6] = ["core", "trainbenchmark", "oo7", "peers", "remote", "remote-model"];
 
 fn main() -> ExitCode {
     let mut cli = match parse(std::env::args_os().collect()) {
@@ -744,6 +774,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Peers(args)) => bench_peers::run(&args, g).map_err(Failure::Other),
         #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),
+        #[cfg(feature = "peers")]
+        Command::Bench(BenchCommand::RemoteModel(args)) => bench_remote_model::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };
     if result.is_err() {

@@ -223,6 +223,13 @@ pub fn matches_of(reply: Reply) -> Result<Matches, InstructionError> {
     Ok(out)
 }
 
+/// An in-memory SQLite database holding `t` (see [`create_tables`]), for [`sql_matches`].
+pub fn sqlite_of(t: &Tables) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_in_memory()?;
+    create_tables(&conn, t)?;
+    Ok(conn)
+}
+
 /// Creates the relational tables (as the official CSV files lay them out) and fills them.
 pub fn create_tables(conn: &Connection, t: &Tables) -> rusqlite::Result<()> {
     conn.execute_batch(

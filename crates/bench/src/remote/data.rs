@@ -62,6 +62,8 @@ pub enum DatasetKind {
     Demo,
     /// Appendix B.6 (`benchmarks/b6/use_case.bench`) at `--b6-scale`.
     B6,
+    /// A database its caller built, with operations its caller prepared (`bench remote-model`).
+    Model,
 }
 
 impl DatasetKind {
@@ -70,6 +72,7 @@ impl DatasetKind {
         match self {
             DatasetKind::Demo => "demo",
             DatasetKind::B6 => "b6",
+            DatasetKind::Model => "model",
         }
     }
 }
@@ -154,6 +157,21 @@ pub struct Operation {
 pub struct Prepared {
     /// The operations, prepared with their parameters and expected replies.
     pub ops: Vec<Operation>,
+}
+
+impl Prepared {
+    /// The operations as `config` wants them: with every expected value altered when it asks
+    /// for that (`corrupt_expected`, for tests of the checker).
+    pub fn for_config(mut self, config: &Config) -> Prepared {
+        if config.corrupt_expected {
+            for op in &mut self.ops {
+                for step in &mut op.steps {
+                    step.expect = std::mem::replace(&mut step.expect, Expect::Echo).corrupted();
+                }
+            }
+        }
+        self
+    }
 }
 
 /// What a write point is checked against afterwards.
@@ -297,6 +315,11 @@ impl ServedDatabase {
                 let index = DataIndex::read(&engine)?;
                 (engine, Some(index))
             }
+            DatasetKind::Model => {
+                return Err(RemoteError::Invalid(
+                    "the model data sets are built by their callers (ServedDatabase::serve)".into(),
+                ))
+            }
         };
         let products = if kind == DatasetKind::Demo {
             keys(&engine, "collection select . 'Products' 'Price' -> number : 'Price'")?
@@ -308,6 +331,15 @@ impl ServedDatabase {
         } else {
             Vec::new()
         };
+        let mut served = ServedDatabase::serve(kind, engine, config)?;
+        served.products = products;
+        served.machines = machines;
+        served.b6_index = b6_index;
+        Ok(served)
+    }
+
+    /// Starts a server on `engine`, a database built by the caller, on a free 127.0.0.1 port.
+    pub fn serve(kind: DatasetKind, engine: Engine, config: &Config) -> Result<ServedDatabase, RemoteError> {
         let engine = Arc::new(engine);
         let runtime = server_runtime(config.server_threads)?;
         let mut server_config = ServerConfig::local(0);
@@ -320,7 +352,17 @@ impl ServedDatabase {
         let addr = server.local_addr().map_err(|e| RemoteError::Server(e.to_string()))?;
         let handle = server.shutdown_handle();
         let task = runtime.spawn(server.serve());
-        Ok(ServedDatabase { kind, engine, runtime, addr, handle, task, products, machines, b6_index })
+        Ok(ServedDatabase {
+            kind,
+            engine,
+            runtime,
+            addr,
+            handle,
+            task,
+            products: Vec::new(),
+            machines: Vec::new(),
+            b6_index: None,
+        })
     }
 
     /// The address the server listens on.
@@ -405,6 +447,11 @@ impl ServedDatabase {
                     ops.push(Operation { steps: vec![Step { call, expect: Expect::Done { changes: 1 } }] });
                 }
             }
+            Workload::Model(_) => {
+                return Err(RemoteError::Invalid(format!(
+                    "workload {workload} is prepared by `bench remote-model`, which built its data"
+                )))
+            }
             Workload::B6(name) => {
                 let index = self.b6_index.as_ref().ok_or_else(|| {
                     RemoteError::Invalid(format!("workload {workload} needs the B6 data, not the {}", self.kind.name()))
@@ -433,14 +480,7 @@ impl ServedDatabase {
                 }
             }
         }
-        if config.corrupt_expected {
-            for op in &mut ops {
-                for step in &mut op.steps {
-                    step.expect = std::mem::replace(&mut step.expect, Expect::Echo).corrupted();
-                }
-            }
-        }
-        Ok(Prepared { ops })
+        Ok(Prepared { ops }.for_config(config))
     }
 }
 

@@ -28,6 +28,8 @@
 pub mod cpu;
 pub mod data;
 pub mod driver;
+pub mod grabats;
+pub mod model;
 pub mod pgbench;
 pub mod report;
 
@@ -116,6 +118,10 @@ pub enum Workload {
     /// A read-only operation of appendix B.6 (search, overview_subcollection, get_big_items,
     /// many_references) on the B6 data.
     B6(String),
+    /// A model query of `espalier bench remote-model` (`tb:PosLength`, `grabats:singleton`, …),
+    /// prepared by its caller on a database it built ([`model::run`]); `--workload` of `bench
+    /// remote` does not take it.
+    Model(String),
 }
 
 /// The B6 operations a remote client can repeat (task_start needs a reset after each run).
@@ -166,6 +172,7 @@ impl Workload {
             Workload::Command => "command".into(),
             Workload::Update => "update".into(),
             Workload::B6(op) => format!("b6:{op}"),
+            Workload::Model(name) => name.clone(),
         }
     }
 
@@ -178,6 +185,7 @@ impl Workload {
     fn dataset(&self) -> data::DatasetKind {
         match self {
             Workload::B6(_) => data::DatasetKind::B6,
+            Workload::Model(_) => data::DatasetKind::Model,
             _ => data::DatasetKind::Demo,
         }
     }
@@ -474,23 +482,9 @@ pub fn run(config: &Config) -> Result<Report, RemoteError> {
         let server = data::ServedDatabase::start(kind, config, &tmp.path().join(kind.name()), &pb)?;
         for workload in workloads {
             let prepared = server.prepare(workload, config)?;
-            for &(transport, encoding) in &variants {
-                for &k in &config.clients {
-                    pb.set_message(format!("{workload} {}/{encoding} K={k}", transport.name()));
-                    let before = server.write_counter(workload)?;
-                    let outcome = client_rt.block_on(driver::run_point(
-                        &server,
-                        &prepared,
-                        driver::PointSpec { workload, transport, encoding, clients: k },
-                        config,
-                    ))?;
-                    let after = server.write_counter(workload)?;
-                    let (point, verification) = outcome.finish(before, after);
-                    points.push(point);
-                    verifications.extend(verification);
-                    pb.inc(1);
-                }
-            }
+            let measured = measure(&server, workload, &prepared, config, &client_rt, &pb)?;
+            points.extend(measured.0);
+            verifications.extend(measured.1);
         }
         server.stop()?;
     }
@@ -514,21 +508,58 @@ pub fn run(config: &Config) -> Result<Report, RemoteError> {
         pg.stop()?;
     }
     pb.finish_and_clear();
-    let load_after = load_average();
-    Ok(Report::new(
-        config.clone(),
-        report::Machine {
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            load_before,
-            load_after,
-            seconds: started.elapsed().as_secs_f64(),
-            versions,
-            postgres_settings: if config.postgres { pgbench::settings(config) } else { Vec::new() },
-        },
-        points,
-        postgres,
-        verifications,
-    ))
+    let postgres_settings = if config.postgres { pgbench::settings(config) } else { Vec::new() };
+    let machine = machine(started, load_before, versions, postgres_settings);
+    Ok(Report::new(config.clone(), machine, points, postgres, verifications))
+}
+
+/// The machine a run took place on, at its end.
+fn machine(
+    started: Instant,
+    load_before: Option<f64>,
+    versions: Vec<(String, String)>,
+    postgres_settings: Vec<String>,
+) -> report::Machine {
+    report::Machine {
+        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        load_before,
+        load_after: load_average(),
+        seconds: started.elapsed().as_secs_f64(),
+        versions,
+        postgres_settings,
+    }
+}
+
+/// Measures one workload at every client count over every transport and encoding: the points,
+/// and the checks of the write points.
+fn measure(
+    server: &data::ServedDatabase,
+    workload: &Workload,
+    prepared: &data::Prepared,
+    config: &Config,
+    client_rt: &tokio::runtime::Runtime,
+    pb: &ProgressBar,
+) -> Result<(Vec<Point>, Vec<report::Verification>), RemoteError> {
+    let mut points = Vec::new();
+    let mut verifications = Vec::new();
+    for (transport, encoding) in config.variants() {
+        for &k in &config.clients {
+            pb.set_message(format!("{workload} {}/{encoding} K={k}", transport.name()));
+            let before = server.write_counter(workload)?;
+            let outcome = client_rt.block_on(driver::run_point(
+                server,
+                prepared,
+                driver::PointSpec { workload, transport, encoding, clients: k },
+                config,
+            ))?;
+            let after = server.write_counter(workload)?;
+            let (point, verification) = outcome.finish(before, after);
+            points.push(point);
+            verifications.extend(verification);
+            pb.inc(1);
+        }
+    }
+    Ok((points, verifications))
 }
 
 /// `Duration` from seconds, for options already validated.

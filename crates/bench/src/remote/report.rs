@@ -197,9 +197,14 @@ fn median(p: &Point) -> Option<f64> {
     p.latency.as_ref().map(|l| l.median_us)
 }
 
-/// Issue #4, item 5.
+/// Issue #4, item 5 (for a model run, only the count of wrong replies: the others need the
+/// demo workloads).
 fn targets(config: &Config, points: &[Point], pg: &[PgPoint], verifications: &[Verification]) -> Vec<Target> {
     let mut out = Vec::new();
+    if is_model_run(config) {
+        out.push(zero_wrong(points, verifications));
+        return out;
+    }
     let durability = config.durability.name();
     let not_measured = |target: String, why: String| Target { target, measured: why, met: None };
     for (t, e) in config.variants() {
@@ -254,18 +259,7 @@ fn targets(config: &Config, points: &[Point], pg: &[PgPoint], verifications: &[V
         }
     }
     // 3. Zero wrong replies, and every write accounted for.
-    let wrong: u64 = points.iter().map(|p| p.wrong).sum();
-    let checked: u64 = points.iter().map(|p| p.checked).sum();
-    let bad_verifications = verifications.iter().filter(|v| !v.ok).count();
-    out.push(Target {
-        target: "zero wrong replies, every acknowledged write found in the data".into(),
-        measured: format!(
-            "{wrong} wrong of {checked} replies checked; {} of {} write checks passed",
-            verifications.len() - bad_verifications,
-            verifications.len()
-        ),
-        met: Some(wrong == 0 && bad_verifications == 0),
-    });
+    out.push(zero_wrong(points, verifications));
     // 5. MessagePack measurably faster than JSON.
     for &t in &config.transports {
         let target = format!(
@@ -288,6 +282,66 @@ fn targets(config: &Config, points: &[Point], pg: &[PgPoint], verifications: &[V
         }
     }
     out
+}
+
+/// Whether every workload is a model query (`bench remote-model`).
+fn is_model_run(config: &Config) -> bool {
+    config.workloads.iter().all(|w| matches!(w, Workload::Model(_)))
+}
+
+/// Issue #4's third target (seed 000's table 6): no wrong reply, every write in the data.
+fn zero_wrong(points: &[Point], verifications: &[Verification]) -> Target {
+    let wrong: u64 = points.iter().map(|p| p.wrong).sum();
+    let checked: u64 = points.iter().map(|p| p.checked).sum();
+    let bad_verifications = verifications.iter().filter(|v| !v.ok).count();
+    Target {
+        target: "zero wrong replies, every acknowledged write found in the data".into(),
+        measured: format!(
+            "{wrong} wrong of {checked} replies checked; {} of {} write checks passed",
+            verifications.len() - bad_verifications,
+            verifications.len()
+        ),
+        met: Some(wrong == 0 && bad_verifications == 0),
+    }
+}
+
+/// Seed 000's tables 1–4: per query, the median in ms and the coefficient of dispersion at
+/// each client count.
+fn model_table(s: &mut String, r: &Report) {
+    let c = &r.config;
+    for (t, e) in c.variants() {
+        let _ = writeln!(
+            s,
+            "### Medians in ms (coefficient of dispersion) by clients ({}, {e})
+",
+            t.name()
+        );
+        let head: Vec<String> = c.clients.iter().map(|k| format!("K = {k}")).collect();
+        let _ = writeln!(s, "| query | {} | failed | wrong |", head.join(" | "));
+        let _ = writeln!(s, "|---|{}---:|---:|", "---:|".repeat(c.clients.len()));
+        for w in &c.workloads {
+            let name = w.name();
+            let mut failed = 0;
+            let mut wrong = 0;
+            let cells: Vec<String> = c
+                .clients
+                .iter()
+                .map(|&k| match find(&r.points, &name, t, e, k) {
+                    Some(p) => {
+                        failed += p.failed;
+                        wrong += p.wrong;
+                        match &p.latency {
+                            Some(l) => format!("{:.3} ({:.2})", l.median_us / 1000.0, l.dispersion),
+                            None => "–".into(),
+                        }
+                    }
+                    None => "–".into(),
+                })
+                .collect();
+            let _ = writeln!(s, "| {name} | {} | {failed} | {wrong} |", cells.join(" | "));
+        }
+        s.push('\n');
+    }
 }
 
 fn us(v: f64) -> String {
@@ -370,6 +424,9 @@ fn markdown(r: &Report) -> String {
     );
 
     let workloads: Vec<String> = c.workloads.iter().map(Workload::name).collect();
+    if is_model_run(c) {
+        model_table(&mut s, r);
+    }
     for w in &workloads {
         for (t, e) in c.variants() {
             let rows: Vec<&Point> =
@@ -528,7 +585,7 @@ fn markdown(r: &Report) -> String {
         s.push('\n');
     }
 
-    let _ = writeln!(s, "### Targets (issue #4)\n");
+    let _ = writeln!(s, "### Targets{}\n", if is_model_run(c) { "" } else { " (issue #4)" });
     let _ = writeln!(s, "| target | measured | met |");
     let _ = writeln!(s, "|---|---|---|");
     for t in &r.targets {
