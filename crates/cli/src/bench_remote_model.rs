@@ -70,7 +70,7 @@ fn chosen(args: &RemoteModelArgs) -> Result<(Vec<Query>, bool), String> {
     for q in args.queries.iter().map(|q| q.trim()).filter(|q| !q.is_empty()) {
         if q.eq_ignore_ascii_case(SINGLETON) {
             singleton = true;
-        } else if let Some(query) = Query::ALL.into_iter().find(|x| x.name().eq_ignore_ascii_case(q)) {
+        } else if let Some(query) = Query::parse(q) {
             tb.push(query);
         } else {
             let names: Vec<&str> = Query::ALL.iter().map(|x| x.name()).collect();

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use espalier_trainbenchmark::bench::{run, Config};
+use espalier_trainbenchmark::peers::GraphPeer;
 use espalier_trainbenchmark::{Query, Scenario};
 
 /// Options of `espalier bench trainbenchmark`.
@@ -43,6 +44,16 @@ pub struct TrainBenchmarkArgs {
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Embedded peers to run beside SQLite, comma-separated: duckdb, kuzu. Each loads the same
+    /// model from its CSV files, and must find Espalier's matches.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub peers: Vec<String>,
+    /// The Python that has the peers' modules (scripts/peers-setup makes peers/.venv).
+    #[arg(long, value_name = "PATH", env = "ESPALIER_PEERS_PYTHON", default_value = "python3")]
+    pub peers_python: PathBuf,
+    /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
+    #[arg(long)]
+    pub require_peers: bool,
 }
 
 /// Runs the benchmark: progress on stderr, the report on stdout (Markdown, or JSON with the
@@ -59,7 +70,11 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
     if queries.is_empty() {
         queries = Query::ALL.to_vec();
     }
-    let config = if args.quick {
+    let mut peers = Vec::new();
+    for p in args.peers.iter().filter(|p| !p.trim().is_empty()) {
+        peers.push(GraphPeer::parse(p).ok_or_else(|| format!("--peers: unknown peer {p:?}; expected duckdb or kuzu"))?);
+    }
+    let mut config = if args.quick {
         Config { scenario, queries, dir: args.dir.clone(), progress: !json, ..Config::quick() }
     } else {
         Config {
@@ -73,8 +88,12 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
             repair_count: args.repair_count,
             dir: args.dir.clone(),
             progress: !json,
+            ..Config::quick()
         }
     };
+    config.peers = peers;
+    config.python = args.peers_python.clone();
+    config.require_peers = args.require_peers;
     let report = run(&config).map_err(|e| e.to_string())?;
     crate::output::print_report(json, || &report, || report.to_markdown())
 }

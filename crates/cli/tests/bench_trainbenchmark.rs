@@ -34,6 +34,59 @@ fn quick_run_reports_every_query_cross_checked() {
     }
 }
 
+/// The Python with the peers: `ESPALIER_PEERS_PYTHON`, else the venv of `scripts/peers-setup`.
+fn peers_python() -> String {
+    std::env::var("ESPALIER_PEERS_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../../peers/.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+}
+
+#[test]
+fn quick_run_beside_duckdb_and_kuzu_finds_the_same_matches() {
+    let python = peers_python();
+    assert!(std::path::Path::new(&python).exists(), "{python} is missing: run scripts/peers-setup");
+    let out = run(&[
+        "--json",
+        "bench",
+        "trainbenchmark",
+        "--quick",
+        "--peers",
+        "duckdb,kuzu",
+        "--require-peers",
+        "--peers-python",
+        &python,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let size = &report["sizes"][0];
+    let versions: Vec<&str> =
+        size["peers"].as_array().unwrap().iter().map(|p| p["version"].as_str().unwrap()).collect();
+    assert!(versions[0].starts_with("DuckDB ") && versions[1].starts_with("Kùzu "), "{versions:?}");
+    for q in size["queries"].as_array().unwrap() {
+        let peers = q["peers"].as_array().unwrap();
+        assert_eq!(peers.len(), 2, "{q}");
+        assert!(peers.iter().all(|p| p["timings"]["median_us"].as_f64().unwrap() > 0.0), "{q}");
+    }
+
+    // A peer that is not installed: reported, and fatal only when required.
+    let missing = [
+        "bench",
+        "trainbenchmark",
+        "--quick",
+        "--query",
+        "PosLength",
+        "--peers",
+        "kuzu",
+        "--peers-python",
+        "/nonexistent/python",
+    ];
+    let out = run(&missing);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("kuzu did not run: kuzu is not available"));
+    let out = run(&[&missing[..], &["--require-peers"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kuzu is not available"));
+}
+
 #[test]
 fn usage_errors_name_the_choices() {
     let out = run(&["bench", "trainbenchmark", "--scenario", "chaos", "--quick"]);
@@ -45,4 +98,7 @@ fn usage_errors_name_the_choices() {
     let out = run(&["bench", "trainbenchmark", "--size", "0", "--runs", "1"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("size 0 is outside"));
+    let out = run(&["bench", "trainbenchmark", "--quick", "--peers", "neo5j"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--peers: unknown peer \"neo5j\"; expected duckdb or kuzu"));
 }

@@ -19,6 +19,12 @@
 //! registered before the rounds (`Engine::register`), each fix's commit updates its matches
 //! from the change set, and the incremental re-check is the time that update took (measured
 //! inside the commit) plus reading the match set out; that match set must equal the re-run's.
+//!
+//! **Peers.** With `peers` (DuckDB, Kùzu; [`crate::peers`]), after the batch runs the model
+//! is written as the official CSV files, each peer loads it into a new database of its own
+//! and runs every query `warmup` + `runs` times in its own process; its match sets must equal
+//! Espalier's, or the run fails. A peer that is not installed is reported as such (and fails
+//! the run only with `require_peers`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -32,6 +38,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rusqlite::Connection;
 use serde::Serialize;
 
+use crate::peers::{GraphPeer, PeerError};
 use crate::queries::{create_tables, matches_of, sql_matches, Matches, Query};
 use crate::repair::{espalier_text, fixes, pick, pick_count, sql_apply, Index};
 use crate::{generate, Scenario};
@@ -60,6 +67,12 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Progress bars on stderr.
     pub progress: bool,
+    /// The embedded peers to run beside SQLite.
+    pub peers: Vec<GraphPeer>,
+    /// The Python that has the peers' modules (`peers/.venv/bin/python`).
+    pub python: PathBuf,
+    /// Fail the run when a peer is not installed (otherwise the report says so).
+    pub require_peers: bool,
 }
 
 impl Config {
@@ -77,6 +90,9 @@ impl Config {
             repair_count: None,
             dir: None,
             progress: false,
+            peers: Vec::new(),
+            python: PathBuf::from("python3"),
+            require_peers: false,
         }
     }
 }
@@ -119,8 +135,34 @@ pub struct SizeReport {
     pub load_espalier_ms: f64,
     /// Creating and filling SQLite's tables, in ms.
     pub load_sqlite_ms: f64,
+    /// The peers asked for: loaded, or why not.
+    pub peers: Vec<PeerLoad>,
     /// Each query's results.
     pub queries: Vec<QueryReport>,
+}
+
+/// A peer at one size: its version and load time, or why it did not run.
+#[derive(Debug, Serialize)]
+pub struct PeerLoad {
+    /// `duckdb` or `kuzu`.
+    pub system: String,
+    /// The version it reported (None if it did not run).
+    pub version: Option<String>,
+    /// Loading the model's CSV files into a new database, in ms.
+    pub load_ms: Option<f64>,
+    /// Why it did not run.
+    pub unavailable: Option<String>,
+}
+
+/// A peer's batch timings of one query.
+#[derive(Debug, Serialize)]
+pub struct PeerTiming {
+    /// `duckdb` or `kuzu`.
+    pub system: String,
+    /// Its timed runs.
+    pub timings: Summary,
+    /// Its median over Espalier's: above 1, Espalier is faster.
+    pub speedup: f64,
 }
 
 /// One query's results at one size.
@@ -136,6 +178,8 @@ pub struct QueryReport {
     pub sqlite: Summary,
     /// SQLite's median over Espalier's: above 1, Espalier is faster.
     pub speedup: f64,
+    /// The peers' batch timings, in the order of [`SizeReport::peers`] (those that ran).
+    pub peers: Vec<PeerTiming>,
     /// The repair phase (none without repair rounds or without matches).
     pub repair: Option<RepairReport>,
 }
@@ -314,10 +358,12 @@ fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
             espalier,
             sqlite,
             speedup,
+            peers: Vec::new(),
             repair: None,
         });
         found.push((q, plan, m_ours));
     }
+    let peers = run_peers(c, size, &model.tables(), tmp.path(), &found, &mut queries)?;
     let mut index = Index::new(&model);
     for (report, (q, plan, matches)) in queries.iter_mut().zip(found) {
         report.repair = repair(c, size, q, &engine, &plan, &conn, &mut index, matches, &report.espalier)?;
@@ -327,8 +373,70 @@ fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
         elements: model.size(),
         load_espalier_ms: ms(load_espalier),
         load_sqlite_ms: ms(load_sqlite),
+        peers,
         queries,
     })
+}
+
+/// Runs every peer of `c` on the model of `tables` and checks its matches against Espalier's
+/// (`found`); adds each query's timings to `queries`.
+fn run_peers(
+    c: &Config,
+    size: u32,
+    tables: &crate::model::Tables,
+    tmp: &Path,
+    found: &[(Query, Plan, Matches)],
+    queries: &mut [QueryReport],
+) -> Result<Vec<PeerLoad>, BenchError> {
+    if c.peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prefix = format!("railway-{}-{size}", c.scenario.name());
+    let csv = tmp.join("csv");
+    std::fs::create_dir(&csv).map_err(|e| err("making the CSV directory", e))?;
+    crate::csv::write(&csv, &prefix, tables).map_err(|e| err("writing the model as CSV", e))?;
+    let asked: Vec<Query> = found.iter().map(|(q, _, _)| *q).collect();
+    let mut loads = Vec::with_capacity(c.peers.len());
+    for &peer in &c.peers {
+        let pb = bar(c, 1, format!("size {size} {}", peer.name()));
+        // Each peer makes its database in a directory of its own beside the CSV files.
+        let result = crate::peers::run(peer, &c.python, &csv, &prefix, c.warmup, c.runs, &asked);
+        pb.finish_and_clear();
+        let run = match result {
+            Ok(run) => run,
+            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+                loads.push(PeerLoad {
+                    system: peer.name().into(),
+                    version: None,
+                    load_ms: None,
+                    unavailable: Some(e.to_string()),
+                });
+                continue;
+            }
+            Err(e) => return Err(BenchError(format!("size {size}: {e}"))),
+        };
+        for ((report, (q, _, ours)), mut theirs) in queries.iter_mut().zip(found).zip(run.queries) {
+            if theirs.matches != *ours {
+                return Err(BenchError(format!(
+                    "size {size} {}: Espalier finds {} matches, {} {}",
+                    q.name(),
+                    ours.len(),
+                    run.version,
+                    theirs.matches.len()
+                )));
+            }
+            let timings = Summary::of(&mut theirs.times);
+            let speedup = ratio(&timings, &report.espalier);
+            report.peers.push(PeerTiming { system: peer.name().into(), timings, speedup });
+        }
+        loads.push(PeerLoad {
+            system: peer.name().into(),
+            version: Some(run.version),
+            load_ms: Some(run.load_ms),
+            unavailable: None,
+        });
+    }
+    Ok(loads)
 }
 
 /// The query registered for incremental results while its repair rounds run.
@@ -454,6 +562,37 @@ fn repair(
     }))
 }
 
+/// The peers' table of one size: each query's median and Espalier's speedup over each peer.
+fn peers_markdown(out: &mut String, s: &SizeReport) {
+    use std::fmt::Write as _;
+    for p in s.peers.iter().filter(|p| p.unavailable.is_some()) {
+        let _ = writeln!(out, "{} did not run: {}\n", p.system, p.unavailable.as_deref().unwrap_or(""));
+    }
+    let ran: Vec<&PeerLoad> = s.peers.iter().filter(|p| p.version.is_some()).collect();
+    if ran.is_empty() {
+        return;
+    }
+    let names: Vec<String> = ran.iter().map(|p| p.version.clone().unwrap_or_default()).collect();
+    let loads: Vec<String> =
+        ran.iter().map(|p| format!("{} {:.0} ms", p.system, p.load_ms.unwrap_or(f64::NAN))).collect();
+    let _ = writeln!(
+        out,
+        "Peers at size {} ({}; loaded from the CSV files: {}):\n",
+        s.size,
+        names.join(", "),
+        loads.join(", ")
+    );
+    let head: Vec<String> = ran.iter().map(|p| format!("{} | speedup", p.system)).collect();
+    let _ = writeln!(out, "| query | Espalier | {} |", head.join(" | "));
+    let _ = writeln!(out, "|---|---:|{}", "---:|---:|".repeat(ran.len()));
+    for q in &s.queries {
+        let cells: Vec<String> =
+            q.peers.iter().map(|t| format!("{:.1} | {:.2}×", t.timings.median_us, t.speedup)).collect();
+        let _ = writeln!(out, "| {} | {:.1} | {} |", q.query, q.espalier.median_us, cells.join(" | "));
+    }
+    out.push('\n');
+}
+
 impl Report {
     /// The report as Markdown: a table per size, with a line on what the columns mean.
     pub fn to_markdown(&self) -> String {
@@ -503,6 +642,7 @@ impl Report {
                 );
             }
             out.push('\n');
+            peers_markdown(&mut out, s);
         }
         out.push_str(
             "Re-run: the query run again after the repair's commit, in both systems. Incremental: the \

@@ -7,7 +7,8 @@
 //!   reproduces the official models exactly).
 //! - [`load::write`]: a model into an Espalier database.
 //! - [`queries::Query`]: the six queries as pattern queries, and as SQL over the relational
-//!   form in SQLite — the independent route every answer is checked against.
+//!   form in SQLite — the independent route every answer is checked against — and in Cypher;
+//!   [`peers`] runs them on DuckDB and Kùzu.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod generate;
 pub mod java_random;
 pub mod load;
 pub mod model;
+pub mod peers;
 pub mod queries;
 pub mod repair;
 pub mod xmi;

@@ -185,6 +185,22 @@ pub struct Tables {
     pub target: BTreeSet<(u64, u64)>,
 }
 
+impl Tables {
+    /// Every link type's relation with its name in the official files (`connectsTo`, `entry`,
+    /// `exit`, `follows`, `monitoredBy`, `requires`, `target`).
+    pub fn links(&self) -> [(&'static str, &BTreeSet<(u64, u64)>); 7] {
+        [
+            ("connectsTo", &self.connects_to),
+            ("entry", &self.entry),
+            ("exit", &self.exit),
+            ("follows", &self.follows),
+            ("monitoredBy", &self.monitored_by),
+            ("requires", &self.requires),
+            ("target", &self.target),
+        ]
+    }
+}
+
 impl Model {
     /// The model as relations.
     pub fn tables(&self) -> Tables {

@@ -188,6 +188,51 @@ impl Query {
     }
 }
 
+impl Query {
+    /// The same query in Cypher for a property graph of the model: node tables `Route`,
+    /// `Semaphore`, `Sensor`, `SwitchPosition` and `TrackElement` (with `kind` 'Segment' or
+    /// 'Switch'), relationships named as the CSV files' link types (`peers/trainbenchmark.py`
+    /// builds it in Kùzu). Written from the benchmark's definitions; columns as [`Query::sql`]'s.
+    pub fn cypher(self) -> &'static str {
+        match self {
+            Query::PosLength => "MATCH (s:TrackElement) WHERE s.kind = 'Segment' AND s.length <= 0 RETURN s.id",
+            Query::SwitchMonitored => {
+                "MATCH (sw:TrackElement) WHERE sw.kind = 'Switch'
+                   AND NOT EXISTS { MATCH (sw)-[:monitoredBy]->(:Sensor) }
+                 RETURN sw.id"
+            }
+            Query::RouteSensor => {
+                "MATCH (r:Route)-[:follows]->(p:SwitchPosition)-[:target]->(sw:TrackElement)-[:monitoredBy]->(s:Sensor)
+                 WHERE sw.kind = 'Switch' AND NOT EXISTS { MATCH (r)-[:requires]->(s) }
+                 RETURN r.id, s.id, p.id, sw.id"
+            }
+            Query::SwitchSet => {
+                "MATCH (r:Route)-[:entry]->(sem:Semaphore), (r)-[:follows]->(p:SwitchPosition)-[:target]->(sw:TrackElement)
+                 WHERE r.active AND sem.signal = 'GO' AND sw.kind = 'Switch' AND sw.currentPosition <> p.position
+                 RETURN sem.id, r.id, p.id, sw.id"
+            }
+            Query::ConnectedSegments => {
+                "MATCH (s1:TrackElement)-[:monitoredBy]->(sen:Sensor),
+                       (s1)-[:connectsTo]->(s2:TrackElement)-[:connectsTo]->(s3:TrackElement)
+                           -[:connectsTo]->(s4:TrackElement)-[:connectsTo]->(s5:TrackElement)
+                           -[:connectsTo]->(s6:TrackElement),
+                       (s2)-[:monitoredBy]->(sen), (s3)-[:monitoredBy]->(sen), (s4)-[:monitoredBy]->(sen),
+                       (s5)-[:monitoredBy]->(sen), (s6)-[:monitoredBy]->(sen)
+                 WHERE s1.kind = 'Segment' AND s2.kind = 'Segment' AND s3.kind = 'Segment'
+                   AND s4.kind = 'Segment' AND s5.kind = 'Segment' AND s6.kind = 'Segment'
+                 RETURN sen.id, s1.id, s2.id, s3.id, s4.id, s5.id, s6.id"
+            }
+            Query::SemaphoreNeighbor => {
+                "MATCH (r1:Route)-[:exit]->(sem:Semaphore),
+                       (r1)-[:requires]->(sen1:Sensor)<-[:monitoredBy]-(te1:TrackElement)
+                           -[:connectsTo]->(te2:TrackElement)-[:monitoredBy]->(sen2:Sensor)<-[:requires]-(r2:Route)
+                 WHERE r1.id <> r2.id AND NOT EXISTS { MATCH (r2)-[:entry]->(sem) }
+                 RETURN sem.id, r1.id, r2.id, sen1.id, sen2.id, te1.id, te2.id"
+            }
+        }
+    }
+}
+
 /// A query's matches, each the ids of its columns; sorted, so match sets compare.
 pub type Matches = Vec<Vec<u64>>;
 
@@ -288,15 +333,7 @@ pub fn create_tables(conn: &Connection, t: &Tables) -> rusqlite::Result<()> {
             "INSERT INTO SwitchPosition VALUES (?1, ?2)",
             &mut t.switch_positions.iter().map(|(i, p)| (*i as i64, V::Text(p.name().into()))),
         )?;
-        for (table, set) in [
-            ("connectsTo", &t.connects_to),
-            ("entry", &t.entry),
-            ("exit", &t.exit),
-            ("follows", &t.follows),
-            ("monitoredBy", &t.monitored_by),
-            ("requires", &t.requires),
-            ("target", &t.target),
-        ] {
+        for (table, set) in t.links() {
             one(
                 &format!("INSERT INTO {table} VALUES (?1, ?2)"),
                 &mut set.iter().map(|(a, b)| (*a as i64, V::Integer(*b as i64))),
