@@ -44,13 +44,14 @@ pub struct TrainBenchmarkArgs {
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Embedded peers to run beside SQLite, comma-separated: duckdb, kuzu. Each loads the same
-    /// model from its CSV files, and must find Espalier's matches.
+    /// Embedded peers to run beside SQLite, comma-separated: duckdb, kuzu, neo4j. Each loads
+    /// the same model from its CSV files, and must find Espalier's matches.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub peers: Vec<String>,
-    /// The Python that has the peers' modules (scripts/peers-setup makes peers/.venv).
-    #[arg(long, value_name = "PATH", env = "ESPALIER_PEERS_PYTHON", default_value = "python3")]
-    pub peers_python: PathBuf,
+    /// The peers directory: the repository's peers/, where scripts/peers-setup installs their
+    /// drivers (.venv for DuckDB and Kùzu, neo4j/run for Neo4j).
+    #[arg(long, value_name = "DIR", env = "ESPALIER_PEERS_DIR", default_value = "peers")]
+    pub peers_dir: PathBuf,
     /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
     #[arg(long)]
     pub require_peers: bool,
@@ -72,7 +73,10 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
     }
     let mut peers = Vec::new();
     for p in args.peers.iter().filter(|p| !p.trim().is_empty()) {
-        peers.push(GraphPeer::parse(p).ok_or_else(|| format!("--peers: unknown peer {p:?}; expected duckdb or kuzu"))?);
+        peers.push(
+            GraphPeer::parse(p)
+                .ok_or_else(|| format!("--peers: unknown peer {p:?}; expected duckdb, kuzu or neo4j"))?,
+        );
     }
     let mut config = if args.quick {
         Config { scenario, queries, dir: args.dir.clone(), progress: !json, ..Config::quick() }
@@ -92,7 +96,7 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
         }
     };
     config.peers = peers;
-    config.python = args.peers_python.clone();
+    config.peers_dir = args.peers_dir.clone();
     config.require_peers = args.require_peers;
     let report = run(&config).map_err(|e| e.to_string())?;
     crate::output::print_report(json, || &report, || report.to_markdown())

@@ -34,26 +34,24 @@ fn quick_run_reports_every_query_cross_checked() {
     }
 }
 
-/// The Python with the peers: `ESPALIER_PEERS_PYTHON`, else the venv of `scripts/peers-setup`.
-fn peers_python() -> String {
-    std::env::var("ESPALIER_PEERS_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../../peers/.venv/bin/python", env!("CARGO_MANIFEST_DIR")))
+/// The peers directory: `ESPALIER_PEERS_DIR`, else the repository's `peers/`.
+fn peers_dir() -> String {
+    std::env::var("ESPALIER_PEERS_DIR").unwrap_or_else(|_| format!("{}/../../peers", env!("CARGO_MANIFEST_DIR")))
 }
 
 #[test]
-fn quick_run_beside_duckdb_and_kuzu_finds_the_same_matches() {
-    let python = peers_python();
-    assert!(std::path::Path::new(&python).exists(), "{python} is missing: run scripts/peers-setup");
+fn quick_run_beside_duckdb_kuzu_and_neo4j_finds_the_same_matches() {
+    let peers = peers_dir();
     let out = run(&[
         "--json",
         "bench",
         "trainbenchmark",
         "--quick",
         "--peers",
-        "duckdb,kuzu",
+        "duckdb,kuzu,neo4j",
         "--require-peers",
-        "--peers-python",
-        &python,
+        "--peers-dir",
+        &peers,
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -61,9 +59,10 @@ fn quick_run_beside_duckdb_and_kuzu_finds_the_same_matches() {
     let versions: Vec<&str> =
         size["peers"].as_array().unwrap().iter().map(|p| p["version"].as_str().unwrap()).collect();
     assert!(versions[0].starts_with("DuckDB ") && versions[1].starts_with("Kùzu "), "{versions:?}");
+    assert!(versions[2].starts_with("Neo4j 5.26"), "{versions:?}");
     for q in size["queries"].as_array().unwrap() {
         let peers = q["peers"].as_array().unwrap();
-        assert_eq!(peers.len(), 2, "{q}");
+        assert_eq!(peers.len(), 3, "{q}");
         assert!(peers.iter().all(|p| p["timings"]["median_us"].as_f64().unwrap() > 0.0), "{q}");
     }
 
@@ -76,8 +75,8 @@ fn quick_run_beside_duckdb_and_kuzu_finds_the_same_matches() {
         "PosLength",
         "--peers",
         "kuzu",
-        "--peers-python",
-        "/nonexistent/python",
+        "--peers-dir",
+        "/nonexistent",
     ];
     let out = run(&missing);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -100,5 +99,6 @@ fn usage_errors_name_the_choices() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("size 0 is outside"));
     let out = run(&["bench", "trainbenchmark", "--quick", "--peers", "neo5j"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--peers: unknown peer \"neo5j\"; expected duckdb or kuzu"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("--peers: unknown peer \"neo5j\"; expected duckdb, kuzu or neo4j"));
 }

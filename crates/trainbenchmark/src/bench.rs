@@ -20,7 +20,7 @@
 //! from the change set, and the incremental re-check is the time that update took (measured
 //! inside the commit) plus reading the match set out; that match set must equal the re-run's.
 //!
-//! **Peers.** With `peers` (DuckDB, Kùzu; [`crate::peers`]), after the batch runs the model
+//! **Peers.** With `peers` (DuckDB, Kùzu, Neo4j; [`crate::peers`]), after the batch runs the model
 //! is written as the official CSV files, each peer loads it into a new database of its own
 //! and runs every query `warmup` + `runs` times in its own process; its match sets must equal
 //! Espalier's, or the run fails. A peer that is not installed is reported as such (and fails
@@ -69,8 +69,8 @@ pub struct Config {
     pub progress: bool,
     /// The embedded peers to run beside SQLite.
     pub peers: Vec<GraphPeer>,
-    /// The Python that has the peers' modules (`peers/.venv/bin/python`).
-    pub python: PathBuf,
+    /// The peers directory, with their drivers installed (`peers/` after `scripts/peers-setup`).
+    pub peers_dir: PathBuf,
     /// Fail the run when a peer is not installed (otherwise the report says so).
     pub require_peers: bool,
 }
@@ -91,7 +91,7 @@ impl Config {
             dir: None,
             progress: false,
             peers: Vec::new(),
-            python: PathBuf::from("python3"),
+            peers_dir: PathBuf::from("peers"),
             require_peers: false,
         }
     }
@@ -400,7 +400,7 @@ fn run_peers(
     for &peer in &c.peers {
         let pb = bar(c, 1, format!("size {size} {}", peer.name()));
         // Each peer makes its database in a directory of its own beside the CSV files.
-        let result = crate::peers::run(peer, &c.python, &csv, &prefix, c.warmup, c.runs, &asked);
+        let result = crate::peers::run(peer, &c.peers_dir, &csv, &prefix, c.warmup, c.runs, &asked);
         pb.finish_and_clear();
         let run = match result {
             Ok(run) => run,

@@ -1,8 +1,9 @@
 //! The embedded graph and analytical peers of the Train Benchmark: DuckDB (the SQL of
-//! [`Query::sql`]) and Kùzu (the Cypher of [`Query::cypher`]), each run by
-//! `peers/trainbenchmark.py` in a Python that has them (`scripts/peers-setup` makes one in
-//! `peers/.venv`). The model goes to them as the official CSV files; their matches come back
-//! to be compared with Espalier's.
+//! [`Query::sql`]), Kùzu and Neo4j (the Cypher of [`Query::cypher`]), each run by a driver in
+//! the peers directory (`peers/` of the repository, which `scripts/peers-setup` installs):
+//! `trainbenchmark.py` in `.venv` for DuckDB and Kùzu, `neo4j/run` (Java, embedded Neo4j
+//! Community) for Neo4j. The model goes to them as the official CSV files; their matches come
+//! back to be compared with Espalier's.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -12,9 +13,6 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::queries::{Matches, Query};
-
-/// The driver program, written next to the model's files when a peer runs.
-const DRIVER: &str = include_str!("../../../peers/trainbenchmark.py");
 
 /// Most bytes a peer's reply may have (its matches included).
 const MAX_REPLY_BYTES: usize = 1 << 30;
@@ -26,23 +24,33 @@ pub enum GraphPeer {
     DuckDb,
     /// Kùzu, embedded, on a property graph.
     Kuzu,
+    /// Neo4j Community, embedded in a JVM, on the same property graph.
+    Neo4j,
 }
 
 impl GraphPeer {
     /// Every peer.
-    pub const ALL: [GraphPeer; 2] = [GraphPeer::DuckDb, GraphPeer::Kuzu];
+    pub const ALL: [GraphPeer; 3] = [GraphPeer::DuckDb, GraphPeer::Kuzu, GraphPeer::Neo4j];
 
-    /// `duckdb` or `kuzu`: the name in options, reports and the driver's request.
+    /// `duckdb`, `kuzu` or `neo4j`: the name in options, reports and the driver's request.
     pub fn name(self) -> &'static str {
         match self {
             GraphPeer::DuckDb => "duckdb",
             GraphPeer::Kuzu => "kuzu",
+            GraphPeer::Neo4j => "neo4j",
         }
     }
 
-    /// The Python module the driver imports for it.
-    fn module(self) -> &'static str {
-        self.name()
+    /// The driver's command in the peers directory `dir`.
+    fn command(self, dir: &Path) -> Command {
+        match self {
+            GraphPeer::DuckDb | GraphPeer::Kuzu => {
+                let mut c = Command::new(dir.join(".venv/bin/python"));
+                c.arg(dir.join("trainbenchmark.py"));
+                c
+            }
+            GraphPeer::Neo4j => Command::new(dir.join("neo4j/run")),
+        }
     }
 
     /// The peer called `s`, if any.
@@ -110,39 +118,46 @@ struct ReplyQuery {
     matches: Matches,
 }
 
-/// Whether `python` can import the peer's module; the reason if not.
-pub fn check(peer: GraphPeer, python: &Path) -> Result<(), PeerError> {
+/// Whether the peer's driver is installed in the peers directory `dir`; the reason if not.
+pub fn check(peer: GraphPeer, dir: &Path) -> Result<(), PeerError> {
     let unavailable = |reason: String| PeerError::Unavailable { peer: peer.name(), reason };
-    let out =
-        Command::new(python).args(["-c", &format!("import {}", peer.module())]).stdin(Stdio::null()).output().map_err(
-            |e| unavailable(format!("cannot run {}: {e} (scripts/peers-setup installs it)", python.display())),
-        )?;
-    if !out.status.success() {
-        return Err(unavailable(format!(
-            "{} cannot import {} (scripts/peers-setup installs it into peers/.venv; point --peers-python or \
-             ESPALIER_PEERS_PYTHON at peers/.venv/bin/python)",
-            python.display(),
-            peer.module()
-        )));
+    let mut probe = match peer {
+        GraphPeer::DuckDb | GraphPeer::Kuzu => {
+            let mut c = Command::new(dir.join(".venv/bin/python"));
+            c.args(["-c", &format!("import {}", peer.name())]);
+            c
+        }
+        GraphPeer::Neo4j => {
+            let mut c = Command::new(dir.join("neo4j/run"));
+            c.arg("--version");
+            c
+        }
+    };
+    let out = probe.stdin(Stdio::null()).output();
+    match out {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(_) | Err(_) => Err(unavailable(format!(
+            "its driver in {} does not start (scripts/peers-setup installs it; point --peers-dir or \
+             ESPALIER_PEERS_DIR at the repository's peers/)",
+            dir.display()
+        ))),
     }
-    Ok(())
 }
 
-/// Runs `queries` on `peer` over the model whose official CSV files are `<dir>/<prefix>-*.csv`:
-/// `warmup` untimed and `runs` timed runs each. The peer's database goes in `dir`.
+/// Runs `queries` on `peer` (its driver in the peers directory `peers`) over the model whose
+/// official CSV files are `<dir>/<prefix>-*.csv`: `warmup` untimed and `runs` timed runs each.
+/// The peer's database goes in `dir`.
 pub fn run(
     peer: GraphPeer,
-    python: &Path,
+    peers: &Path,
     dir: &Path,
     prefix: &str,
     warmup: usize,
     runs: usize,
     queries: &[Query],
 ) -> Result<PeerRun, PeerError> {
-    check(peer, python)?;
+    check(peer, peers)?;
     let failed = |reason: String| PeerError::Failed { peer: peer.name(), reason };
-    let driver = dir.join("trainbenchmark.py");
-    std::fs::write(&driver, DRIVER).map_err(|e| failed(format!("writing {}: {e}", driver.display())))?;
     let request = serde_json::json!({
         "system": peer.name(),
         "dir": dir,
@@ -153,13 +168,13 @@ pub fn run(
             "name": q.name(), "sql": q.sql(), "cypher": q.cypher(),
         })).collect::<Vec<_>>(),
     });
-    let mut child = Command::new(python)
-        .arg(&driver)
+    let mut child = peer
+        .command(peers)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| failed(format!("starting {}: {e}", python.display())))?;
+        .map_err(|e| failed(format!("starting its driver: {e}")))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin.write_all(request.to_string().as_bytes()).map_err(|e| failed(format!("sending the request: {e}")))?;
     }
