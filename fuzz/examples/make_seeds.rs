@@ -8,7 +8,7 @@ use std::path::Path;
 use espalier_fuzz::{demo_engine, scratch, DEMO_DATA};
 use espalier_instruction::parse::{clear_spans, parse_instructions, ParseOptions};
 use espalier_protocol::codec::compress;
-use espalier_protocol::Compression;
+use espalier_protocol::{Compression, Instruction};
 use espalier_storage::log::LogReader;
 use espalier_storage::tables::checkpoint;
 
@@ -33,7 +33,7 @@ fn main() {
         let mut item = instr.item;
         clear_spans(&mut item);
         let mut json = vec![0u8];
-        json.extend_from_slice(serde_json::to_string(&item).expect("JSON").as_bytes());
+        json.extend_from_slice(serde_json::to_string(&Instruction::from(&item)).expect("JSON").as_bytes());
         write(&corpus, "structured_decode", &format!("demo-data-{i}.json"), &json);
     }
 

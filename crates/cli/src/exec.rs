@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 
-use espalier_instruction::{Engine, ParamValue, Reply};
+use espalier_instruction::{Engine, InstructionError, ParamValue, Reply};
 
 use crate::output::{render_reply, Format};
 use crate::{db, ExecArgs, Failure, Global};
@@ -28,7 +28,11 @@ pub fn parse_params(pairs: &[String]) -> Result<HashMap<String, ParamValue>, Fai
 /// Runs one instruction given as text, or as JSON when it starts with `{`.
 pub fn run_one(engine: &Engine, source: &str, params: &HashMap<String, ParamValue>) -> Result<Reply, Failure> {
     let result = if source.trim_start().starts_with('{') {
-        engine.execute_json(source, params)
+        // The JSON form is the protocol's structured instruction.
+        espalier_protocol::parse_json(source)
+            .map_err(InstructionError::Parse)
+            .and_then(|instr| engine.check(&instr, None))
+            .and_then(|plan| engine.run(&plan, params, None))
     } else {
         engine.execute_text(source, params)
     };

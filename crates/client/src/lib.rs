@@ -344,8 +344,13 @@ impl Client {
         result_of(self.request(Message::execute_text(0, text, params)).await?)
     }
 
-    /// Runs a structured instruction.
-    pub async fn execute_instruction(&self, instr: Instruction, params: Option<Params>) -> Result<Reply, ClientError> {
+    /// Runs a structured instruction: the wire form, or a syntax tree
+    /// (`espalier_instruction::ast::Instruction`), which converts into it.
+    pub async fn execute_instruction(
+        &self,
+        instr: impl Into<Instruction>,
+        params: Option<Params>,
+    ) -> Result<Reply, ClientError> {
         result_of(self.request(Message::execute(0, instr, params)).await?)
     }
 

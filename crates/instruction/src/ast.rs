@@ -1,16 +1,15 @@
 //! The typed form of every instruction, before it is checked against a schema.
 //!
-//! Clients build it as JSON (serde's externally tagged form of these types, see
-//! `docs/instructions.md`); people type the text form, which [`crate::parse`] turns into the
-//! same values. Names are property and state names as written in the schema.
-
-use serde::{Deserialize, Serialize};
+//! People type the text form, which [`crate::parse`] turns into these values; clients may send
+//! the structured (JSON or MessagePack) form instead, whose types are the protocol's
+//! (`espalier_protocol::instruction`, `docs/instructions.md`) and are converted to these at the
+//! boundary. The tree has no serde form of its own, so it can change without changing the wire
+//! format. Names are property and state names as written in the schema.
 
 use espalier_schema::Span;
 
 /// A key, a number or a text value, given literally or as a `$parameter`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// A number; as a key, its decimal text.
     Int(i64),
@@ -20,22 +19,10 @@ pub enum Value {
     Compound(Vec<Value>),
     /// `$name`
     Param(String),
-    /// Not a value of the instruction language: no parser makes it, [`crate::validate`] and
-    /// the checker refuse it ("`index` is only allowed in benchmark files"), and nothing runs
-    /// it. The benchmark language's `index` is a `$parameter` (`crates/bench/src/suite/values.rs`).
-    /// Kept in the serde form only so that a structured instruction naming it is refused with
-    /// the text parser's message and code (`syntax`), not as an undecodable frame; it goes
-    /// when the wire format gets types of its own (#19).
-    #[doc(hidden)]
-    Index,
-    /// As [`Value::Index`], for the benchmark language's `random`.
-    #[doc(hidden)]
-    Random(Option<i64>),
 }
 
 /// One step of a node path, a collection path or a projection path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     /// `+ 'g'`
     Group(String),
@@ -65,14 +52,12 @@ pub enum Step {
 }
 
 /// A part of an instruction (a step, an update item, a clause, …) with the place it was written
-/// (spans are empty for JSON input).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// (spans are empty for structured input).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Located<T> {
     /// The part itself.
-    #[serde(flatten)]
     pub item: T,
     /// Where the part was written in the source text.
-    #[serde(skip, default)]
     pub span: Span,
 }
 
@@ -80,8 +65,7 @@ pub struct Located<T> {
 pub type Path = Vec<Located<Step>>;
 
 /// One instruction: an update, a query, a `get`, a command call or a transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Instruction {
     /// `update <node path> ( items )`
     Update {
@@ -111,7 +95,7 @@ pub enum Instruction {
 }
 
 /// `'name' -> …` inside an update or initialisation block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// The property to set or change.
     pub name: String,
@@ -120,8 +104,7 @@ pub struct Item {
 }
 
 /// The change an update item makes to its property.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// `number 5` / `integer 5`
     SetNumber(Value),
@@ -171,7 +154,7 @@ pub enum Op {
 }
 
 /// `collection <node path> select <collection path> projections …` — a collection query.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
     /// From the root to the context node (entries chosen by key).
     pub path: Path,
@@ -189,7 +172,7 @@ pub struct Query {
 /// `'alias' -> steps kind : 'property' [filter]`
 ///
 /// A row whose projection path crosses a state that is not selected does not match.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Projection {
     /// The column's name in the result.
     pub alias: String,
@@ -204,8 +187,7 @@ pub struct Projection {
 }
 
 /// The kind of leaf property a projection or term reads, as written before `:`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeafKind {
     /// `number`
     Number,
@@ -218,8 +200,7 @@ pub enum LeafKind {
 }
 
 /// A comparison operator of a filter or condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {
     /// `==`
     Eq,
@@ -276,8 +257,7 @@ impl From<Comparison> for espalier_schema::CompareOp {
 }
 
 /// A projection's condition on the value it reads; a row is returned only if it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
     /// `> 100`, `== "x"`, `== 'State'` (numbers, texts, states, reference keys)
     Compare {
@@ -299,7 +279,7 @@ pub enum Filter {
 /// Variables are bound to nodes (entries, or states and groups that store properties); a
 /// match is one assignment of every variable that satisfies every condition. Columns are
 /// computed per match, or per group when any column aggregates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {
     /// The variable bindings and `where` conditions, in the order written.
     pub clauses: Vec<Located<Clause>>,
@@ -315,13 +295,11 @@ pub struct Pattern {
     pub offset: Option<u64>,
     /// `explain collection match …`: run it, and answer with the plan and the rows each
     /// operation produced instead of the rows.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub explain: bool,
 }
 
 /// One part of a pattern: a variable binding or a condition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Clause {
     /// `var in <steps>` (from the root) or `var in other <steps>` (from another variable).
     Bind {
@@ -338,8 +316,7 @@ pub enum Clause {
 
 /// A step of a pattern path: the steps of collection paths, plus keys that name variables,
 /// reverse and parent steps, and bounded repetition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatternStep {
     /// `+ 'g'`
     Group(String),
@@ -383,8 +360,7 @@ pub enum PatternStep {
 }
 
 /// What an up step (`.^` `%^` `+^` `?^`) climbs out of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpKind {
     /// `.^`: a dictionary entry.
     Dictionary,
@@ -397,8 +373,7 @@ pub enum UpKind {
 }
 
 /// The key of a keyed entry step in a pattern path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatternKey {
     /// A literal key or a `$parameter`.
     Value(Value),
@@ -407,8 +382,7 @@ pub enum PatternKey {
 }
 
 /// A `where` condition of a pattern query, or one of its parts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Condition {
     /// `c and c`: every part holds.
     And(Vec<Located<Condition>>),
@@ -454,8 +428,7 @@ pub enum Condition {
 }
 
 /// A value read from a match, or given.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Term {
     /// `var` — the node's key: the keys of the entries from the root down to it.
     Var(String),
@@ -475,7 +448,7 @@ pub enum Term {
 }
 
 /// `'alias' -> expression`
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Column {
     /// The column's name in the result.
     pub alias: String,
@@ -484,8 +457,7 @@ pub struct Column {
 }
 
 /// What a column of a pattern query holds: a term, or an aggregate over the matches.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ColumnExpr {
     /// The term's value in each match.
     Term(Located<Term>),
@@ -519,7 +491,7 @@ pub enum ColumnExpr {
 }
 
 /// `order by 'alias' [asc | desc]`
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderKey {
     /// The name of the column to sort by.
     pub alias: String,

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::ast::{Instruction, Value};
 use crate::incremental::{Registered, Registry};
-use crate::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
+use crate::parse::{parse_instruction, parse_instructions, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan};
 use crate::run::{apply, run_match, run_query, Bindings, Nav, ParamValue, QueryResult};
 use crate::InstructionError;
@@ -241,13 +241,6 @@ impl Engine {
     pub fn execute_text(&self, text: &str, params: &HashMap<String, ParamValue>) -> Result<Reply, InstructionError> {
         let instr = parse_instruction(text, ParseOptions::CLIENT)?;
         let plan = self.check(&instr, Some(text))?;
-        self.run(&plan, params, None)
-    }
-
-    /// Parses (JSON), checks and runs one instruction.
-    pub fn execute_json(&self, json: &str, params: &HashMap<String, ParamValue>) -> Result<Reply, InstructionError> {
-        let instr = parse_json(json)?;
-        let plan = self.check(&instr, None)?;
         self.run(&plan, params, None)
     }
 

@@ -1,6 +1,7 @@
-//! Layer 5: instructions — parse (text and JSON), type-check against the schema, execute.
+//! Layer 5: instructions — parse (text), type-check against the schema, execute.
 //!
-//! Text or JSON → [`ast::Instruction`] ([`parse`]) → checked [`plan::Plan`] ([`plan::Checker`])
+//! Text ([`parse`]) or a structured instruction (converted from the protocol's wire form) →
+//! [`ast::Instruction`] → checked [`plan::Plan`] ([`plan::Checker`])
 //! → [`Reply`] ([`Engine::run`]).
 
 #![warn(missing_docs)]
@@ -17,7 +18,7 @@ mod validate;
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
 pub use run::{walk_path, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
-pub use validate::{validate, Invalid};
+pub use validate::{benchmark_word, validate, Invalid};
 
 use espalier_data::DataError;
 use espalier_transaction::TxError;

@@ -1,5 +1,5 @@
-//! The text and JSON forms of instructions, turned into [`crate::ast`] values; and back to
-//! canonical text with [`to_text`].
+//! The text form of instructions, turned into [`crate::ast`] values; and back to canonical
+//! text with [`to_text`]. (The JSON form is the protocol's: `espalier_protocol::instruction`.)
 //!
 //! The grammar is documented in `docs/instructions.md`. The parser is a hand-written recursive
 //! descent over the shared Alan tokens; nesting is bounded by [`MAX_DEPTH`] so no input can
@@ -89,38 +89,6 @@ pub fn parse_instructions(source: &str, opts: ParseOptions) -> Result<Vec<Locate
 /// A broken rule of [`crate::validate`] as a syntax error in `source`.
 pub(crate) fn invalid_at(source: &str, e: Invalid) -> ParseError {
     ParseError(Diagnostic::new(source, e.span, e.message))
-}
-
-/// Reads the JSON form (serde's externally tagged form of [`Instruction`]) and checks the
-/// rules of the text form on it ([`crate::validate`]); spans of the result are empty.
-pub fn parse_json(json: &str) -> Result<Instruction, ParseError> {
-    let instr: Instruction = serde_json::from_str(json).map_err(|e| {
-        // serde reports line and byte column; turn them into an offset so the diagnostic
-        // reports the same place in characters, like every other error.
-        let offset = line_column_offset(json, e.line(), e.column());
-        let full = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let reason = full.strip_suffix(&suffix).unwrap_or(&full);
-        ParseError(Diagnostic::new(json, Span::new(offset, offset), format!("invalid JSON instruction: {reason}")))
-    })?;
-    validate(&instr).map_err(|e| invalid_at(json, e))?;
-    Ok(instr)
-}
-
-/// Byte offset of serde_json's 1-based line and 1-based byte column (clamped to the text).
-fn line_column_offset(text: &str, line: usize, column: usize) -> usize {
-    let mut start = 0usize;
-    for (i, l) in text.split_inclusive('\n').enumerate() {
-        if i + 1 == line {
-            let mut off = (start + column.saturating_sub(1)).min(start + l.len());
-            while off > 0 && !text.is_char_boundary(off) {
-                off -= 1;
-            }
-            return off;
-        }
-        start += l.len();
-    }
-    text.len()
 }
 
 /// A token-level parser, public so the benchmark language can hand over mid-stream: build it

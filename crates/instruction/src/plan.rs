@@ -30,12 +30,6 @@ fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CheckError> {
     Err(CheckError { span, message: message.into() })
 }
 
-/// The error for the benchmark language's words, which `crate::validate` keeps out of every
-/// instruction before it is checked (a plan is never built with them).
-fn bench_word(v: &Value) -> String {
-    crate::validate::rule::bench_value(if matches!(v, Value::Index) { "index" } else { "random" })
-}
-
 /// Declared parameters in scope (a command's), or `None` for free-standing instructions whose
 /// `$params` are typed by the values supplied at run time.
 pub type ParamTypes = Option<HashMap<String, ParamKind>>;
@@ -488,7 +482,6 @@ impl<'s> Checker<'s> {
             }
             Value::Int(_) | Value::Text(_) if arity == 1 => Ok(()),
             Value::Param(p) => self.param_fits(p, ParamKind::Text, span),
-            Value::Index | Value::Random(_) => err(span, bench_word(key)),
             _ => err(span, format!("key needs {arity} components: write [\"a\", \"b\"]")),
         }
     }
@@ -513,7 +506,6 @@ impl<'s> Checker<'s> {
             (Value::Text(t), ParamKind::Number) => err(span, format!("{what} is a number, not the text {t:?}")),
             (Value::Param(p), k) => self.param_fits(p, k, span),
             (Value::Compound(_), _) => err(span, format!("{what} takes one value, not a compound key")),
-            (Value::Index | Value::Random(_), _) => err(span, bench_word(value)),
         }
     }
 

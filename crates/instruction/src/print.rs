@@ -231,12 +231,6 @@ fn write_value(out: &mut String, v: &Value) {
             out.push('$');
             out.push_str(p);
         }
-        // No parser makes these any more (see `ast::Value`); printed as written before.
-        Value::Index => out.push_str("index"),
-        Value::Random(None) => out.push_str("random"),
-        Value::Random(Some(n)) => {
-            let _ = write!(out, "random {n}");
-        }
     }
 }
 

@@ -146,7 +146,7 @@ impl<'g> Nav<'g> {
         }
     }
 
-    /// Finds an existing entry by key, or a random one for `random` without bound.
+    /// Finds an existing entry by key.
     pub fn entry(
         &self,
         owner: NodeRef,

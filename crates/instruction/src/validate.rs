@@ -1,7 +1,7 @@
 //! The rules every instruction obeys whichever form it came in: the text parser enforces
 //! them while it reads (with the same messages, from [`rule`]), and [`validate`] enforces them
 //! on a structured instruction (JSON, MessagePack, or built in code), which no parser has seen.
-//! [`crate::parse::parse_json`] and [`crate::Engine::check`] call it, so nothing reaches the
+//! [`crate::Engine::check`] calls it (and the protocol's `parse_json`), so nothing reaches the
 //! checker that the text form could not have said.
 //!
 //! Rules that the checker enforces anyway (a node path's steps need keys, a collection path's
@@ -107,6 +107,13 @@ pub(crate) mod rule {
     pub fn keyword_variable(word: &str) -> String {
         format!("the keyword `{word}` cannot name a variable (keywords cannot name variables)")
     }
+}
+
+/// The message that refuses a word of the benchmark language (`index`, `random`) where a
+/// value is expected: the text parser's, and the protocol's for a structured instruction
+/// naming one (the syntax tree has no such values).
+pub fn benchmark_word(word: &str) -> String {
+    rule::bench_value(word)
 }
 
 /// Checks the rules of the text form on `instr`; the first broken one is the error.
@@ -237,9 +244,6 @@ impl Validator {
                 }
                 self.nested(span, |v| parts.iter().try_for_each(|p| v.value(p, span)))
             }
-            // The benchmark language's words; the instruction language has no such values.
-            Value::Index => invalid(span, rule::bench_value("index")),
-            Value::Random(_) => invalid(span, rule::bench_value("random")),
         }
     }
 

@@ -247,7 +247,7 @@ fn commands_transactions_params_and_get() {
     assert_eq!(rows(r).0, 1);
     // JSON form of the same thing.
     let json = r#"{"query":{"path":[],"select":[{"dictionary":{"name":"Orders","key":null}}],"projections":[{"alias":"q","path":[],"kind":"number","property":"Quantity","filter":{"compare":{"op":"ge","value":{"param":"min"}}}}],"limit":null,"offset":null}}"#;
-    assert_eq!(rows(e.execute_json(json, &params).unwrap()).0, 1);
+    assert_eq!(rows(common::execute_json(&e, json, &params).unwrap()).0, 1);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Keeps docs/instructions.md true: every ```alan block parses, and the ```json block that
 //! follows one decodes to the same instruction.
 
-use espalier_instruction::parse::{clear_spans, parse_instruction, parse_json, to_text, ParseOptions};
+use espalier_instruction::parse::{clear_spans, parse_instruction, to_text, ParseOptions};
+use espalier_protocol::parse_json;
 
 const DOC: &str = include_str!("../../../docs/instructions.md");
 
@@ -33,8 +34,10 @@ fn doc_examples_parse_and_match_their_json() {
         if let Some(("json", json)) = blocks.get(i + 1).map(|(l, b)| (*l, b)) {
             let from_json = parse_json(json).unwrap_or_else(|e| panic!("{e}\n{json}"));
             assert_eq!(from_json, text, "{body}\n{json}");
-            // The JSON shown is exactly what serde produces, so clients can copy it.
-            assert_eq!(&serde_json::to_string_pretty(&text).unwrap(), json, "{body}");
+            // The JSON shown is exactly what the protocol's wire form encodes, so clients can
+            // copy it.
+            let wire = espalier_protocol::Instruction::from(&text);
+            assert_eq!(&serde_json::to_string_pretty(&wire).unwrap(), json, "{body}");
             pairs += 1;
         }
     }

@@ -1,6 +1,7 @@
 //! Syntax errors name what was expected and what was found, at the right line and column.
 
-use espalier_instruction::parse::{parse_instruction, parse_instructions, parse_json, ParseOptions};
+use espalier_instruction::parse::{parse_instruction, parse_instructions, ParseOptions};
+use espalier_protocol::parse_json;
 
 const CLIENT: ParseOptions = ParseOptions::CLIENT;
 

@@ -4,8 +4,9 @@
 
 use espalier_instruction::ast::*;
 use espalier_instruction::parse::{
-    clear_spans, parse_instruction, parse_instructions, parse_json, to_text, ParseOptions, ValueWords,
+    clear_spans, parse_instruction, parse_instructions, to_text, ParseOptions, ValueWords,
 };
+use espalier_protocol::parse_json;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 
 /// The benchmark files' `index` and `random` as the instruction parser's extra words (the
@@ -405,7 +406,7 @@ fn to_text_round_trips_every_sample() {
 fn json_round_trips_every_sample() {
     for (name, src) in SAMPLES {
         for instr in parse_list(src) {
-            let json = serde_json::to_string_pretty(&instr).unwrap();
+            let json = serde_json::to_string_pretty(&espalier_protocol::Instruction::from(&instr)).unwrap();
             let back = parse_json(&json).unwrap_or_else(|e| panic!("{name}: {e}\n{json}"));
             assert_eq!(back, instr, "{name}\n{json}");
         }

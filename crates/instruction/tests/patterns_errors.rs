@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use espalier_instruction::Engine;
 
 mod common;
-use common::engine;
+use common::{engine, execute_json};
 
 const SCHEMA: &str = r#"
 root (
@@ -187,12 +187,12 @@ fn the_json_form_runs_and_is_checked_like_the_text() {
     let json = r#"{"match":{"clauses":[{"bind":{"var":"r","from":null,"path":[{"dictionary":{"name":"Routes","key":null}}]}}],
         "distinct":false,"columns":[{"alias":"n","expr":{"count":{"distinct":false,"term":null}}}],
         "order":[],"limit":null,"offset":null}}"#;
-    match e.execute_json(json, &HashMap::new()).unwrap() {
+    match execute_json(&e, json, &HashMap::new()).unwrap() {
         espalier_instruction::Reply::Query(q) => assert_eq!(q.rows[0].values, vec![serde_json::json!(0)]),
         other => panic!("{other:?}"),
     }
     let bad = json.replace(r#""term":null"#, r#""term":{"var":"q"}"#);
-    let err = e.execute_json(&bad, &HashMap::new()).unwrap_err();
+    let err = execute_json(&e, &bad, &HashMap::new()).unwrap_err();
     assert_eq!(err.code(), "type");
     assert!(err.to_string().starts_with("unknown variable q"), "{err}");
 }
@@ -218,7 +218,7 @@ fn json_only_shapes_are_bounded() {
         )
     };
     for (json, want) in [(repeat(0, 5000), "need MIN <= MAX <= 1024"), (repeat(3, 1), "need MIN <= MAX")] {
-        let err = e.execute_json(&json, &HashMap::new()).unwrap_err();
+        let err = execute_json(&e, &json, &HashMap::new()).unwrap_err();
         assert!(err.to_string().contains(want), "{err}");
     }
     // A path of 300 steps.
@@ -226,6 +226,6 @@ fn json_only_shapes_are_bounded() {
         std::iter::repeat_n([r#"{"up":"dictionary"}"#, r#"{"dictionary":{"name":"Routes","key":null}}"#], 150)
             .flatten()
             .collect();
-    let err = e.execute_json(&with_path(&format!("[{}]", long.join(",")), r#""r""#), &HashMap::new()).unwrap_err();
+    let err = execute_json(&e, &with_path(&format!("[{}]", long.join(",")), r#""r""#), &HashMap::new()).unwrap_err();
     assert!(err.to_string().contains("a path of 300 steps; at most 256"), "{err}");
 }

@@ -5,19 +5,22 @@
 use std::collections::HashMap;
 
 use espalier_instruction::ast::{Instruction, Located, Step, Value};
-use espalier_instruction::parse::{parse_instruction, parse_json, ParseOptions};
-use espalier_instruction::{validate, Engine};
+use espalier_instruction::parse::{parse_instruction, ParseOptions};
+use espalier_instruction::{validate, Engine, InstructionError};
+use espalier_protocol::{parse_json, Instruction as Wire};
 
 mod common;
-use common::engine;
+use common::{engine, execute_json};
 
 const SCHEMA: &str = "root (\n  'n' -> number\n  'd' -> dictionary ( 'x' -> number )\n  \
                       's' -> stategroup ( 'A' -> ( ) 'B' -> ( ) )\n)\n";
 
-/// Decodes `json` with serde (the protocol's way, without `parse_json`), then checks and runs
-/// it through the engine: the outcome as text, `Ok` or the error.
+/// Decodes `json` into the protocol's wire form and converts it to the syntax tree as the
+/// server does (without `parse_json`), then checks and runs it through the engine: the outcome
+/// as text, `Ok` or the error.
 fn structured(e: &Engine, json: &str) -> Result<String, String> {
-    let instr: Instruction = serde_json::from_str(json).map_err(|err| err.to_string())?;
+    let wire: Wire = serde_json::from_str(json).map_err(|err| err.to_string())?;
+    let instr = wire.to_ast().map_err(|err| InstructionError::Parse(err.into_parse_error(None)).to_string())?;
     let plan = e.check(&instr, None).map_err(|err| err.to_string())?;
     e.run(&plan, &HashMap::new(), None).map(|r| format!("{r:?}")).map_err(|err| err.to_string())
 }
@@ -40,7 +43,7 @@ fn random_zero_and_benchmark_values_are_refused_not_panicked_on() {
         let want = format!("`{word}` is only allowed in benchmark files");
         let through_engine = structured(&e, json).expect_err(json);
         assert!(through_engine.contains(&want), "{json}: {through_engine}");
-        let through_json = e.execute_json(json, &HashMap::new()).expect_err(json).to_string();
+        let through_json = execute_json(&e, json, &HashMap::new()).expect_err(json).to_string();
         assert!(through_json.contains(&want), "{json}: {through_json}");
         assert_eq!(parse_json(json).expect_err(json).0.message, want, "{json}");
     }
@@ -98,7 +101,8 @@ fn what_the_text_parser_rejects_the_structured_form_rejects_with_the_same_messag
         let from_text = parse_instruction(text, ParseOptions::CLIENT).expect_err(text).0.message;
         let from_json = parse_json(json).expect_err(json).0.message;
         assert_eq!(from_text, from_json, "{text}\n{json}");
-        let instr: Instruction = serde_json::from_str(json).unwrap_or_else(|err| panic!("{err}: {json}"));
+        let wire: Wire = serde_json::from_str(json).unwrap_or_else(|err| panic!("{err}: {json}"));
+        let instr = wire.to_ast().unwrap_or_else(|err| panic!("{err}: {json}"));
         assert_eq!(validate(&instr).expect_err(json).message, from_json);
         let through_engine = structured(&e, json).expect_err(json);
         assert!(through_engine.contains(&from_json), "{through_engine}");

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use espalier_data::Change;
-use espalier_instruction::ast::Instruction;
 use espalier_instruction::{ParamValue, QueryResult, Reply};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::instruction::Instruction;
 
 /// The protocol version a server speaks; `welcome` carries it.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -683,9 +684,10 @@ impl Message {
         Message { text: Some(text.into()), params, ..Message::new(Kind::Execute).with_id(id) }
     }
 
-    /// An `execute` request for an instruction in the structured form.
-    pub fn execute(id: u64, instruction: Instruction, params: Option<Params>) -> Message {
-        Message { instruction: Some(instruction), params, ..Message::new(Kind::Execute).with_id(id) }
+    /// An `execute` request for an instruction in the structured form (a syntax tree converts
+    /// into it).
+    pub fn execute(id: u64, instruction: impl Into<Instruction>, params: Option<Params>) -> Message {
+        Message { instruction: Some(instruction.into()), params, ..Message::new(Kind::Execute).with_id(id) }
     }
 
     /// A `get` request for the node at `path` (text form; empty for the root).
@@ -962,7 +964,8 @@ impl Data {
 pub enum Source {
     /// The text form.
     Text(String),
-    /// The structured (JSON) form.
+    /// The structured (JSON or MessagePack) form, as decoded: converted to the syntax tree
+    /// ([`Instruction::to_ast`]) where the text form is parsed, so both are refused alike.
     Structured(Instruction),
 }
 

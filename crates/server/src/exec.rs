@@ -45,7 +45,13 @@ fn parsed(source: &Source) -> Result<(std::borrow::Cow<'_, Instruction>, Option<
                 .map_err(|e| instruction_error(&InstructionError::Parse(e)))?;
             Ok((std::borrow::Cow::Owned(instr), Some(text)))
         }
-        Source::Structured(instr) => Ok((std::borrow::Cow::Borrowed(instr), None)),
+        // The wire form becomes the syntax tree here, where text is parsed: a benchmark word
+        // (`index`, `random`) is refused as the text parser refuses it.
+        Source::Structured(wire) => {
+            let instr =
+                wire.to_ast().map_err(|e| instruction_error(&InstructionError::Parse(e.into_parse_error(None))))?;
+            Ok((std::borrow::Cow::Owned(instr), None))
+        }
     }
 }
 

@@ -14,6 +14,17 @@ pub fn engine(schema: &str) -> (tempfile::TempDir, Engine) {
     (dir, e)
 }
 
+/// Reads the JSON form (the protocol's `parse_json`), checks and runs one instruction.
+pub fn execute_json(
+    e: &Engine,
+    json: &str,
+    params: &HashMap<String, espalier_instruction::ParamValue>,
+) -> Result<espalier_instruction::Reply, espalier_instruction::InstructionError> {
+    let instr = espalier_protocol::parse_json(json)?;
+    let plan = e.check(&instr, None)?;
+    e.run(&plan, params, None)
+}
+
 /// Runs an instruction that must succeed.
 pub fn exec(e: &Engine, text: &str) {
     e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));

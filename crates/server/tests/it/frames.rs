@@ -158,3 +158,56 @@ async fn bad_session_parameters_are_refused_at_the_upgrade() {
     assert_eq!(r.status(), 400);
     server.stop().await;
 }
+
+/// The benchmark language's `index` and `random` decode in a structured instruction (the wire
+/// form can name them) but the syntax tree cannot hold them: the request is refused with the
+/// text parser's message and code `syntax`, in both encodings, for `execute` and `subscribe`
+/// and over HTTP; `random 0` once reached an executor `assert` (#18 item 5). Nothing changes and
+/// the session goes on.
+#[tokio::test]
+async fn structured_index_and_random_are_refused_with_code_syntax() {
+    let server = start().await;
+    let m1 = r#"{"dictionary":{"name":"Machines","key":{"text":"M1"}}}"#;
+    let update = |op: &str| format!(r#"{{"update":{{"path":[{m1}],"items":[{{"name":"Pulses","op":{op}}}]}}}}"#);
+    let cases = [
+        ("execute", update(r#"{"set_number":{"random":0}}"#)),
+        ("execute", update(r#"{"add_number":"index"}"#)),
+        ("execute", r#"{"get":{"path":[{"dictionary":{"name":"Machines","key":"index"}}]}}"#.to_string()),
+        (
+            "subscribe",
+            r#"{"query":{"path":[],"select":[{"dictionary":{"name":"Machines","key":null}}],"projections":[{"alias":"p","path":[],"kind":"number","property":"Pulses","filter":{"compare":{"op":"gt","value":{"random":null}}}}],"limit":null,"offset":null}}"#
+                .to_string(),
+        ),
+    ];
+    let before = server.client().await.get(". 'Machines' : \"M1\"", None).await.unwrap();
+    for encoding in [Encoding::Json, Encoding::Msgpack] {
+        let mut ws = session(&server, encoding, Compression::None).await;
+        for (i, (kind, instruction)) in cases.iter().enumerate() {
+            let id = i as u64 + 1;
+            let json = format!(r#"{{"id":{id},"kind":"{kind}","instruction":{instruction}}}"#);
+            let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let frame = match encoding {
+                Encoding::Json => WsMessage::Text(json.clone().into()),
+                Encoding::Msgpack => WsMessage::Binary(rmp_serde::to_vec_named(&value).unwrap().into()),
+            };
+            ws.send(frame).await.unwrap();
+            let reply = read(&mut ws, encoding).await;
+            let word = if instruction.contains("index") { "index" } else { "random" };
+            assert_eq!((reply.kind.clone(), reply.id), (Kind::Error, Some(id)), "{json}: {reply:?}");
+            assert_eq!(reply.code, Some(ErrorCode::Syntax), "{json}: {reply:?}");
+            let want = format!("`{word}` is only allowed in benchmark files");
+            assert!(reply.message.as_deref().is_some_and(|m| m.contains(&want)), "{json}: {reply:?}");
+        }
+        ping(&mut ws, encoding, 99).await;
+    }
+    // The one-shot endpoint: the same refusal.
+    let body = format!(r#"{{"instruction":{}}}"#, cases[0].1);
+    let r = reqwest::Client::new().post(server.http("/v1/execute")).body(body).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let m: Message = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    assert_eq!(m.code, Some(ErrorCode::Syntax), "{m:?}");
+    assert!(m.message.as_deref().is_some_and(|s| s.contains("`random` is only allowed in benchmark files")), "{m:?}");
+    let after = server.client().await.get(". 'Machines' : \"M1\"", None).await.unwrap();
+    assert_eq!(after, before, "nothing was written");
+    server.stop().await;
+}

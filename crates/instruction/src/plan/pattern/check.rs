@@ -91,9 +91,6 @@ impl<'c, 's> PatternChecker<'c, 's> {
             LitKind::Text => self.c.value_fits(v, ParamKind::Text, span, what)?,
             LitKind::Key(arity) => self.c.key_arity_fits(v, arity, span)?,
         }
-        if let Value::Index | Value::Random(_) = v {
-            return err(span, format!("{what}: `index` and `random` cannot be used in a pattern query"));
-        }
         self.values.push((v.clone(), kind));
         Ok(self.values.len() - 1)
     }
