@@ -9,10 +9,12 @@ use espalier_schema::cursor::Cursor;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
-use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
+use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Value};
 use crate::validate::{rule, validate, Invalid};
+use step::StepKind;
 
 mod pattern;
+mod step;
 // The bounds and keywords are rules of the language, kept with the other rules.
 pub use crate::print::to_text;
 pub use crate::validate::{MAX_DEPTH, MAX_REPEAT, RESERVED};
@@ -259,71 +261,6 @@ impl<'a> Parser<'a> {
         let out = f(self);
         self.depth -= 1;
         out
-    }
-
-    // ---- paths ----
-
-    /// Steps from the root to one node: dictionary and matrix steps carry a key.
-    fn node_path(&mut self) -> ParseResult<Path> {
-        let mut path = Vec::new();
-        while let Some(step) = self.step(StepKind::Node)? {
-            path.push(step);
-        }
-        Ok(path)
-    }
-
-    fn step(&mut self, kind: StepKind) -> ParseResult<Option<Located<Step>>> {
-        let start = self.cur.peek().span;
-        let step = match self.cur.peek().kind {
-            TokenKind::Dot | TokenKind::Percent => {
-                let is_dict = *self.cur.bump().kind == TokenKind::Dot;
-                let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
-                if kind == StepKind::Projection {
-                    return Err(self.error(start, rule::projection_entry(coll)));
-                }
-                let name = self.name(&format!("a {coll} name after {sym}"))?;
-                let key = match kind {
-                    StepKind::Node => {
-                        if !self.cur.at(&TokenKind::Colon) {
-                            return Err(self.expected(&format!(
-                                "`:` and a key after {coll} '{name}' (a node path picks one entry)"
-                            )));
-                        }
-                        self.cur.bump();
-                        Some(self.value()?)
-                    }
-                    _ => {
-                        if self.cur.at(&TokenKind::Colon) {
-                            let at = self.cur.peek().span;
-                            return Err(self.error(at, rule::collection_key(coll, &name)));
-                        }
-                        None
-                    }
-                };
-                if is_dict {
-                    Step::Dictionary { name, key }
-                } else {
-                    Step::Matrix { name, key }
-                }
-            }
-            TokenKind::Plus => {
-                self.cur.bump();
-                Step::Group(self.name("a group name after `+`")?)
-            }
-            TokenKind::Question => {
-                self.cur.bump();
-                let stategroup = self.name("a stategroup name after `?`")?;
-                self.cur.expect(TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
-                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
-                Step::State { stategroup, state }
-            }
-            TokenKind::Gt => {
-                self.cur.bump();
-                Step::Reference(self.name("a reference name after `>`")?)
-            }
-            _ => return Ok(None),
-        };
-        Ok(Some(Located { item: step, span: start.to(self.cur.last()) }))
     }
 
     // ---- values ----
@@ -763,16 +700,6 @@ impl<'a> Parser<'a> {
             }
         })
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum StepKind {
-    /// Keys on dictionary and matrix steps.
-    Node,
-    /// No keys.
-    Collection,
-    /// Groups, states and references only.
-    Projection,
 }
 
 /// Sets every span in `instr` to the empty span, so parses of different texts compare equal.

@@ -5,6 +5,7 @@
 
 use espalier_schema::lexer::TokenKind;
 
+use super::step::{Down, StepKind};
 use super::{ParseResult, Parser};
 use crate::ast::{
     Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
@@ -139,41 +140,6 @@ impl Parser<'_> {
                 self.cur.bump(); // `^`
                 PatternStep::Up(kind)
             }
-            TokenKind::Dot | TokenKind::Percent => {
-                let is_dict = *self.cur.bump().kind == TokenKind::Dot;
-                let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
-                let name = self.name(&format!("a {coll} name or `^` after {sym}"))?;
-                let key = if self.cur.at(&TokenKind::Colon) {
-                    self.cur.bump();
-                    Some(if is_variable(self.cur.peek().kind) {
-                        PatternKey::Var(self.variable("a key")?)
-                    } else {
-                        PatternKey::Value(self.value()?)
-                    })
-                } else {
-                    None
-                };
-                if is_dict {
-                    PatternStep::Dictionary { name, key }
-                } else {
-                    PatternStep::Matrix { name, key }
-                }
-            }
-            TokenKind::Plus => {
-                self.cur.bump();
-                PatternStep::Group(self.name("a group name or `^` after `+`")?)
-            }
-            TokenKind::Question => {
-                self.cur.bump();
-                let stategroup = self.name("a stategroup name or `^` after `?`")?;
-                self.cur.expect(TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
-                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
-                PatternStep::State { stategroup, state }
-            }
-            TokenKind::Gt => {
-                self.cur.bump();
-                PatternStep::Reference(self.name("a reference or matrix name after `>`")?)
-            }
             TokenKind::Lt => {
                 self.cur.bump();
                 PatternStep::Reverse(self.name("a reference or matrix name after `<` (followed backwards)")?)
@@ -191,9 +157,35 @@ impl Parser<'_> {
                 let steps = self.step_block("`repeat MIN to MAX`")?;
                 PatternStep::Repeat { min, max, steps }
             }
-            _ => return Ok(None),
+            _ => match self.down_step(StepKind::Pattern)? {
+                None => return Ok(None),
+                Some(Down::Entry { matrix, name }) => {
+                    let key = self.pattern_key()?;
+                    if matrix {
+                        PatternStep::Matrix { name, key }
+                    } else {
+                        PatternStep::Dictionary { name, key }
+                    }
+                }
+                Some(Down::Group(name)) => PatternStep::Group(name),
+                Some(Down::State { stategroup, state }) => PatternStep::State { stategroup, state },
+                Some(Down::Reference(name)) => PatternStep::Reference(name),
+            },
         };
         Ok(Some(Located { item: step, span: start.to(self.cur.last()) }))
+    }
+
+    /// After an entry step, `: key` (a value, or a variable) or nothing (every entry).
+    fn pattern_key(&mut self) -> ParseResult<Option<PatternKey>> {
+        if !self.cur.at(&TokenKind::Colon) {
+            return Ok(None);
+        }
+        self.cur.bump();
+        Ok(Some(if is_variable(self.cur.peek().kind) {
+            PatternKey::Var(self.variable("a key")?)
+        } else {
+            PatternKey::Value(self.value()?)
+        }))
     }
 
     /// `( step+ )`
