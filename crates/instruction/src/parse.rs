@@ -174,7 +174,7 @@ impl<'a> Parser<'a> {
                 self.cur.bump();
                 let path = self.node_path()?;
                 if !self.cur.at(&TokenKind::LParen) {
-                    return Err(self.expected(&format!("{STEP_EXPECTED} or `(`")));
+                    return Err(self.expected(format_args!("{STEP_EXPECTED} or `(`")));
                 }
                 let items = self.block()?;
                 Instruction::Update { path, items }
@@ -239,7 +239,7 @@ impl<'a> Parser<'a> {
     }
 
     /// "expected {what}, found {next token}" at the next token.
-    fn expected(&self, what: &str) -> ParseError {
+    fn expected(&self, what: impl std::fmt::Display) -> ParseError {
         ParseError(self.cur.expected(what))
     }
 
@@ -248,7 +248,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A `'quoted'` name; `what` says which, e.g. "a dictionary name after `.`".
-    fn name(&mut self, what: &str) -> ParseResult<String> {
+    fn name(&mut self, what: impl std::fmt::Display) -> ParseResult<String> {
         Ok(self.cur.expect_name(what)?.0)
     }
 
@@ -279,7 +279,7 @@ impl<'a> Parser<'a> {
                 if w == "index" || w == "random" {
                     return Err(self.error(tok.span, rule::bench_value(w)));
                 }
-                return Err(self.expected(&self.what_value()));
+                return Err(self.expected(self.what_value()));
             }
             TokenKind::Name(n) => {
                 return Err(self.error(
@@ -290,7 +290,7 @@ impl<'a> Parser<'a> {
                     ),
                 ))
             }
-            _ => return Err(self.expected(&self.what_value())),
+            _ => return Err(self.expected(self.what_value())),
         };
         self.cur.bump();
         Ok(value)
@@ -370,7 +370,7 @@ impl<'a> Parser<'a> {
     fn item(&mut self) -> ParseResult<Located<Item>> {
         let start = self.cur.peek().span;
         let name = self.name("a property name")?;
-        self.cur.expect(TokenKind::Arrow, &format!("`->` after property name '{name}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after property name '{name}'"))?;
         let op = self.op(&name)?;
         Ok(Located { item: Item { name, op }, span: start.to(self.cur.last()) })
     }
@@ -420,7 +420,7 @@ impl<'a> Parser<'a> {
             "group" => {
                 self.cur.bump();
                 if !self.cur.at(&TokenKind::LParen) {
-                    return Err(self.expected(&format!("`(` after `group` for '{name}'")));
+                    return Err(self.expected(format_args!("`(` after `group` for '{name}'")));
                 }
                 Ok(Op::Group(self.block()?))
             }
@@ -437,7 +437,7 @@ impl<'a> Parser<'a> {
                     }
                     Ok(Op::UpdateEntry { key, items: self.block()? })
                 } else {
-                    Err(self.expected(&format!("`(`, `remove` or `update` after the key of {word} '{name}'")))
+                    Err(self.expected(format_args!("`(`, `remove` or `update` after the key of {word} '{name}'")))
                 }
             }
             "stategroup" => {
@@ -449,7 +449,7 @@ impl<'a> Parser<'a> {
     }
 
     fn expected_op(&self, name: &str) -> ParseError {
-        self.expected(&format!(
+        self.expected(format_args!(
             "an operation for '{name}' (`number`, `integer`, `text`, `reference`, `group`, `(`, \
              `dictionary`, `matrix` or `stategroup`)"
         ))
@@ -510,10 +510,10 @@ impl<'a> Parser<'a> {
                     let at = self.cur.peek().span;
                     return Err(self.error(at, rule::bench_value(&w)));
                 }
-                Err(self.expected(&format!("a state name for '{stategroup}'")))
+                Err(self.expected(format_args!("a state name for '{stategroup}'")))
             }
             TokenKind::Str(_) | TokenKind::Param(_) | TokenKind::Int(_) | TokenKind::LBracket => self.value(),
-            _ => Err(self.expected(&format!("a state name for '{stategroup}'"))),
+            _ => Err(self.expected(format_args!("a state name for '{stategroup}'"))),
         }
     }
 
@@ -523,7 +523,7 @@ impl<'a> Parser<'a> {
         self.cur.bump(); // `collection`
         let path = self.node_path()?;
         if !self.cur.eat_word("select") {
-            return Err(self.expected(&format!("{STEP_EXPECTED} or `select`")));
+            return Err(self.expected(format_args!("{STEP_EXPECTED} or `select`")));
         }
         let mut select = Vec::new();
         while let Some(step) = self.step(StepKind::Collection)? {
@@ -546,7 +546,7 @@ impl<'a> Parser<'a> {
                 self.cur.bump();
                 Ok(n)
             }
-            _ => Err(self.expected(&format!("a number after `{what}`"))),
+            _ => Err(self.expected(format_args!("a number after `{what}`"))),
         }
     }
 
@@ -554,7 +554,7 @@ impl<'a> Parser<'a> {
     fn projection(&mut self) -> ParseResult<Located<Projection>> {
         let start = self.cur.peek().span;
         let alias = self.name("a projection name")?;
-        self.cur.expect(TokenKind::Arrow, &format!("`->` after projection name '{alias}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after projection name '{alias}'"))?;
         let mut path = Vec::new();
         while let Some(step) = self.step(StepKind::Projection)? {
             path.push(step);
@@ -570,7 +570,7 @@ impl<'a> Parser<'a> {
             _ => None,
         };
         let Some(kind) = kind else {
-            return Err(self.expected(&format!(
+            return Err(self.expected(format_args!(
                 "a step (`?`, `+`, `>`) or a property kind (`number`, `text`, `stategroup`, \
                  `reference`) in projection '{alias}'"
             )));
@@ -673,7 +673,7 @@ impl<'a> Parser<'a> {
                 TokenKind::Name(arg) => {
                     let arg = arg.clone();
                     self.cur.bump();
-                    self.cur.expect(TokenKind::Arrow, &format!("`->` after argument name '{arg}'"))?;
+                    self.cur.expect(TokenKind::Arrow, format_args!("`->` after argument name '{arg}'"))?;
                     args.push((arg, self.value()?));
                 }
                 TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),

@@ -4,6 +4,8 @@
 //! Each parser keeps its own grammar and its own error type; the cursor's errors are plain
 //! [`Diagnostic`]s for them to wrap.
 
+use std::fmt::Display;
+
 use crate::diagnostic::{Diagnostic, Span};
 use crate::lexer::{Token, TokenKind};
 
@@ -128,14 +130,15 @@ impl<'a> Cursor<'a> {
         Diagnostic::new(self.source, span, message)
     }
 
-    /// "expected {what}, found {the next token}", at the next token.
-    pub fn expected(&self, what: &str) -> Diagnostic {
+    /// "expected {what}, found {the next token}", at the next token. `what` is only formatted
+    /// here, so a caller may pass `format_args!` and pay nothing while the input is right.
+    pub fn expected(&self, what: impl Display) -> Diagnostic {
         let next = self.peek();
         self.error(next.span, format!("expected {what}, found {}", next.kind.describe()))
     }
 
     /// Consumes a token of `kind`, or fails with [`Cursor::expected`]`(what)`.
-    pub fn expect(&mut self, kind: TokenKind, what: &str) -> Result<TokenRef<'a>, Diagnostic> {
+    pub fn expect(&mut self, kind: TokenKind, what: impl Display) -> Result<TokenRef<'a>, Diagnostic> {
         if self.at(&kind) {
             Ok(self.bump())
         } else {
@@ -145,7 +148,7 @@ impl<'a> Cursor<'a> {
 
     /// Consumes a `'quoted'` name, or fails with [`Cursor::expected`]`(what)`; `what` says
     /// which name, e.g. "a dictionary name after `.`".
-    pub fn expect_name(&mut self, what: &str) -> Result<(String, Span), Diagnostic> {
+    pub fn expect_name(&mut self, what: impl Display) -> Result<(String, Span), Diagnostic> {
         let t = self.peek();
         match t.kind {
             TokenKind::Name(n) => {

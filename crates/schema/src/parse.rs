@@ -5,6 +5,8 @@
 //! and keeps going, so one run reports several of them; anything that breaks the structure
 //! (a missing `->`, an unclosed `(`) stops it.
 
+use std::fmt::Display;
+
 use crate::cursor::{Cursor, TokenRef};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::lexer::{Token, TokenKind};
@@ -215,14 +217,14 @@ impl<'a> Parser<'a> {
         )
     }
 
-    fn expect(&mut self, kind: TokenKind, what: &str) -> PResult<TokenRef<'a>> {
+    fn expect(&mut self, kind: TokenKind, what: impl Display) -> PResult<TokenRef<'a>> {
         let found = self.cur.expect(kind, what);
         found.or_else(|d| self.fail(d))
     }
 
     /// A `'quoted'` name; an empty one is reported, and parsing goes on.
-    fn expect_name(&mut self, what: &str) -> PResult<(String, Span)> {
-        let (name, span) = match self.cur.expect_name(&format!("{what} in quotes, like 'Name'")) {
+    fn expect_name(&mut self, what: impl Display) -> PResult<(String, Span)> {
+        let (name, span) = match self.cur.expect_name(format_args!("{what} in quotes, like 'Name'")) {
             Ok(found) => found,
             Err(d) => return self.fail(d),
         };
@@ -263,7 +265,7 @@ impl<'a> Parser<'a> {
 
     /// `( property* )`; `depth` counts the node definitions around this one.
     fn node(&mut self, depth: usize, what: &str) -> PResult<SynNode> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         if depth >= MAX_DEPTH {
             return self.stop(open, format!("node definitions are nested more than {MAX_DEPTH} levels deep"));
         }
@@ -298,7 +300,7 @@ impl<'a> Parser<'a> {
     /// `'name' -> kind`; `None` when the kind was wrong but parsing could go on.
     fn property(&mut self, depth: usize) -> PResult<Option<SynProperty>> {
         let (name, name_span) = self.expect_name("a property name")?;
-        self.expect(TokenKind::Arrow, &format!("`->` after the property name '{name}'"))?;
+        self.expect(TokenKind::Arrow, format_args!("`->` after the property name '{name}'"))?;
         let kt = self.cur.peek();
         let word = match kt.kind {
             TokenKind::Word(w) => w.as_str(),
@@ -338,7 +340,7 @@ impl<'a> Parser<'a> {
                     "min" => crate::model::Aggregate::Min,
                     _ => crate::model::Aggregate::Max,
                 };
-                self.expect(TokenKind::LParen, &format!("`(` after `{word}` in '{name}'"))?;
+                self.expect(TokenKind::LParen, format_args!("`(` after `{word}` in '{name}'"))?;
                 let t = self.cur.bump();
                 let referrers = match t.kind {
                     TokenKind::Dot | TokenKind::Percent => false,
@@ -353,17 +355,17 @@ impl<'a> Parser<'a> {
                     }
                 };
                 let (over, span) = self.expect_name("the name of the collection or reference")?;
-                self.expect(TokenKind::RParen, &format!("`)` after the step of '{name}'"))?;
+                self.expect(TokenKind::RParen, format_args!("`)` after the step of '{name}'"))?;
                 let step = if referrers { SynOver::Referrers(over, span) } else { SynOver::Collection(over, span) };
                 let value = if function == crate::model::Aggregate::Count {
                     None
                 } else {
-                    Some(self.expect_name(&format!("the number property `{word}` adds up in '{name}'"))?)
+                    Some(self.expect_name(format_args!("the number property `{word}` adds up in '{name}'"))?)
                 };
                 SynKind::Aggregate { function, step, value }
             }
             "condition" => {
-                self.expect(TokenKind::LParen, &format!("`(` after `condition` in '{name}'"))?;
+                self.expect(TokenKind::LParen, format_args!("`(` after `condition` in '{name}'"))?;
                 let number = self.expect_name("the number property the condition tests")?;
                 let t = self.cur.bump();
                 let op = match t.kind {
@@ -385,7 +387,7 @@ impl<'a> Parser<'a> {
                     self.skip_garbage()?;
                     return Ok(None);
                 };
-                self.expect(TokenKind::RParen, &format!("`)` after the condition of '{name}'"))?;
+                self.expect(TokenKind::RParen, format_args!("`)` after the condition of '{name}'"))?;
                 SynKind::Condition { number, op, value: *value }
             }
             other => {
@@ -450,7 +452,7 @@ impl<'a> Parser<'a> {
 
     /// `( ('State' -> node)* )`; an empty list is reported by `compile`.
     fn states(&mut self, depth: usize, name: &str) -> PResult<Vec<SynState>> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open the states of '{name}'"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open the states of '{name}'"))?.span;
         let mut states = Vec::new();
         loop {
             let t = self.cur.peek();
@@ -461,7 +463,7 @@ impl<'a> Parser<'a> {
                 }
                 TokenKind::Name(_) => {
                     let (state, span) = self.expect_name("a state name")?;
-                    self.expect(TokenKind::Arrow, &format!("`->` after the state name '{state}'"))?;
+                    self.expect(TokenKind::Arrow, format_args!("`->` after the state name '{state}'"))?;
                     let node = self.node(depth + 1, &format!("the node of the state '{state}'"))?;
                     states.push(SynState { name: state, span, node });
                 }
@@ -481,7 +483,7 @@ impl<'a> Parser<'a> {
 
     /// `( up* down* )`
     fn path(&mut self, what: &str) -> PResult<SynPath> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         let mut up: Vec<SynUp> = Vec::new();
         let mut down: Vec<SynDown> = Vec::new();
         loop {
@@ -532,7 +534,7 @@ impl<'a> Parser<'a> {
                 }
                 UpSymbol::Question => {
                     let (stategroup, span) = self.expect_name("a stategroup name after `?`")?;
-                    self.expect(TokenKind::Star, &format!("`*` and a state name after `? '{stategroup}'`"))?;
+                    self.expect(TokenKind::Star, format_args!("`*` and a state name after `? '{stategroup}'`"))?;
                     let (state, state_span) = self.expect_name("a state name after `*`")?;
                     SynDown::State { stategroup, span, state, state_span }
                 }
@@ -548,7 +550,7 @@ impl<'a> Parser<'a> {
     fn command(&mut self) -> PResult<SynCommand> {
         self.cur.bump();
         let (name, span) = self.expect_name("a command name")?;
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open the parameters of command '{name}'"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open the parameters of command '{name}'"))?.span;
         let mut params = Vec::new();
         loop {
             let t = self.cur.peek();
@@ -559,7 +561,7 @@ impl<'a> Parser<'a> {
                 }
                 TokenKind::Name(_) => {
                     let (p, pspan) = self.expect_name("a parameter name")?;
-                    self.expect(TokenKind::Arrow, &format!("`->` after the parameter name '{p}'"))?;
+                    self.expect(TokenKind::Arrow, format_args!("`->` after the parameter name '{p}'"))?;
                     let k = self.cur.peek();
                     let kind = if k.kind.is_word("number") {
                         crate::model::ParamKind::Number
@@ -605,7 +607,7 @@ impl<'a> Parser<'a> {
         self.cur.bump();
         let (name, span) = self.expect_name("an index name")?;
         let path = self.path(&format!("the path of index '{name}'"))?;
-        let (property, property_span) = self.expect_name(&format!("the indexed property of index '{name}'"))?;
+        let (property, property_span) = self.expect_name(format_args!("the indexed property of index '{name}'"))?;
         let t = self.cur.peek();
         let kind = match t.kind {
             TokenKind::Word(w) if w == "equality" => crate::model::IndexKind::Equality,

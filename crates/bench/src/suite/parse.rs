@@ -190,7 +190,7 @@ impl<'a> SuiteParser<'a> {
 
     /// `( item* )` for a node of type `node`.
     fn init_block(&mut self, node: NodeTypeId, what: &str) -> PResult<Vec<InitItem>> {
-        let open = self.cur.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.cur.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         if self.depth >= MAX_INIT_DEPTH {
             return Err(self.cur.error(open, format!("`initialize` is nested more than {MAX_INIT_DEPTH} levels deep")));
         }
@@ -212,7 +212,7 @@ impl<'a> SuiteParser<'a> {
                     items.push(item);
                 }
                 TokenKind::Eof => return Err(self.cur.error(open, format!("`(` opening {what} is never closed"))),
-                _ => return Err(self.cur.expected(&format!("a property name like 'Name' or `)` closing {what}"))),
+                _ => return Err(self.cur.expected(format_args!("a property name like 'Name' or `)` closing {what}"))),
             }
         }
         self.depth -= 1;
@@ -272,7 +272,7 @@ impl<'a> SuiteParser<'a> {
                 .error(name_tok.span, format!("no property '{name}' in {}; {has}", self.describe_node(node))));
         };
         let property = prop.id;
-        self.cur.expect(TokenKind::Arrow, &format!("`->` after '{name}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after '{name}'"))?;
         let kind = prop.kind.clone();
         // The kind word is optional for leaves (`'t' -> random ( … )`) and groups; when given it
         // must match the model.
@@ -385,14 +385,14 @@ impl<'a> SuiteParser<'a> {
                     TokenKind::Int(n) => {
                         Err(self.cur.error(t.span, format!("`random` needs a positive bound, not {n}")))
                     }
-                    _ => Err(self.cur.expected(&format!(
+                    _ => Err(self.cur.expected(format_args!(
                         "a bound after `random` for number '{name}' (`random 1000`: 0 … 999) or `( values )`"
                     ))),
                 }
             }
             _ => Err(self
                 .cur
-                .expected(&format!("a value for number '{name}' (`5`, `random 1000` or `random ( 1 2 3 )`)"))),
+                .expected(format_args!("a value for number '{name}' (`5`, `random 1000` or `random ( 1 2 3 )`)"))),
         }
     }
 
@@ -416,8 +416,10 @@ impl<'a> SuiteParser<'a> {
             }
             TokenKind::Word(w) if w == "random" => {
                 self.cur.bump();
-                let open =
-                    self.cur.expect(TokenKind::LParen, &format!("`(` with the texts '{name}' is chosen from"))?.span;
+                let open = self
+                    .cur
+                    .expect(TokenKind::LParen, format_args!("`(` with the texts '{name}' is chosen from"))?
+                    .span;
                 let mut values = Vec::new();
                 loop {
                     let t = self.cur.peek();
@@ -439,7 +441,7 @@ impl<'a> SuiteParser<'a> {
                     }
                 }
             }
-            _ => Err(self.cur.expected(&format!("a value for text '{name}' (\"text\" or `random ( 'a' 'b' )`)"))),
+            _ => Err(self.cur.expected(format_args!("a value for text '{name}' (\"text\" or `random ( 'a' 'b' )`)"))),
         }
     }
 
@@ -511,7 +513,7 @@ impl<'a> SuiteParser<'a> {
                     _ => Ok(InitValue::RandomReference(None)),
                 }
             }
-            _ => Err(self.cur.expected(&format!(
+            _ => Err(self.cur.expected(format_args!(
                 "a target for reference '{name}' (`\"key\"`, `random N` or `random`){compound_hint}"
             ))),
         }
@@ -546,7 +548,7 @@ impl<'a> SuiteParser<'a> {
                             if choices.iter().any(|c| c.state == state) {
                                 return Err(self.cur.error(t.span, format!("state '{s}' is given twice")));
                             }
-                            self.cur.expect(TokenKind::Arrow, &format!("`->` and a weight after state '{s}'"))?;
+                            self.cur.expect(TokenKind::Arrow, format_args!("`->` and a weight after state '{s}'"))?;
                             let (weight, _) = self.count(&format!("a weight for state '{s}' (`'{s}' -> 3 ( )`)"))?;
                             let node = states[state as usize].node;
                             let items = self.init_block(node, &format!("state '{s}'"))?;
@@ -567,7 +569,7 @@ impl<'a> SuiteParser<'a> {
                 }
                 Ok(InitValue::States(choices))
             }
-            _ => Err(self.cur.expected(&format!(
+            _ => Err(self.cur.expected(format_args!(
                 "a state ('State' ( … )) or weighted states (( 'State' -> 3 ( … ) … )) for '{name}'"
             ))),
         }
@@ -628,7 +630,9 @@ impl<'a> SuiteParser<'a> {
                 };
                 self.cur.bump();
                 if !self.cur.eat_word("error") {
-                    return Err(self.cur.expected(&format!("`error` after `{word}` (`{word} error 'key_exists'`)")));
+                    return Err(self
+                        .cur
+                        .expected(format_args!("`error` after `{word}` (`{word} error 'key_exists'`)")));
                 }
                 let code = match &self.cur.peek().kind {
                     TokenKind::Name(code) | TokenKind::Str(code) => code.clone(),

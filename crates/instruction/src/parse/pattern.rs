@@ -190,7 +190,7 @@ impl Parser<'_> {
 
     /// `( step+ )`
     fn step_block(&mut self, after: &str) -> ParseResult<Vec<Located<PatternStep>>> {
-        let open = self.cur.expect(TokenKind::LParen, &format!("`(` and the steps to repeat after {after}"))?.span;
+        let open = self.cur.expect(TokenKind::LParen, format_args!("`(` and the steps to repeat after {after}"))?.span;
         self.nested(open, |p| {
             let steps = p.pattern_steps()?;
             if steps.is_empty() {
@@ -215,7 +215,7 @@ impl Parser<'_> {
                 Ok(n as u32)
             }
             TokenKind::Int(n) => Err(self.error(tok.span, rule::repetitions(n, after != "`max`"))),
-            _ => Err(self.expected(&format!("a number of repetitions after {after}"))),
+            _ => Err(self.expected(format_args!("a number of repetitions after {after}"))),
         }
     }
 
@@ -372,7 +372,7 @@ impl Parser<'_> {
                 } else if path.is_empty() {
                     Ok(Term::Var(var))
                 } else {
-                    Err(self.expected(&format!(
+                    Err(self.expected(format_args!(
                         "a property kind (`number`, `text`, `stategroup`, `reference`) after the steps from {var}"
                     )))
                 }
@@ -402,7 +402,7 @@ impl Parser<'_> {
     fn column(&mut self) -> ParseResult<Located<Column>> {
         let start = self.cur.peek().span;
         let alias = self.name("a column name")?;
-        self.cur.expect(TokenKind::Arrow, &format!("`->` after column name '{alias}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after column name '{alias}'"))?;
         let aggregate = match self.cur.peek().kind {
             TokenKind::Word(w) if (*self.cur.peek_at(1).kind == TokenKind::LParen) => match w.as_str() {
                 "count" | "sum" | "min" | "max" | "avg" => Some(w.clone()),
@@ -432,7 +432,7 @@ impl Parser<'_> {
                     self.cur.bump();
                 }
                 TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
-                _ => return Err(self.expected(&format!("`)` to end `{agg} ( … )`"))),
+                _ => return Err(self.expected(format_args!("`)` to end `{agg} ( … )`"))),
             }
             expr
         } else if self.cur.eat_word("shortest") {

@@ -70,7 +70,7 @@ impl Parser<'_> {
         if kind == StepKind::Node {
             if !self.cur.at(&TokenKind::Colon) {
                 return Err(
-                    self.expected(&format!("`:` and a key after {coll} '{name}' (a node path picks one entry)"))
+                    self.expected(format_args!("`:` and a key after {coll} '{name}' (a node path picks one entry)"))
                 );
             }
             self.cur.bump();
@@ -97,18 +97,18 @@ impl Parser<'_> {
                 if kind == StepKind::Projection {
                     return Err(self.error(start, rule::projection_entry(coll)));
                 }
-                let name = self.name(&format!("a {coll} name{or_up} after {sym}"))?;
+                let name = self.name(format_args!("a {coll} name{or_up} after {sym}"))?;
                 Down::Entry { matrix, name }
             }
             TokenKind::Plus => {
                 self.cur.bump();
-                Down::Group(self.name(&format!("a group name{or_up} after `+`"))?)
+                Down::Group(self.name(format_args!("a group name{or_up} after `+`"))?)
             }
             TokenKind::Question => {
                 self.cur.bump();
-                let stategroup = self.name(&format!("a stategroup name{or_up} after `?`"))?;
-                self.cur.expect(TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
-                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
+                let stategroup = self.name(format_args!("a stategroup name{or_up} after `?`"))?;
+                self.cur.expect(TokenKind::Star, format_args!("`*` and a state after stategroup '{stategroup}'"))?;
+                let state = self.name(format_args!("a state name after `?` '{stategroup}' `*`"))?;
                 Down::State { stategroup, state }
             }
             TokenKind::Gt => {
