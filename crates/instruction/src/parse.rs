@@ -338,7 +338,7 @@ impl<'a> Parser<'a> {
                         p.cur.bump();
                         return Ok(Value::Compound(parts));
                     }
-                    TokenKind::Eof => return Err(p.error(open, "`[` is never closed")),
+                    TokenKind::Eof => return Err(p.cur.unclosed(open).into()),
                     _ => return Err(p.expected("`,` or `]` in a compound key")),
                 }
             }
@@ -359,7 +359,7 @@ impl<'a> Parser<'a> {
                         return Ok(items);
                     }
                     TokenKind::Name(_) => items.push(p.item()?),
-                    TokenKind::Eof => return Err(p.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(p.cur.unclosed(open).into()),
                     _ => return Err(p.expected("a property name ('name' -> …) or `)`")),
                 }
             }
@@ -629,7 +629,7 @@ impl<'a> Parser<'a> {
                     self.cur.bump();
                     return Ok(Filter::In(states));
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                 _ => {
                     let what = if states.is_empty() { "a state name" } else { "a state name or `)`" };
                     return Err(self.expected(what));
@@ -651,7 +651,7 @@ impl<'a> Parser<'a> {
         self.cur.expect(TokenKind::RBracket, "`]` after the prefix")?;
         self.cur.expect(TokenKind::Star, "`*` after `]` in a prefix filter")?;
         if self.cur.at(&TokenKind::Eof) {
-            return Err(self.error(open, "`(` is never closed"));
+            return Err(self.cur.unclosed(open).into());
         }
         self.cur.expect(TokenKind::RParen, "`)` to end the prefix filter")?;
         Ok(Filter::Prefix(value))
@@ -676,7 +676,7 @@ impl<'a> Parser<'a> {
                     self.cur.expect(TokenKind::Arrow, format_args!("`->` after argument name '{arg}'"))?;
                     args.push((arg, self.value()?));
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                 _ => return Err(self.expected("an argument ('name' -> value) or `)`")),
             }
         }
@@ -696,7 +696,7 @@ impl<'a> Parser<'a> {
                     p.cur.bump();
                     Ok(Instruction::Transaction(list))
                 }
-                _ => Err(p.error(open, "`(` is never closed")),
+                _ => Err(p.cur.unclosed(open).into()),
             }
         })
     }

@@ -137,6 +137,12 @@ impl<'a> Cursor<'a> {
         self.error(next.span, format!("expected {what}, found {}", next.kind.describe()))
     }
 
+    /// "`(` is never closed" (or `[`): the input ended inside the bracket at `open`.
+    pub fn unclosed(&self, open: Span) -> Diagnostic {
+        let bracket = self.source.get(open.start as usize..open.end as usize).unwrap_or("(");
+        self.error(open, format!("`{bracket}` is never closed"))
+    }
+
     /// Consumes a token of `kind`, or fails with [`Cursor::expected`]`(what)`.
     pub fn expect(&mut self, kind: TokenKind, what: impl Display) -> Result<TokenRef<'a>, Diagnostic> {
         if self.at(&kind) {
@@ -188,6 +194,7 @@ mod tests {
         assert_eq!(c.peek_at(usize::MAX).kind, &TokenKind::Eof);
         let e = c.expect(TokenKind::Colon, "`:`").unwrap_err();
         assert_eq!(e.message, "expected `:`, found end of input");
+        assert_eq!(c.unclosed(Span::new(4, 5)).message, "`.` is never closed");
 
         let c = Cursor::new("", &[]);
         assert_eq!((c.peek().kind, c.peek().span), (&TokenKind::Eof, Span::new(0, 0)));

@@ -368,7 +368,7 @@ impl<'a> SuiteParser<'a> {
                                 self.cur.bump();
                                 return Ok(InitValue::OneOfNumbers(values));
                             }
-                            TokenKind::Eof => return Err(self.cur.error(open, "`(` is never closed")),
+                            TokenKind::Eof => return Err(self.cur.unclosed(open)),
                             _ if values.len() >= MAX_CHOICES => {
                                 return Err(self.cur.error(t.span, format!("more than {MAX_CHOICES} choices")))
                             }
@@ -436,7 +436,7 @@ impl<'a> SuiteParser<'a> {
                             self.cur.bump();
                             return Ok(InitValue::OneOfTexts(values));
                         }
-                        TokenKind::Eof => return Err(self.cur.error(open, "`(` is never closed")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
                         _ => return Err(self.cur.expected("a text (\"x\" or 'x') or `)` in `random ( … )`")),
                     }
                 }
@@ -466,7 +466,7 @@ impl<'a> SuiteParser<'a> {
                     match t.kind {
                         TokenKind::Str(s) => parts.push(s.clone()),
                         TokenKind::Int(n) => parts.push(n.to_string()),
-                        TokenKind::Eof => return Err(self.cur.error(open, "`[` is never closed")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
                         _ => return Err(self.cur.expected("a key component (\"key\")")),
                     }
                     self.cur.bump();
@@ -558,7 +558,7 @@ impl<'a> SuiteParser<'a> {
                             self.cur.bump();
                             break;
                         }
-                        TokenKind::Eof => return Err(self.cur.error(open, "`(` is never closed")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
                         _ => return Err(self.cur.expected("a state name with a weight (`'S' -> 3 ( )`) or `)`")),
                     }
                 }
@@ -672,7 +672,7 @@ impl<'a> SuiteParser<'a> {
                 TokenKind::RParen => {
                     self.cur.bump();
                 }
-                TokenKind::Eof => return Err(self.cur.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open)),
                 _ => return Err(self.cur.expected("`,` between instructions or `)` closing the `repeat`")),
             }
             let params = None;

@@ -201,7 +201,7 @@ impl Parser<'_> {
                     p.cur.bump();
                     Ok(steps)
                 }
-                TokenKind::Eof => Err(p.error(open, "`(` is never closed")),
+                TokenKind::Eof => Err(p.cur.unclosed(open).into()),
                 _ => Err(p.expected("a step or `)`")),
             }
         })
@@ -266,7 +266,7 @@ impl Parser<'_> {
                     TokenKind::RParen => {
                         self.cur.bump();
                     }
-                    TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                     _ => return Err(self.expected("`and`, `or` or `)`")),
                 }
                 return Ok(Located { item: inner.item, span: start.to(self.cur.last()) });
@@ -282,7 +282,7 @@ impl Parser<'_> {
                     TokenKind::RParen => {
                         self.cur.bump();
                     }
-                    TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                     _ => return Err(self.expected("a binding (`name in …`), `where` or `)`")),
                 }
                 Condition::Exists(clauses)
@@ -431,7 +431,7 @@ impl Parser<'_> {
                 TokenKind::RParen => {
                     self.cur.bump();
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                 _ => return Err(self.expected(format_args!("`)` to end `{agg} ( … )`"))),
             }
             expr
