@@ -9,7 +9,7 @@ use espalier_schema::cursor::Cursor;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
-use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Value};
+use crate::ast::{Comparison, Filter, Instruction, Item, Located, Op, Path, Projection, Query, Value};
 use crate::validate::{rule, validate, Invalid};
 use step::StepKind;
 
@@ -559,30 +559,12 @@ impl<'a> Parser<'a> {
         while let Some(step) = self.step(StepKind::Projection)? {
             path.push(step);
         }
-        let kind = match self.cur.peek().kind {
-            TokenKind::Word(w) => match w.as_str() {
-                "number" => Some(LeafKind::Number),
-                "text" => Some(LeafKind::Text),
-                "stategroup" => Some(LeafKind::Stategroup),
-                "reference" => Some(LeafKind::Reference),
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some(kind) = kind else {
+        let Some((kind, property)) = self.leaf()? else {
             return Err(self.expected(format_args!(
                 "a step (`?`, `+`, `>`) or a property kind (`number`, `text`, `stategroup`, \
                  `reference`) in projection '{alias}'"
             )));
         };
-        self.cur.bump();
-        self.cur.expect(TokenKind::Colon, "`:` and the property name after the kind")?;
-        // The thesis also writes the property as a bare word (`number : n`).
-        let property = match self.cur.peek().kind {
-            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
-            _ => return Err(self.expected("a property name after `:`")),
-        };
-        self.cur.bump();
         let filter = self.filter()?;
         Ok(Located { item: Projection { alias, path, kind, property, filter }, span: start.to(self.cur.last()) })
     }

@@ -183,6 +183,17 @@ fn steps_read_alike_in_every_path() {
 }
 
 #[test]
+fn leaves_read_alike_in_projections_and_patterns() {
+    for start in ["collection select 'n' -> number", "collection match x in . 'd' where x number"] {
+        for (rest, what) in [(" 5", "`:` and the property name after the kind"), (" : 5", "a property name after `:`")]
+        {
+            let src = format!("{start}{rest}");
+            assert_eq!(err(&src, CLIENT), (1, src.len() as u32, format!("expected {what}, found number 5")), "{src}");
+        }
+    }
+}
+
+#[test]
 fn instruction_boundaries() {
     assert_eq!(
         err("", CLIENT),

@@ -8,26 +8,13 @@ use espalier_schema::lexer::TokenKind;
 use super::step::{Down, StepKind};
 use super::{ParseResult, Parser};
 use crate::ast::{
-    Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
-    Term, UpKind, Value,
+    Clause, Column, ColumnExpr, Comparison, Condition, Located, OrderKey, Pattern, PatternKey, PatternStep, Term,
+    UpKind, Value,
 };
 use crate::validate::{rule, MAX_REPEAT, RESERVED};
 
 fn is_variable(kind: &TokenKind) -> bool {
     matches!(kind, TokenKind::Word(w) if !RESERVED.contains(&w.as_str()))
-}
-
-fn leaf_kind(kind: &TokenKind) -> Option<LeafKind> {
-    match kind {
-        TokenKind::Word(w) => match w.as_str() {
-            "number" => Some(LeafKind::Number),
-            "text" => Some(LeafKind::Text),
-            "stategroup" => Some(LeafKind::Stategroup),
-            "reference" => Some(LeafKind::Reference),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 impl Parser<'_> {
@@ -290,8 +277,8 @@ impl Parser<'_> {
             k if is_variable(k) => {
                 let var = self.variable("a variable")?;
                 let path = self.pattern_steps()?;
-                if leaf_kind(self.cur.peek().kind).is_some() {
-                    let left = self.property_term(var, path)?;
+                if let Some((kind, property)) = self.leaf()? {
+                    let left = Term::Property { var, path, kind, property };
                     self.comparison(Located { item: left, span: start.to(self.cur.last()) })?
                 } else {
                     let negate = match self.cur.peek().kind {
@@ -367,8 +354,8 @@ impl Parser<'_> {
             k if is_variable(k) => {
                 let var = self.variable("a variable")?;
                 let path = self.pattern_steps()?;
-                if leaf_kind(self.cur.peek().kind).is_some() {
-                    self.property_term(var, path)
+                if let Some((kind, property)) = self.leaf()? {
+                    Ok(Term::Property { var, path, kind, property })
                 } else if path.is_empty() {
                     Ok(Term::Var(var))
                 } else {
@@ -384,17 +371,6 @@ impl Parser<'_> {
             }
             _ => Ok(Term::Value(self.value()?)),
         }
-    }
-
-    fn property_term(&mut self, var: String, path: Vec<Located<PatternStep>>) -> ParseResult<Term> {
-        let kind = leaf_kind(self.cur.bump().kind).expect("caller saw a kind word");
-        self.cur.expect(TokenKind::Colon, "`:` and the property name after the kind")?;
-        let property = match self.cur.peek().kind {
-            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
-            _ => return Err(self.expected("a property name after `:`")),
-        };
-        self.cur.bump();
-        Ok(Term::Property { var, path, kind, property })
     }
 
     // ---- columns ----

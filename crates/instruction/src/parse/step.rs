@@ -1,11 +1,12 @@
 //! Path steps: the one grammar of `. 'd'`, `% 'm'`, `+ 'g'`, `? 'sg' * 's'` and `> 'r'` that
-//! node, collection and projection paths and pattern paths share. What differs between them —
-//! an entry's key, and the pattern's own steps (`.^`, `< 'r'`, `repeat`) — is read by the caller.
+//! node, collection and projection paths and pattern paths share, and of the `kind : property`
+//! a projection or a pattern's term ends at. What differs between them — an entry's key, and
+//! the pattern's own steps (`.^`, `< 'r'`, `repeat`) — is read by the caller.
 
 use espalier_schema::lexer::TokenKind;
 
 use super::{ParseResult, Parser};
-use crate::ast::{Located, Path, Step, Value};
+use crate::ast::{LeafKind, Located, Path, Step, Value};
 use crate::validate::rule;
 
 /// Which path a step is read in.
@@ -120,5 +121,29 @@ impl Parser<'_> {
             _ => return Ok(None),
         };
         Ok(Some(step))
+    }
+
+    /// Where a path ends at a property: `kind : property`; `None`, with nothing read, when no
+    /// kind word is next.
+    pub(super) fn leaf(&mut self) -> ParseResult<Option<(LeafKind, String)>> {
+        let kind = match self.cur.peek().kind {
+            TokenKind::Word(w) => match w.as_str() {
+                "number" => LeafKind::Number,
+                "text" => LeafKind::Text,
+                "stategroup" => LeafKind::Stategroup,
+                "reference" => LeafKind::Reference,
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        self.cur.bump();
+        self.cur.expect(TokenKind::Colon, "`:` and the property name after the kind")?;
+        // The thesis also writes the property as a bare word (`number : n`).
+        let property = match self.cur.peek().kind {
+            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
+            _ => return Err(self.expected("a property name after `:`")),
+        };
+        self.cur.bump();
+        Ok(Some((kind, property)))
     }
 }
