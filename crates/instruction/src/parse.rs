@@ -2,8 +2,9 @@
 //! canonical text with [`to_text`].
 //!
 //! The grammar is documented in `docs/instructions.md`. The parser is a hand-written recursive
-//! descent over the shared Alan tokens; nesting is bounded by [`MAX_DEPTH`] so no input can
-//! exhaust the stack, and every loop consumes a token per round.
+//! descent over the shared Alan tokens, read with the schema crate's [`Cursor`] like the schema
+//! and benchmark languages; path steps are in `parse/step.rs`. Nesting is bounded by
+//! [`MAX_DEPTH`] so no input can exhaust the stack, and every loop consumes a token per round.
 
 use espalier_schema::cursor::Cursor;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
