@@ -2,16 +2,20 @@
 //! text with [`to_text`]. (The JSON form is the protocol's: `espalier_protocol::instruction`.)
 //!
 //! The grammar is documented in `docs/instructions.md`. The parser is a hand-written recursive
-//! descent over the shared Alan tokens; nesting is bounded by [`MAX_DEPTH`] so no input can
-//! exhaust the stack, and every loop consumes a token per round.
+//! descent over the shared Alan tokens, read with the schema crate's [`Cursor`] like the schema
+//! and benchmark languages; path steps are in `parse/step.rs`. Nesting is bounded by
+//! [`MAX_DEPTH`] so no input can exhaust the stack, and every loop consumes a token per round.
 
+use espalier_schema::cursor::Cursor;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
-use crate::ast::{Comparison, Filter, Instruction, Item, LeafKind, Located, Op, Path, Projection, Query, Step, Value};
+use crate::ast::{Comparison, Filter, Instruction, Item, Located, Op, Path, Projection, Query, Value};
 use crate::validate::{rule, validate, Invalid};
+use step::StepKind;
 
 mod pattern;
+mod step;
 // The bounds and keywords are rules of the language, kept with the other rules.
 pub use crate::print::to_text;
 pub use crate::validate::{MAX_DEPTH, MAX_REPEAT, RESERVED};
@@ -58,9 +62,9 @@ pub fn parse_instruction(source: &str, opts: ParseOptions) -> Result<Instruction
     let tokens = tokenize(source).map_err(ParseError)?;
     let mut parser = Parser::new(source, &tokens, opts);
     let instr = parser.instruction()?;
-    let next = parser.peek();
-    if next.kind != TokenKind::Eof {
-        let what = if next.kind == TokenKind::Comma {
+    let next = parser.cur.peek();
+    if *next.kind != TokenKind::Eof {
+        let what = if *next.kind == TokenKind::Comma {
             "expected one instruction, found `,` after it".to_string()
         } else {
             format!("expected the end of the instruction, found {}", next.kind.describe())
@@ -76,8 +80,8 @@ pub fn parse_instructions(source: &str, opts: ParseOptions) -> Result<Vec<Locate
     let tokens = tokenize(source).map_err(ParseError)?;
     let mut parser = Parser::new(source, &tokens, opts);
     let list = parser.instruction_list()?;
-    let next = parser.peek();
-    if next.kind != TokenKind::Eof {
+    let next = parser.cur.peek();
+    if *next.kind != TokenKind::Eof {
         return Err(parser.error(next.span, format!("unexpected {}", next.kind.describe())));
     }
     for instr in &list {
@@ -95,68 +99,61 @@ pub(crate) fn invalid_at(source: &str, e: Invalid) -> ParseError {
 /// over the whole token list, [`Parser::set_pos`] to the instruction, call
 /// [`Parser::instruction`] or [`Parser::instruction_list`], then continue at [`Parser::pos`].
 pub struct Parser<'a> {
-    source: &'a str,
-    tokens: &'a [Token],
-    pos: usize,
+    /// The tokens (a slice need not end with `Eof`) and where the parser is in them.
+    cur: Cursor<'a>,
     opts: ParseOptions<'a>,
     depth: usize,
-    /// Span of the last consumed token: the end of every `Located` span.
-    last: Span,
-    /// Returned when peeking past the tokens (a slice need not end with `Eof`).
-    eof: Token,
 }
 
 type ParseResult<T> = std::result::Result<T, ParseError>;
+
+impl From<Diagnostic> for ParseError {
+    fn from(d: Diagnostic) -> ParseError {
+        ParseError(d)
+    }
+}
 
 const STEP_EXPECTED: &str = "a step (`.`, `%`, `+`, `?`, `>`)";
 
 impl<'a> Parser<'a> {
     /// A parser over `tokens`, lexed from `source`, starting at the first token.
     pub fn new(source: &'a str, tokens: &'a [Token], opts: ParseOptions<'a>) -> Parser<'a> {
-        let end = tokens.last().map_or(0, |t| t.span.end);
-        let eof = Token { kind: TokenKind::Eof, span: Span { start: end, end } };
-        let first = tokens.first().map_or(eof.span, |t| t.span);
-        Parser { source, tokens, pos: 0, opts, depth: 0, last: first, eof }
+        Parser { cur: Cursor::new(source, tokens), opts, depth: 0 }
     }
 
     /// Index of the next unread token.
     pub fn pos(&self) -> usize {
-        self.pos
+        self.cur.pos()
     }
 
     /// Continues at token index `pos` (clamped to the token list).
     pub fn set_pos(&mut self, pos: usize) {
-        self.pos = pos.min(self.tokens.len());
-        if let Some(t) = self.tokens.get(self.pos) {
-            self.last = t.span;
-        }
+        self.cur.set_pos(pos);
     }
 
     /// One instruction; stops before whatever follows it.
     pub fn instruction(&mut self) -> Result<Located<Instruction>, ParseError> {
-        let start = self.peek().span;
-        let keyword = match &self.peek().kind {
-            TokenKind::Word(w) => w.clone(),
+        let start = self.cur.peek().span;
+        let keyword = match self.cur.peek().kind {
+            TokenKind::Word(w) => w.as_str(),
             _ => return Err(self.expected_instruction()),
         };
-        let item = match keyword.as_str() {
+        let item = match keyword {
             "update" => {
-                self.bump();
+                self.cur.bump();
                 let path = self.node_path()?;
-                if self.peek().kind != TokenKind::LParen {
-                    return Err(self.expected(&format!("{STEP_EXPECTED} or `(`")));
+                if !self.cur.at(&TokenKind::LParen) {
+                    return Err(self.expected(format_args!("{STEP_EXPECTED} or `(`")));
                 }
                 let items = self.block()?;
                 Instruction::Update { path, items }
             }
-            "collection" if self.tokens.get(self.pos + 1).is_some_and(|t| t.kind.is_word("match")) => {
-                Instruction::Match(self.pattern()?)
-            }
+            "collection" if self.cur.peek_at(1).kind.is_word("match") => Instruction::Match(self.pattern()?),
             "collection" => Instruction::Query(self.query()?),
             "explain" => {
-                let pattern_follows = self.tokens.get(self.pos + 1).is_some_and(|t| t.kind.is_word("collection"))
-                    && self.tokens.get(self.pos + 2).is_some_and(|t| t.kind.is_word("match"));
-                self.bump();
+                let pattern_follows =
+                    self.cur.peek_at(1).kind.is_word("collection") && self.cur.peek_at(2).kind.is_word("match");
+                self.cur.bump();
                 if !pattern_follows {
                     return Err(self.expected("`collection match …` after `explain` (it explains pattern queries)"));
                 }
@@ -165,14 +162,14 @@ impl<'a> Parser<'a> {
                 Instruction::Match(p)
             }
             "get" => {
-                self.bump();
+                self.cur.bump();
                 Instruction::Get { path: self.node_path()? }
             }
             "command" => self.command()?,
             "transaction" => self.transaction()?,
             _ => return Err(self.expected_instruction()),
         };
-        Ok(Located { item, span: start.to(self.last) })
+        Ok(Located { item, span: start.to(self.cur.last()) })
     }
 
     /// Instructions separated by `,` or line breaks, up to (not including) `)` or the end.
@@ -180,17 +177,17 @@ impl<'a> Parser<'a> {
         let mut list = Vec::new();
         while !self.at_list_end() {
             list.push(self.instruction()?);
-            let next = self.peek().clone();
+            let next = self.cur.peek();
             match next.kind {
                 TokenKind::Comma => {
-                    self.bump();
+                    self.cur.bump();
                     if self.at_list_end() {
                         return Err(self.expected("an instruction after `,`"));
                     }
                 }
                 TokenKind::Eof | TokenKind::RParen => break,
                 _ => {
-                    let gap = self.source.get(self.last.end as usize..next.span.start as usize);
+                    let gap = self.cur.source().get(self.cur.last().end as usize..next.span.start as usize);
                     if !gap.is_some_and(|g| g.contains('\n')) {
                         return Err(self.expected("`,` or a line break between instructions"));
                     }
@@ -202,64 +199,26 @@ impl<'a> Parser<'a> {
 
     // ---- token helpers ----
 
-    fn peek(&self) -> &Token {
-        self.tokens.get(self.pos).unwrap_or(&self.eof)
-    }
-
-    fn bump(&mut self) -> Token {
-        let tok = self.peek().clone();
-        if self.pos < self.tokens.len() && tok.kind != TokenKind::Eof {
-            self.pos += 1;
-            self.last = tok.span;
-        }
-        tok
-    }
-
     fn at_list_end(&self) -> bool {
-        matches!(self.peek().kind, TokenKind::Eof | TokenKind::RParen)
+        matches!(self.cur.peek().kind, TokenKind::Eof | TokenKind::RParen)
     }
 
     fn error(&self, span: Span, message: impl Into<String>) -> ParseError {
-        ParseError(Diagnostic::new(self.source, span, message))
+        ParseError(self.cur.error(span, message))
     }
 
     /// "expected {what}, found {next token}" at the next token.
-    fn expected(&self, what: &str) -> ParseError {
-        let next = self.peek();
-        self.error(next.span, format!("expected {what}, found {}", next.kind.describe()))
+    fn expected(&self, what: impl std::fmt::Display) -> ParseError {
+        ParseError(self.cur.expected(what))
     }
 
     fn expected_instruction(&self) -> ParseError {
         self.expected("an instruction (`update`, `collection`, `get`, `command` or `transaction`)")
     }
 
-    fn eat_word(&mut self, word: &str) -> bool {
-        if self.peek().kind.is_word(word) {
-            self.bump();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn expect(&mut self, kind: &TokenKind, what: &str) -> ParseResult<Token> {
-        if &self.peek().kind == kind {
-            Ok(self.bump())
-        } else {
-            Err(self.expected(what))
-        }
-    }
-
     /// A `'quoted'` name; `what` says which, e.g. "a dictionary name after `.`".
-    fn name(&mut self, what: &str) -> ParseResult<String> {
-        match &self.peek().kind {
-            TokenKind::Name(n) => {
-                let n = n.clone();
-                self.bump();
-                Ok(n)
-            }
-            _ => Err(self.expected(what)),
-        }
+    fn name(&mut self, what: impl std::fmt::Display) -> ParseResult<String> {
+        Ok(self.cur.expect_name(what)?.0)
     }
 
     /// Runs `f` one nesting level deeper; `open` is the token that opened the level.
@@ -273,76 +232,11 @@ impl<'a> Parser<'a> {
         out
     }
 
-    // ---- paths ----
-
-    /// Steps from the root to one node: dictionary and matrix steps carry a key.
-    fn node_path(&mut self) -> ParseResult<Path> {
-        let mut path = Vec::new();
-        while let Some(step) = self.step(StepKind::Node)? {
-            path.push(step);
-        }
-        Ok(path)
-    }
-
-    fn step(&mut self, kind: StepKind) -> ParseResult<Option<Located<Step>>> {
-        let start = self.peek().span;
-        let step = match self.peek().kind {
-            TokenKind::Dot | TokenKind::Percent => {
-                let is_dict = self.bump().kind == TokenKind::Dot;
-                let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
-                if kind == StepKind::Projection {
-                    return Err(self.error(start, rule::projection_entry(coll)));
-                }
-                let name = self.name(&format!("a {coll} name after {sym}"))?;
-                let key = match kind {
-                    StepKind::Node => {
-                        if self.peek().kind != TokenKind::Colon {
-                            return Err(self.expected(&format!(
-                                "`:` and a key after {coll} '{name}' (a node path picks one entry)"
-                            )));
-                        }
-                        self.bump();
-                        Some(self.value()?)
-                    }
-                    _ => {
-                        if self.peek().kind == TokenKind::Colon {
-                            let at = self.peek().span;
-                            return Err(self.error(at, rule::collection_key(coll, &name)));
-                        }
-                        None
-                    }
-                };
-                if is_dict {
-                    Step::Dictionary { name, key }
-                } else {
-                    Step::Matrix { name, key }
-                }
-            }
-            TokenKind::Plus => {
-                self.bump();
-                Step::Group(self.name("a group name after `+`")?)
-            }
-            TokenKind::Question => {
-                self.bump();
-                let stategroup = self.name("a stategroup name after `?`")?;
-                self.expect(&TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
-                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
-                Step::State { stategroup, state }
-            }
-            TokenKind::Gt => {
-                self.bump();
-                Step::Reference(self.name("a reference name after `>`")?)
-            }
-            _ => return Ok(None),
-        };
-        Ok(Some(Located { item: step, span: start.to(self.last) }))
-    }
-
     // ---- values ----
 
     fn value(&mut self) -> ParseResult<Value> {
-        let tok = self.peek().clone();
-        let value = match &tok.kind {
+        let tok = self.cur.peek();
+        let value = match tok.kind {
             TokenKind::Str(s) => Value::Text(s.clone()),
             TokenKind::Int(i) => Value::Int(*i),
             TokenKind::Param(p) => Value::Param(p.clone()),
@@ -354,7 +248,7 @@ impl<'a> Parser<'a> {
                 if w == "index" || w == "random" {
                     return Err(self.error(tok.span, rule::bench_value(w)));
                 }
-                return Err(self.expected(&self.what_value()));
+                return Err(self.expected(self.what_value()));
             }
             TokenKind::Name(n) => {
                 return Err(self.error(
@@ -365,9 +259,9 @@ impl<'a> Parser<'a> {
                     ),
                 ))
             }
-            _ => return Err(self.expected(&self.what_value())),
+            _ => return Err(self.expected(self.what_value())),
         };
-        self.bump();
+        self.cur.bump();
         Ok(value)
     }
 
@@ -382,17 +276,17 @@ impl<'a> Parser<'a> {
     /// The value of an extra word ([`ParseOptions::values`]) at the next token, if it is one.
     fn word_value(&mut self) -> ParseResult<Option<Value>> {
         let Some(words) = self.opts.values else { return Ok(None) };
-        let rest = self.tokens.get(self.pos..).unwrap_or_default();
+        let rest = self.cur.rest();
         match words.value(rest) {
             Ok(Some((value, taken))) => {
                 for _ in 0..taken.max(1) {
-                    self.bump();
+                    self.cur.bump();
                 }
                 Ok(Some(value))
             }
             Ok(None) => Ok(None),
             Err((at, message)) => {
-                let span = rest.get(at).map_or(self.peek().span, |t| t.span);
+                let span = rest.get(at).map_or(self.cur.peek().span, |t| t.span);
                 Err(self.error(span, message))
             }
         }
@@ -400,20 +294,20 @@ impl<'a> Parser<'a> {
 
     /// `[ value , value … ]`
     fn compound(&mut self) -> ParseResult<Value> {
-        let open = self.bump().span;
+        let open = self.cur.bump().span;
         self.nested(open, |p| {
             let mut parts = vec![p.value()?];
             loop {
-                match p.peek().kind {
+                match p.cur.peek().kind {
                     TokenKind::Comma => {
-                        p.bump();
+                        p.cur.bump();
                         parts.push(p.value()?);
                     }
                     TokenKind::RBracket => {
-                        p.bump();
+                        p.cur.bump();
                         return Ok(Value::Compound(parts));
                     }
-                    TokenKind::Eof => return Err(p.error(open, "`[` is never closed")),
+                    TokenKind::Eof => return Err(p.cur.unclosed(open).into()),
                     _ => return Err(p.expected("`,` or `]` in a compound key")),
                 }
             }
@@ -424,17 +318,17 @@ impl<'a> Parser<'a> {
 
     /// `( item* )`
     fn block(&mut self) -> ParseResult<Vec<Located<Item>>> {
-        let open = self.expect(&TokenKind::LParen, "`(`")?.span;
+        let open = self.cur.expect(TokenKind::LParen, "`(`")?.span;
         self.nested(open, |p| {
             let mut items = Vec::new();
             loop {
-                match p.peek().kind {
+                match p.cur.peek().kind {
                     TokenKind::RParen => {
-                        p.bump();
+                        p.cur.bump();
                         return Ok(items);
                     }
                     TokenKind::Name(_) => items.push(p.item()?),
-                    TokenKind::Eof => return Err(p.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(p.cur.unclosed(open).into()),
                     _ => return Err(p.expected("a property name ('name' -> …) or `)`")),
                 }
             }
@@ -443,39 +337,39 @@ impl<'a> Parser<'a> {
 
     /// `'name' -> op`
     fn item(&mut self) -> ParseResult<Located<Item>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let name = self.name("a property name")?;
-        self.expect(&TokenKind::Arrow, &format!("`->` after property name '{name}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after property name '{name}'"))?;
         let op = self.op(&name)?;
-        Ok(Located { item: Item { name, op }, span: start.to(self.last) })
+        Ok(Located { item: Item { name, op }, span: start.to(self.cur.last()) })
     }
 
     fn op(&mut self, name: &str) -> ParseResult<Op> {
-        let word = match &self.peek().kind {
+        let word = match self.cur.peek().kind {
             TokenKind::LParen => return Ok(Op::Group(self.block()?)),
-            TokenKind::Word(w) => w.clone(),
+            TokenKind::Word(w) => w.as_str(),
             _ => return Err(self.expected_op(name)),
         };
-        match word.as_str() {
+        match word {
             "number" | "integer" => {
-                self.bump();
-                match self.peek().kind {
+                self.cur.bump();
+                match self.cur.peek().kind {
                     TokenKind::Plus => {
-                        self.bump();
-                        match self.peek().kind {
+                        self.cur.bump();
+                        match self.cur.peek().kind {
                             TokenKind::Int(_) | TokenKind::Param(_) => Ok(Op::AddNumber(self.value()?)),
                             _ => Err(self.expected("a number or $parameter after `+`")),
                         }
                     }
                     TokenKind::Minus => {
-                        self.bump();
-                        let tok = self.peek().clone();
+                        self.cur.bump();
+                        let tok = self.cur.peek();
                         match tok.kind {
                             TokenKind::Int(n) => {
                                 let neg = n
                                     .checked_neg()
                                     .ok_or_else(|| self.error(tok.span, format!("cannot negate {n}")))?;
-                                self.bump();
+                                self.cur.bump();
                                 Ok(Op::AddNumber(Value::Int(neg)))
                             }
                             _ => Err(self.expected("a number after `-`")),
@@ -485,38 +379,38 @@ impl<'a> Parser<'a> {
                 }
             }
             "text" => {
-                self.bump();
+                self.cur.bump();
                 Ok(Op::SetText(self.value()?))
             }
             "reference" => {
-                self.bump();
+                self.cur.bump();
                 Ok(Op::SetReference(self.value()?))
             }
             "group" => {
-                self.bump();
-                if self.peek().kind != TokenKind::LParen {
-                    return Err(self.expected(&format!("`(` after `group` for '{name}'")));
+                self.cur.bump();
+                if !self.cur.at(&TokenKind::LParen) {
+                    return Err(self.expected(format_args!("`(` after `group` for '{name}'")));
                 }
                 Ok(Op::Group(self.block()?))
             }
             "dictionary" | "matrix" => {
-                self.bump();
+                self.cur.bump();
                 let key = self.value()?;
-                if self.peek().kind == TokenKind::LParen {
+                if self.cur.at(&TokenKind::LParen) {
                     Ok(Op::AddEntry { key, items: self.block()? })
-                } else if self.eat_word("remove") {
+                } else if self.cur.eat_word("remove") {
                     Ok(Op::RemoveEntry { key })
-                } else if self.eat_word("update") {
-                    if self.peek().kind != TokenKind::LParen {
+                } else if self.cur.eat_word("update") {
+                    if !self.cur.at(&TokenKind::LParen) {
                         return Err(self.expected("`(` after `update`"));
                     }
                     Ok(Op::UpdateEntry { key, items: self.block()? })
                 } else {
-                    Err(self.expected(&format!("`(`, `remove` or `update` after the key of {word} '{name}'")))
+                    Err(self.expected(format_args!("`(`, `remove` or `update` after the key of {word} '{name}'")))
                 }
             }
             "stategroup" => {
-                self.bump();
+                self.cur.bump();
                 self.stategroup_op(name)
             }
             _ => Err(self.expected_op(name)),
@@ -524,7 +418,7 @@ impl<'a> Parser<'a> {
     }
 
     fn expected_op(&self, name: &str) -> ParseError {
-        self.expected(&format!(
+        self.expected(format_args!(
             "an operation for '{name}' (`number`, `integer`, `text`, `reference`, `group`, `(`, \
              `dictionary`, `matrix` or `stategroup`)"
         ))
@@ -533,18 +427,18 @@ impl<'a> Parser<'a> {
     /// After `stategroup`: `'S' set to ( … )`, `set to 'S' ( … )`, `random set to ( … )`, or
     /// `'S' ( … )`.
     fn stategroup_op(&mut self, name: &str) -> ParseResult<Op> {
-        if self.eat_word("set") {
+        if self.cur.eat_word("set") {
             self.expect_to()?;
             let state = self.state_value(name)?;
             return Ok(Op::SwitchState { state, items: self.state_block()? });
         }
         let state = self.state_value(name)?;
-        if self.eat_word("set") {
+        if self.cur.eat_word("set") {
             self.expect_to()?;
             return Ok(Op::SwitchState { state, items: self.state_block()? });
         }
         match state {
-            Value::Text(state) if self.peek().kind == TokenKind::LParen => {
+            Value::Text(state) if self.cur.at(&TokenKind::LParen) => {
                 Ok(Op::UpdateState { state, items: self.block()? })
             }
             Value::Text(_) => Err(self.expected("`set to` or `(` after the state")),
@@ -553,7 +447,7 @@ impl<'a> Parser<'a> {
     }
 
     fn expect_to(&mut self) -> ParseResult<()> {
-        if self.eat_word("to") {
+        if self.cur.eat_word("to") {
             Ok(())
         } else {
             Err(self.expected("`to` after `set`"))
@@ -561,7 +455,7 @@ impl<'a> Parser<'a> {
     }
 
     fn state_block(&mut self) -> ParseResult<Vec<Located<Item>>> {
-        if self.peek().kind != TokenKind::LParen {
+        if !self.cur.at(&TokenKind::LParen) {
             return Err(self.expected("`(` with the state's properties (may be empty: `( )`)"));
         }
         self.block()
@@ -570,10 +464,10 @@ impl<'a> Parser<'a> {
     /// A state: a `'Name'`, or a value (a `$parameter` in commands; an extra word of
     /// [`ParseOptions::values`], such as a benchmark's `random`).
     fn state_value(&mut self, stategroup: &str) -> ParseResult<Value> {
-        match &self.peek().kind {
+        match self.cur.peek().kind {
             TokenKind::Name(n) => {
                 let n = n.clone();
-                self.bump();
+                self.cur.bump();
                 Ok(Value::Text(n))
             }
             TokenKind::Word(w) => {
@@ -582,91 +476,73 @@ impl<'a> Parser<'a> {
                     return Ok(v);
                 }
                 if w == "index" || w == "random" {
-                    let at = self.peek().span;
+                    let at = self.cur.peek().span;
                     return Err(self.error(at, rule::bench_value(&w)));
                 }
-                Err(self.expected(&format!("a state name for '{stategroup}'")))
+                Err(self.expected(format_args!("a state name for '{stategroup}'")))
             }
             TokenKind::Str(_) | TokenKind::Param(_) | TokenKind::Int(_) | TokenKind::LBracket => self.value(),
-            _ => Err(self.expected(&format!("a state name for '{stategroup}'"))),
+            _ => Err(self.expected(format_args!("a state name for '{stategroup}'"))),
         }
     }
 
     // ---- queries ----
 
     fn query(&mut self) -> ParseResult<Query> {
-        self.bump(); // `collection`
+        self.cur.bump(); // `collection`
         let path = self.node_path()?;
-        if !self.eat_word("select") {
-            return Err(self.expected(&format!("{STEP_EXPECTED} or `select`")));
+        if !self.cur.eat_word("select") {
+            return Err(self.expected(format_args!("{STEP_EXPECTED} or `select`")));
         }
         let mut select = Vec::new();
         while let Some(step) = self.step(StepKind::Collection)? {
             select.push(step);
         }
         let mut projections = Vec::new();
-        while matches!(self.peek().kind, TokenKind::Name(_)) {
+        while matches!(self.cur.peek().kind, TokenKind::Name(_)) {
             projections.push(self.projection()?);
         }
-        let limit = if self.eat_word("limit") { Some(self.count("limit")?) } else { None };
-        let offset = if self.eat_word("offset") { Some(self.count("offset")?) } else { None };
+        let limit = if self.cur.eat_word("limit") { Some(self.count("limit")?) } else { None };
+        let offset = if self.cur.eat_word("offset") { Some(self.count("offset")?) } else { None };
         Ok(Query { path, select, projections, limit, offset })
     }
 
     fn count(&mut self, what: &str) -> ParseResult<u64> {
-        let tok = self.peek().clone();
-        match tok.kind {
+        let tok = self.cur.peek();
+        match *tok.kind {
             TokenKind::Int(n) => {
                 let n = u64::try_from(n).map_err(|_| self.error(tok.span, format!("`{what}` cannot be negative")))?;
-                self.bump();
+                self.cur.bump();
                 Ok(n)
             }
-            _ => Err(self.expected(&format!("a number after `{what}`"))),
+            _ => Err(self.expected(format_args!("a number after `{what}`"))),
         }
     }
 
     /// `'alias' -> steps kind : property [filter]`
     fn projection(&mut self) -> ParseResult<Located<Projection>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let alias = self.name("a projection name")?;
-        self.expect(&TokenKind::Arrow, &format!("`->` after projection name '{alias}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after projection name '{alias}'"))?;
         let mut path = Vec::new();
         while let Some(step) = self.step(StepKind::Projection)? {
             path.push(step);
         }
-        let kind = match &self.peek().kind {
-            TokenKind::Word(w) => match w.as_str() {
-                "number" => Some(LeafKind::Number),
-                "text" => Some(LeafKind::Text),
-                "stategroup" => Some(LeafKind::Stategroup),
-                "reference" => Some(LeafKind::Reference),
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some(kind) = kind else {
-            return Err(self.expected(&format!(
+        let Some((kind, property)) = self.leaf()? else {
+            return Err(self.expected(format_args!(
                 "a step (`?`, `+`, `>`) or a property kind (`number`, `text`, `stategroup`, \
                  `reference`) in projection '{alias}'"
             )));
         };
-        self.bump();
-        self.expect(&TokenKind::Colon, "`:` and the property name after the kind")?;
-        // The thesis also writes the property as a bare word (`number : n`).
-        let property = match &self.peek().kind {
-            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
-            _ => return Err(self.expected("a property name after `:`")),
-        };
-        self.bump();
         let filter = self.filter()?;
-        Ok(Located { item: Projection { alias, path, kind, property, filter }, span: start.to(self.last) })
+        Ok(Located { item: Projection { alias, path, kind, property, filter }, span: start.to(self.cur.last()) })
     }
 
     fn filter(&mut self) -> ParseResult<Option<Filter>> {
-        if self.peek().kind.is_word("in") {
+        if self.cur.at_word("in") {
             return self.in_filter().map(Some);
         }
-        let op = match self.peek().kind {
+        let op = match self.cur.peek().kind {
             TokenKind::EqEq => Comparison::Eq,
             TokenKind::Ne => Comparison::Ne,
             TokenKind::Lt => Comparison::Lt,
@@ -676,12 +552,12 @@ impl<'a> Parser<'a> {
             TokenKind::LParen => return self.prefix_filter().map(Some),
             _ => return Ok(None),
         };
-        self.bump();
+        self.cur.bump();
         // States are compared by name: `== 'Yes'`.
-        let value = match &self.peek().kind {
+        let value = match self.cur.peek().kind {
             TokenKind::Name(n) => {
                 let n = n.clone();
-                self.bump();
+                self.cur.bump();
                 Value::Text(n)
             }
             _ => self.value()?,
@@ -691,20 +567,20 @@ impl<'a> Parser<'a> {
 
     /// `in ( 'S1' 'S2' … )`
     fn in_filter(&mut self) -> ParseResult<Filter> {
-        self.bump(); // `in`
-        let open = self.expect(&TokenKind::LParen, "`(` and state names after `in`")?.span;
+        self.cur.bump(); // `in`
+        let open = self.cur.expect(TokenKind::LParen, "`(` and state names after `in`")?.span;
         let mut states = Vec::new();
         loop {
-            match &self.peek().kind {
+            match self.cur.peek().kind {
                 TokenKind::Name(n) => {
                     states.push(n.clone());
-                    self.bump();
+                    self.cur.bump();
                 }
                 TokenKind::RParen if !states.is_empty() => {
-                    self.bump();
+                    self.cur.bump();
                     return Ok(Filter::In(states));
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                 _ => {
                     let what = if states.is_empty() { "a state name" } else { "a state name or `)`" };
                     return Err(self.expected(what));
@@ -715,76 +591,66 @@ impl<'a> Parser<'a> {
 
     /// `( [ 'prefix' ] * )`
     fn prefix_filter(&mut self) -> ParseResult<Filter> {
-        let open = self.bump().span;
-        self.expect(&TokenKind::LBracket, "`[` in a prefix filter `( [ 'prefix' ] * )`")?;
-        let value = match &self.peek().kind {
+        let open = self.cur.bump().span;
+        self.cur.expect(TokenKind::LBracket, "`[` in a prefix filter `( [ 'prefix' ] * )`")?;
+        let value = match self.cur.peek().kind {
             TokenKind::Name(s) | TokenKind::Str(s) => Value::Text(s.clone()),
             TokenKind::Param(p) => Value::Param(p.clone()),
             _ => return Err(self.expected("a prefix ('text' or \"text\") after `[`")),
         };
-        self.bump();
-        self.expect(&TokenKind::RBracket, "`]` after the prefix")?;
-        self.expect(&TokenKind::Star, "`*` after `]` in a prefix filter")?;
-        if self.peek().kind == TokenKind::Eof {
-            return Err(self.error(open, "`(` is never closed"));
+        self.cur.bump();
+        self.cur.expect(TokenKind::RBracket, "`]` after the prefix")?;
+        self.cur.expect(TokenKind::Star, "`*` after `]` in a prefix filter")?;
+        if self.cur.at(&TokenKind::Eof) {
+            return Err(self.cur.unclosed(open).into());
         }
-        self.expect(&TokenKind::RParen, "`)` to end the prefix filter")?;
+        self.cur.expect(TokenKind::RParen, "`)` to end the prefix filter")?;
         Ok(Filter::Prefix(value))
     }
 
     // ---- command and transaction ----
 
     fn command(&mut self) -> ParseResult<Instruction> {
-        self.bump(); // `command`
+        self.cur.bump(); // `command`
         let name = self.name("the command's 'name' after `command`")?;
-        let open = self.expect(&TokenKind::LParen, "`(` with the command's arguments")?.span;
+        let open = self.cur.expect(TokenKind::LParen, "`(` with the command's arguments")?.span;
         let mut args = Vec::new();
         loop {
-            match &self.peek().kind {
+            match self.cur.peek().kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     return Ok(Instruction::Command { name, args });
                 }
                 TokenKind::Name(arg) => {
                     let arg = arg.clone();
-                    self.bump();
-                    self.expect(&TokenKind::Arrow, &format!("`->` after argument name '{arg}'"))?;
+                    self.cur.bump();
+                    self.cur.expect(TokenKind::Arrow, format_args!("`->` after argument name '{arg}'"))?;
                     args.push((arg, self.value()?));
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                 _ => return Err(self.expected("an argument ('name' -> value) or `)`")),
             }
         }
     }
 
     fn transaction(&mut self) -> ParseResult<Instruction> {
-        self.bump(); // `transaction`
-        let open = self.expect(&TokenKind::LParen, "`(` after `transaction`")?.span;
+        self.cur.bump(); // `transaction`
+        let open = self.cur.expect(TokenKind::LParen, "`(` after `transaction`")?.span;
         self.nested(open, |p| {
             let list = p.instruction_list()?;
-            match p.peek().kind {
+            match p.cur.peek().kind {
                 TokenKind::RParen if list.is_empty() => {
-                    let at = p.peek().span;
+                    let at = p.cur.peek().span;
                     Err(p.error(at, rule::EMPTY_TRANSACTION))
                 }
                 TokenKind::RParen => {
-                    p.bump();
+                    p.cur.bump();
                     Ok(Instruction::Transaction(list))
                 }
-                _ => Err(p.error(open, "`(` is never closed")),
+                _ => Err(p.cur.unclosed(open).into()),
             }
         })
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum StepKind {
-    /// Keys on dictionary and matrix steps.
-    Node,
-    /// No keys.
-    Collection,
-    /// Groups, states and references only.
-    Projection,
 }
 
 /// Sets every span in `instr` to the empty span, so parses of different texts compare equal.

@@ -154,6 +154,47 @@ fn query_errors() {
 }
 
 #[test]
+fn steps_read_alike_in_every_path() {
+    // One grammar reads the steps of node, collection and pattern paths; a pattern's messages
+    // also offer the up step, and its `>` also follows matrices.
+    for (path, in_paths, in_patterns) in [
+        ("+ 5", Some("a group name after `+`"), "a group name or `^` after `+`"),
+        (". 5", Some("a dictionary name after `.`"), "a dictionary name or `^` after `.`"),
+        ("% 5", Some("a matrix name after `%`"), "a matrix name or `^` after `%`"),
+        ("? 5", Some("a stategroup name after `?`"), "a stategroup name or `^` after `?`"),
+        ("? 'sg' 5", Some("`*` and a state after stategroup 'sg'"), "`*` and a state after stategroup 'sg'"),
+        ("? 'sg' * 5", Some("a state name after `?` 'sg' `*`"), "a state name after `?` 'sg' `*`"),
+        ("> 5", Some("a reference name after `>`"), "a reference or matrix name after `>`"),
+        ("< 5", None, "a reference or matrix name after `<` (followed backwards)"),
+    ] {
+        let expected = |src: &str, what: &str| (1, src.len() as u32, format!("expected {what}, found number 5"));
+        if let Some(what) = in_paths {
+            for src in [format!("get {path}"), format!("collection select {path}")] {
+                assert_eq!(err(&src, CLIENT), expected(&src, what), "{src}");
+            }
+        }
+        let src = format!("collection match x in {path}");
+        assert_eq!(err(&src, CLIENT), expected(&src, in_patterns), "{src}");
+    }
+    assert_eq!(
+        err("collection select 'n' -> % 'm' number : 'n'", CLIENT).2,
+        "a projection path cannot enter a matrix; put it in the collection path after `select`"
+    );
+    assert!(parse_instruction("collection match x in . 'd' : \"k\" y in x % 'm' : x select 'a' -> y", CLIENT).is_ok());
+}
+
+#[test]
+fn leaves_read_alike_in_projections_and_patterns() {
+    for start in ["collection select 'n' -> number", "collection match x in . 'd' where x number"] {
+        for (rest, what) in [(" 5", "`:` and the property name after the kind"), (" : 5", "a property name after `:`")]
+        {
+            let src = format!("{start}{rest}");
+            assert_eq!(err(&src, CLIENT), (1, src.len() as u32, format!("expected {what}, found number 5")), "{src}");
+        }
+    }
+}
+
+#[test]
 fn instruction_boundaries() {
     assert_eq!(
         err("", CLIENT),

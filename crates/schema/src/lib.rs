@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod compile;
+pub mod cursor;
 mod describe;
 pub mod diagnostic;
 pub mod lexer;

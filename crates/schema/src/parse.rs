@@ -5,6 +5,9 @@
 //! and keeps going, so one run reports several of them; anything that breaks the structure
 //! (a missing `->`, an unclosed `(`) stops it.
 
+use std::fmt::Display;
+
+use crate::cursor::{Cursor, TokenRef};
 use crate::diagnostic::{Diagnostic, Span};
 use crate::lexer::{Token, TokenKind};
 
@@ -161,16 +164,13 @@ struct Stop;
 type PResult<T> = Result<T, Stop>;
 
 struct Parser<'a> {
-    source: &'a str,
-    tokens: &'a [Token],
-    pos: usize,
+    cur: Cursor<'a>,
     errors: Vec<Diagnostic>,
 }
 
 /// Parses a token stream (ending with `Eof`, as `lexer::tokenize` returns it).
 pub fn parse(source: &str, tokens: &[Token]) -> Result<SynFile, Vec<Diagnostic>> {
-    assert!(matches!(tokens.last(), Some(Token { kind: TokenKind::Eof, .. })), "token stream must end with Eof");
-    let mut p = Parser { source, tokens, pos: 0, errors: Vec::new() };
+    let mut p = Parser { cur: Cursor::new(source, tokens), errors: Vec::new() };
     let file = p.file();
     match file {
         Ok(file) if p.errors.is_empty() => Ok(file),
@@ -186,26 +186,18 @@ const KINDS: &str =
 const STEPS: &str = "a path step (`+^`, `.^`, `%^`, `?^`, `+ 'Group'`, `. 'Dictionary'`, `? 'Stategroup' * 'State'`)";
 
 impl<'a> Parser<'a> {
-    fn peek(&self) -> &'a Token {
-        // The last token is Eof and `bump` never moves past it.
-        &self.tokens[self.pos.min(self.tokens.len() - 1)]
-    }
-
-    fn bump(&mut self) -> &'a Token {
-        let t = self.peek();
-        if t.kind != TokenKind::Eof {
-            self.pos += 1;
-        }
-        t
-    }
-
     fn error(&mut self, span: Span, message: impl Into<String>) {
-        crate::diagnostic::push_error(&mut self.errors, self.source, span, message.into());
+        crate::diagnostic::push_error(&mut self.errors, self.cur.source(), span, message.into());
     }
 
     fn stop<T>(&mut self, span: Span, message: impl Into<String>) -> PResult<T> {
         self.error(span, message);
         Err(Stop)
+    }
+
+    /// Records a diagnostic of the cursor's and stops.
+    fn fail<T>(&mut self, d: Diagnostic) -> PResult<T> {
+        self.stop(d.span, d.message)
     }
 
     /// Where `span` starts, as `line:column`, for messages that mention another place.
@@ -214,7 +206,7 @@ impl<'a> Parser<'a> {
         if self.errors.len() >= crate::diagnostic::MAX_ERRORS {
             return String::new();
         }
-        let (l, c) = crate::diagnostic::line_column(self.source, span.start as usize);
+        let (l, c) = crate::diagnostic::line_column(self.cur.source(), span.start as usize);
         format!("{l}:{c}")
     }
 
@@ -225,42 +217,35 @@ impl<'a> Parser<'a> {
         )
     }
 
-    fn expect(&mut self, kind: TokenKind, what: &str) -> PResult<&'a Token> {
-        let t = self.peek();
-        if t.kind == kind {
-            return Ok(self.bump());
-        }
-        self.stop(t.span, format!("expected {what}, found {}", t.kind.describe()))
+    fn expect(&mut self, kind: TokenKind, what: impl Display) -> PResult<TokenRef<'a>> {
+        let found = self.cur.expect(kind, what);
+        found.or_else(|d| self.fail(d))
     }
 
-    fn expect_name(&mut self, what: &str) -> PResult<(String, Span)> {
-        let t = self.peek();
-        match &t.kind {
-            TokenKind::Name(n) if n.is_empty() => {
-                self.bump();
-                self.error(t.span, format!("{what} cannot be empty"));
-                Ok((String::new(), t.span))
-            }
-            TokenKind::Name(n) => {
-                self.bump();
-                Ok((n.clone(), t.span))
-            }
-            other => self.stop(t.span, format!("expected {what} in quotes, like 'Name', found {}", other.describe())),
+    /// A `'quoted'` name; an empty one is reported, and parsing goes on.
+    fn expect_name(&mut self, what: impl Display) -> PResult<(String, Span)> {
+        let (name, span) = match self.cur.expect_name(format_args!("{what} in quotes, like 'Name'")) {
+            Ok(found) => found,
+            Err(d) => return self.fail(d),
+        };
+        if name.is_empty() {
+            self.error(span, format!("{what} cannot be empty"));
         }
+        Ok((name, span))
     }
 
     fn file(&mut self) -> PResult<SynFile> {
-        let t = self.peek();
+        let t = self.cur.peek();
         if !t.kind.is_word("root") {
             return self.stop(t.span, format!("expected `root` to start the schema, found {}", t.kind.describe()));
         }
-        self.bump();
+        self.cur.bump();
         let root = self.node(0, "the root node")?;
         let mut commands = Vec::new();
         let mut indexes = Vec::new();
         loop {
-            let t = self.peek();
-            match &t.kind {
+            let t = self.cur.peek();
+            match t.kind {
                 TokenKind::Eof => break,
                 TokenKind::Word(w) if w == "command" => commands.push(self.command()?),
                 TokenKind::Word(w) if w == "index" => indexes.push(self.index()?),
@@ -280,16 +265,16 @@ impl<'a> Parser<'a> {
 
     /// `( property* )`; `depth` counts the node definitions around this one.
     fn node(&mut self, depth: usize, what: &str) -> PResult<SynNode> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         if depth >= MAX_DEPTH {
             return self.stop(open, format!("node definitions are nested more than {MAX_DEPTH} levels deep"));
         }
         let mut properties = Vec::new();
         loop {
-            let t = self.peek();
-            match &t.kind {
+            let t = self.cur.peek();
+            match t.kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     return Ok(SynNode { open, properties });
                 }
                 TokenKind::Name(_) => {
@@ -315,9 +300,9 @@ impl<'a> Parser<'a> {
     /// `'name' -> kind`; `None` when the kind was wrong but parsing could go on.
     fn property(&mut self, depth: usize) -> PResult<Option<SynProperty>> {
         let (name, name_span) = self.expect_name("a property name")?;
-        self.expect(TokenKind::Arrow, &format!("`->` after the property name '{name}'"))?;
-        let kt = self.peek();
-        let word = match &kt.kind {
+        self.expect(TokenKind::Arrow, format_args!("`->` after the property name '{name}'"))?;
+        let kt = self.cur.peek();
+        let word = match kt.kind {
             TokenKind::Word(w) => w.as_str(),
             other => {
                 self.error(
@@ -328,7 +313,7 @@ impl<'a> Parser<'a> {
                 return Ok(None);
             }
         };
-        self.bump();
+        self.cur.bump();
         let what = format!("the node of '{name}'");
         let kind = match word {
             "number" => SynKind::Number,
@@ -355,8 +340,8 @@ impl<'a> Parser<'a> {
                     "min" => crate::model::Aggregate::Min,
                     _ => crate::model::Aggregate::Max,
                 };
-                self.expect(TokenKind::LParen, &format!("`(` after `{word}` in '{name}'"))?;
-                let t = self.bump();
+                self.expect(TokenKind::LParen, format_args!("`(` after `{word}` in '{name}'"))?;
+                let t = self.cur.bump();
                 let referrers = match t.kind {
                     TokenKind::Dot | TokenKind::Percent => false,
                     TokenKind::Lt => true,
@@ -370,19 +355,19 @@ impl<'a> Parser<'a> {
                     }
                 };
                 let (over, span) = self.expect_name("the name of the collection or reference")?;
-                self.expect(TokenKind::RParen, &format!("`)` after the step of '{name}'"))?;
+                self.expect(TokenKind::RParen, format_args!("`)` after the step of '{name}'"))?;
                 let step = if referrers { SynOver::Referrers(over, span) } else { SynOver::Collection(over, span) };
                 let value = if function == crate::model::Aggregate::Count {
                     None
                 } else {
-                    Some(self.expect_name(&format!("the number property `{word}` adds up in '{name}'"))?)
+                    Some(self.expect_name(format_args!("the number property `{word}` adds up in '{name}'"))?)
                 };
                 SynKind::Aggregate { function, step, value }
             }
             "condition" => {
-                self.expect(TokenKind::LParen, &format!("`(` after `condition` in '{name}'"))?;
+                self.expect(TokenKind::LParen, format_args!("`(` after `condition` in '{name}'"))?;
                 let number = self.expect_name("the number property the condition tests")?;
-                let t = self.bump();
+                let t = self.cur.bump();
                 let op = match t.kind {
                     TokenKind::EqEq => crate::model::CompareOp::Eq,
                     TokenKind::Ne => crate::model::CompareOp::Ne,
@@ -396,14 +381,14 @@ impl<'a> Parser<'a> {
                         return Ok(None);
                     }
                 };
-                let t = self.bump();
+                let t = self.cur.bump();
                 let TokenKind::Int(value) = t.kind else {
                     self.error(t.span, "expected an integer to compare with");
                     self.skip_garbage()?;
                     return Ok(None);
                 };
-                self.expect(TokenKind::RParen, &format!("`)` after the condition of '{name}'"))?;
-                SynKind::Condition { number, op, value }
+                self.expect(TokenKind::RParen, format_args!("`)` after the condition of '{name}'"))?;
+                SynKind::Condition { number, op, value: *value }
             }
             other => {
                 self.error(kt.span, format!("unknown property kind `{other}`; expected {KINDS}"));
@@ -416,9 +401,9 @@ impl<'a> Parser<'a> {
 
     /// Benchmark files give collection sizes (`dictionary 1000 ( … )`); a model must not.
     fn no_size(&mut self, keyword: &str) -> PResult<()> {
-        let t = self.peek();
+        let t = self.cur.peek();
         if let TokenKind::Int(n) = t.kind {
-            self.bump();
+            self.cur.bump();
             self.error(
                 t.span,
                 format!(
@@ -432,10 +417,10 @@ impl<'a> Parser<'a> {
     /// After a bad kind: skips numbers and balanced `( … )` groups so the next property parses.
     fn skip_garbage(&mut self) -> PResult<()> {
         loop {
-            let t = self.peek();
+            let t = self.cur.peek();
             match t.kind {
                 TokenKind::Int(_) | TokenKind::Word(_) => {
-                    self.bump();
+                    self.cur.bump();
                 }
                 TokenKind::LParen => {
                     self.balanced("a parenthesised group")?;
@@ -450,7 +435,7 @@ impl<'a> Parser<'a> {
         let open = self.expect(TokenKind::LParen, "`(`")?.span;
         let mut depth = 1usize;
         loop {
-            let t = self.bump();
+            let t = self.cur.bump();
             match t.kind {
                 TokenKind::LParen => depth += 1,
                 TokenKind::RParen => {
@@ -467,18 +452,18 @@ impl<'a> Parser<'a> {
 
     /// `( ('State' -> node)* )`; an empty list is reported by `compile`.
     fn states(&mut self, depth: usize, name: &str) -> PResult<Vec<SynState>> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open the states of '{name}'"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open the states of '{name}'"))?.span;
         let mut states = Vec::new();
         loop {
-            let t = self.peek();
-            match &t.kind {
+            let t = self.cur.peek();
+            match t.kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     return Ok(states);
                 }
                 TokenKind::Name(_) => {
                     let (state, span) = self.expect_name("a state name")?;
-                    self.expect(TokenKind::Arrow, &format!("`->` after the state name '{state}'"))?;
+                    self.expect(TokenKind::Arrow, format_args!("`->` after the state name '{state}'"))?;
                     let node = self.node(depth + 1, &format!("the node of the state '{state}'"))?;
                     states.push(SynState { name: state, span, node });
                 }
@@ -498,14 +483,14 @@ impl<'a> Parser<'a> {
 
     /// `( up* down* )`
     fn path(&mut self, what: &str) -> PResult<SynPath> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         let mut up: Vec<SynUp> = Vec::new();
         let mut down: Vec<SynDown> = Vec::new();
         loop {
-            let t = self.peek();
+            let t = self.cur.peek();
             let symbol = match t.kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     return Ok(SynPath { span: open.to(t.span), up, down });
                 }
                 TokenKind::Eof => return self.unclosed(open, what),
@@ -514,12 +499,12 @@ impl<'a> Parser<'a> {
                 TokenKind::Percent => UpSymbol::Percent,
                 TokenKind::Question => UpSymbol::Question,
                 TokenKind::Star => UpSymbol::Star,
-                ref other => return self.stop(t.span, format!("expected {STEPS} or `)`, found {}", other.describe())),
+                other => return self.stop(t.span, format!("expected {STEPS} or `)`, found {}", other.describe())),
             };
-            self.bump();
-            let next = self.peek();
-            if next.kind == TokenKind::Caret {
-                self.bump();
+            self.cur.bump();
+            let next = self.cur.peek();
+            if *next.kind == TokenKind::Caret {
+                self.cur.bump();
                 let span = t.span.to(next.span);
                 if let Some(d) = down.last() {
                     self.error(
@@ -549,7 +534,7 @@ impl<'a> Parser<'a> {
                 }
                 UpSymbol::Question => {
                     let (stategroup, span) = self.expect_name("a stategroup name after `?`")?;
-                    self.expect(TokenKind::Star, &format!("`*` and a state name after `? '{stategroup}'`"))?;
+                    self.expect(TokenKind::Star, format_args!("`*` and a state name after `? '{stategroup}'`"))?;
                     let (state, state_span) = self.expect_name("a state name after `*`")?;
                     SynDown::State { stategroup, span, state, state_span }
                 }
@@ -563,21 +548,21 @@ impl<'a> Parser<'a> {
 
     /// `command 'Name' ( 'p' -> number|text … ) ( body )`
     fn command(&mut self) -> PResult<SynCommand> {
-        self.bump();
+        self.cur.bump();
         let (name, span) = self.expect_name("a command name")?;
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open the parameters of command '{name}'"))?.span;
+        let open = self.expect(TokenKind::LParen, format_args!("`(` to open the parameters of command '{name}'"))?.span;
         let mut params = Vec::new();
         loop {
-            let t = self.peek();
-            match &t.kind {
+            let t = self.cur.peek();
+            match t.kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     break;
                 }
                 TokenKind::Name(_) => {
                     let (p, pspan) = self.expect_name("a parameter name")?;
-                    self.expect(TokenKind::Arrow, &format!("`->` after the parameter name '{p}'"))?;
-                    let k = self.peek();
+                    self.expect(TokenKind::Arrow, format_args!("`->` after the parameter name '{p}'"))?;
+                    let k = self.cur.peek();
                     let kind = if k.kind.is_word("number") {
                         crate::model::ParamKind::Number
                     } else if k.kind.is_word("text") {
@@ -588,7 +573,7 @@ impl<'a> Parser<'a> {
                             format!("expected the parameter kind `number` or `text` for '{p}', found {}", k.kind.describe()),
                         );
                     };
-                    self.bump();
+                    self.cur.bump();
                     params.push((p, pspan, kind));
                 }
                 TokenKind::Eof => return self.unclosed(open, &format!("the parameters of command '{name}'")),
@@ -603,8 +588,8 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        if self.peek().kind != TokenKind::LParen {
-            let t = self.peek();
+        if !self.cur.at(&TokenKind::LParen) {
+            let t = self.cur.peek();
             return self.stop(
                 t.span,
                 format!("expected `(` to open the body of command '{name}', found {}", t.kind.describe()),
@@ -612,19 +597,19 @@ impl<'a> Parser<'a> {
         }
         let (open, close) = self.balanced(&format!("the body of command '{name}'"))?;
         let (start, end) = (open.end as usize, close.start as usize);
-        debug_assert!(start <= end && end <= self.source.len());
-        let body = self.source.get(start..end).unwrap_or_default().to_string();
+        debug_assert!(start <= end && end <= self.cur.source().len());
+        let body = self.cur.source().get(start..end).unwrap_or_default().to_string();
         Ok(SynCommand { name, span, params, body, body_span: Span::new(start, end) })
     }
 
     /// `index 'Name' ( collection-path ) 'property' equality|range|prefix [unique]`
     fn index(&mut self) -> PResult<SynIndex> {
-        self.bump();
+        self.cur.bump();
         let (name, span) = self.expect_name("an index name")?;
         let path = self.path(&format!("the path of index '{name}'"))?;
-        let (property, property_span) = self.expect_name(&format!("the indexed property of index '{name}'"))?;
-        let t = self.peek();
-        let kind = match &t.kind {
+        let (property, property_span) = self.expect_name(format_args!("the indexed property of index '{name}'"))?;
+        let t = self.cur.peek();
+        let kind = match t.kind {
             TokenKind::Word(w) if w == "equality" => crate::model::IndexKind::Equality,
             TokenKind::Word(w) if w == "range" => crate::model::IndexKind::Range,
             TokenKind::Word(w) if w == "prefix" => crate::model::IndexKind::Prefix,
@@ -635,8 +620,8 @@ impl<'a> Parser<'a> {
                 )
             }
         };
-        self.bump();
-        let unique = if self.peek().kind.is_word("unique") { Some(self.bump().span) } else { None };
+        self.cur.bump();
+        let unique = if self.cur.at_word("unique") { Some(self.cur.bump().span) } else { None };
         Ok(SynIndex { name, span, path, property, property_span, kind, unique })
     }
 }

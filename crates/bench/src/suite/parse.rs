@@ -8,7 +8,8 @@ use std::path::Path;
 
 use espalier_instruction::parse::{ParseOptions, Parser};
 use espalier_instruction::plan::Checker;
-use espalier_schema::lexer::{tokenize, Token, TokenKind};
+use espalier_schema::cursor::{Cursor, TokenRef};
+use espalier_schema::lexer::{tokenize, TokenKind};
 use espalier_schema::{Diagnostic, NodeTypeId, PropertyKind, Schema, Span, ROOT};
 
 use super::values::{self, Words};
@@ -123,7 +124,9 @@ pub fn parse_suite(source: &str, name: &str) -> Result<Suite, SuiteError> {
         // The model is a prefix of the file, so its spans and line:columns are the file's.
         diagnostics: d.0,
     })?;
-    let mut p = SuiteParser { source, tokens: &tokens, pos: init_at + 1, schema: &schema, depth: 0 };
+    let mut cur = Cursor::new(source, &tokens);
+    cur.set_pos(init_at + 1);
+    let mut p = SuiteParser { cur, schema: &schema, depth: 0 };
     let init = p.init_block(ROOT, "`initialize`").map_err(fail)?;
     let benchmarks = p.benchmarks(name).map_err(fail)?;
     let suite = Suite {
@@ -144,9 +147,7 @@ pub fn parse_suite(source: &str, name: &str) -> Result<Suite, SuiteError> {
 }
 
 struct SuiteParser<'a> {
-    source: &'a str,
-    tokens: &'a [Token],
-    pos: usize,
+    cur: Cursor<'a>,
     schema: &'a Schema,
     depth: usize,
 }
@@ -154,54 +155,15 @@ struct SuiteParser<'a> {
 type PResult<T> = Result<T, Diagnostic>;
 
 impl<'a> SuiteParser<'a> {
-    fn peek(&self) -> &'a Token {
-        // `tokenize` ends the list with `Eof`, and `bump` never moves past it.
-        &self.tokens[self.pos.min(self.tokens.len() - 1)]
-    }
-
-    fn bump(&mut self) -> &'a Token {
-        let t = self.peek();
-        if t.kind != TokenKind::Eof {
-            self.pos += 1;
-        }
-        t
-    }
-
-    fn error(&self, span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic::new(self.source, span, message)
-    }
-
-    fn expected(&self, what: &str) -> Diagnostic {
-        let t = self.peek();
-        self.error(t.span, format!("expected {what}, found {}", t.kind.describe()))
-    }
-
-    fn expect(&mut self, kind: TokenKind, what: &str) -> PResult<&'a Token> {
-        if self.peek().kind == kind {
-            Ok(self.bump())
-        } else {
-            Err(self.expected(what))
-        }
-    }
-
-    fn eat_word(&mut self, word: &str) -> bool {
-        if self.peek().kind.is_word(word) {
-            self.bump();
-            true
-        } else {
-            false
-        }
-    }
-
     fn count(&mut self, what: &str) -> PResult<(u64, Span)> {
-        let t = self.peek();
-        match t.kind {
+        let t = self.cur.peek();
+        match *t.kind {
             TokenKind::Int(n) if n >= 0 => {
-                self.bump();
+                self.cur.bump();
                 Ok((n as u64, t.span))
             }
-            TokenKind::Int(n) => Err(self.error(t.span, format!("{what} cannot be negative ({n})"))),
-            _ => Err(self.expected(what)),
+            TokenKind::Int(n) => Err(self.cur.error(t.span, format!("{what} cannot be negative ({n})"))),
+            _ => Err(self.cur.expected(what)),
         }
     }
 
@@ -228,29 +190,29 @@ impl<'a> SuiteParser<'a> {
 
     /// `( item* )` for a node of type `node`.
     fn init_block(&mut self, node: NodeTypeId, what: &str) -> PResult<Vec<InitItem>> {
-        let open = self.expect(TokenKind::LParen, &format!("`(` to open {what}"))?.span;
+        let open = self.cur.expect(TokenKind::LParen, format_args!("`(` to open {what}"))?.span;
         if self.depth >= MAX_INIT_DEPTH {
-            return Err(self.error(open, format!("`initialize` is nested more than {MAX_INIT_DEPTH} levels deep")));
+            return Err(self.cur.error(open, format!("`initialize` is nested more than {MAX_INIT_DEPTH} levels deep")));
         }
         self.depth += 1;
         let mut items = Vec::new();
         let mut seen = HashSet::new();
         loop {
-            let t = self.peek();
-            match &t.kind {
+            let t = self.cur.peek();
+            match t.kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                     break;
                 }
                 TokenKind::Name(name) => {
                     let item = self.init_item(node)?;
                     if !seen.insert(item.property) {
-                        return Err(self.error(t.span, format!("'{name}' is initialised twice in {what}")));
+                        return Err(self.cur.error(t.span, format!("'{name}' is initialised twice in {what}")));
                     }
                     items.push(item);
                 }
-                TokenKind::Eof => return Err(self.error(open, format!("`(` opening {what} is never closed"))),
-                _ => return Err(self.expected(&format!("a property name like 'Name' or `)` closing {what}"))),
+                TokenKind::Eof => return Err(self.cur.error(open, format!("`(` opening {what} is never closed"))),
+                _ => return Err(self.cur.expected(format_args!("a property name like 'Name' or `)` closing {what}"))),
             }
         }
         self.depth -= 1;
@@ -269,7 +231,7 @@ impl<'a> SuiteParser<'a> {
             let given = items.iter().find(|i| i.property == p);
             match (&prop.kind, given) {
                 (PropertyKind::Reference { .. }, None) => {
-                    return Err(self.error(
+                    return Err(self.cur.error(
                         at,
                         format!(
                             "{} have reference '{}' but this block gives it no value (every reference \
@@ -294,8 +256,8 @@ impl<'a> SuiteParser<'a> {
     }
 
     fn init_item(&mut self, node: NodeTypeId) -> PResult<InitItem> {
-        let name_tok = self.bump();
-        let TokenKind::Name(name) = &name_tok.kind else { unreachable!("caller peeked a name") };
+        let name_tok = self.cur.bump();
+        let TokenKind::Name(name) = name_tok.kind else { unreachable!("caller peeked a name") };
         let Some(prop) = self.schema.find(node, name) else {
             let names: Vec<String> = self
                 .schema
@@ -305,17 +267,17 @@ impl<'a> SuiteParser<'a> {
                 .map(|&p| format!("'{}'", self.schema.property(p).name))
                 .collect();
             let has = if names.is_empty() { "it has none".to_string() } else { format!("it has {}", names.join(", ")) };
-            return Err(
-                self.error(name_tok.span, format!("no property '{name}' in {}; {has}", self.describe_node(node)))
-            );
+            return Err(self
+                .cur
+                .error(name_tok.span, format!("no property '{name}' in {}; {has}", self.describe_node(node))));
         };
         let property = prop.id;
-        self.expect(TokenKind::Arrow, &format!("`->` after '{name}'"))?;
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after '{name}'"))?;
         let kind = prop.kind.clone();
         // The kind word is optional for leaves (`'t' -> random ( … )`) and groups; when given it
         // must match the model.
-        let word_tok = self.peek();
-        let word = match &word_tok.kind {
+        let word_tok = self.cur.peek();
+        let word = match word_tok.kind {
             TokenKind::Word(w) => Some(w.as_str()),
             _ => None,
         };
@@ -325,9 +287,11 @@ impl<'a> SuiteParser<'a> {
             let fits = w == kind_word || (w == "integer" && kind_word == "number");
             if known.contains(&w) {
                 if !fits {
-                    return Err(self.error(word_tok.span, format!("'{name}' is a {kind_word} in the model, not a {w}")));
+                    return Err(self
+                        .cur
+                        .error(word_tok.span, format!("'{name}' is a {kind_word} in the model, not a {w}")));
                 }
-                self.bump();
+                self.cur.bump();
             }
         }
         let value = match &kind {
@@ -337,7 +301,7 @@ impl<'a> SuiteParser<'a> {
             PropertyKind::Group { node } => InitValue::Group(self.init_block(*node, &format!("group '{name}'"))?),
             PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => {
                 if word != Some(kind_word) {
-                    return Err(self.error(
+                    return Err(self.cur.error(
                         word_tok.span,
                         format!("expected `{kind_word} N ( … )` for '{name}' (N entries, keys \"0\" … \"N-1\")"),
                     ));
@@ -345,7 +309,7 @@ impl<'a> SuiteParser<'a> {
                 let (size, _) = self.count(&format!("the number of entries of '{name}'"))?;
                 if let PropertyKind::Matrix { target, .. } = &kind {
                     if target.key_arity != 1 && size > 0 {
-                        return Err(self.error(
+                        return Err(self.cur.error(
                             name_tok.span,
                             format!(
                                 "matrix '{name}' has keys of {} components; `initialize` can fill only \
@@ -360,7 +324,7 @@ impl<'a> SuiteParser<'a> {
             }
             PropertyKind::StateGroup { states } => {
                 if word != Some(kind_word) {
-                    return Err(self.error(
+                    return Err(self.cur.error(
                         word_tok.span,
                         format!("expected `stategroup 'State' ( … )` or `stategroup ( 'State' -> weight ( … ) … )` for '{name}'"),
                     ));
@@ -368,68 +332,72 @@ impl<'a> SuiteParser<'a> {
                 self.states_value(name, states)?
             }
         };
-        let span = Span { start: name_tok.span.start, end: self.tokens[self.pos.saturating_sub(1)].span.end };
+        let span = Span { start: name_tok.span.start, end: self.cur.last().end };
         Ok(InitItem { property, value, span })
     }
 
     /// Is the next token the start of the next item or the end of the block (so a leaf has
     /// no value)?
     fn at_item_end(&self) -> bool {
-        matches!(self.peek().kind, TokenKind::Name(_) | TokenKind::RParen)
+        matches!(self.cur.peek().kind, TokenKind::Name(_) | TokenKind::RParen)
     }
 
     fn number_value(&mut self, name: &str) -> PResult<InitValue> {
         if self.at_item_end() {
             return Ok(InitValue::Default);
         }
-        let t = self.peek();
-        match &t.kind {
+        let t = self.cur.peek();
+        match t.kind {
             TokenKind::Int(n) => {
-                self.bump();
+                self.cur.bump();
                 Ok(InitValue::Number(*n))
             }
             TokenKind::Word(w) if w == "random" => {
-                self.bump();
-                if self.peek().kind == TokenKind::LParen {
-                    let open = self.bump().span;
+                self.cur.bump();
+                if self.cur.at(&TokenKind::LParen) {
+                    let open = self.cur.bump().span;
                     let mut values = Vec::new();
                     loop {
-                        let t = self.peek();
-                        match t.kind {
+                        let t = self.cur.peek();
+                        match *t.kind {
                             TokenKind::Int(n) if values.len() < MAX_CHOICES => {
-                                self.bump();
+                                self.cur.bump();
                                 values.push(n);
                             }
                             TokenKind::RParen if !values.is_empty() => {
-                                self.bump();
+                                self.cur.bump();
                                 return Ok(InitValue::OneOfNumbers(values));
                             }
-                            TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                            TokenKind::Eof => return Err(self.cur.unclosed(open)),
                             _ if values.len() >= MAX_CHOICES => {
-                                return Err(self.error(t.span, format!("more than {MAX_CHOICES} choices")))
+                                return Err(self.cur.error(t.span, format!("more than {MAX_CHOICES} choices")))
                             }
-                            _ => return Err(self.expected("a number or `)` in `random ( … )`")),
+                            _ => return Err(self.cur.expected("a number or `)` in `random ( … )`")),
                         }
                     }
                 }
-                let t = self.peek();
-                match t.kind {
+                let t = self.cur.peek();
+                match *t.kind {
                     TokenKind::Int(n) if n > 0 => {
-                        self.bump();
+                        self.cur.bump();
                         Ok(InitValue::RandomNumber(n as u64))
                     }
-                    TokenKind::Int(n) => Err(self.error(t.span, format!("`random` needs a positive bound, not {n}"))),
-                    _ => Err(self.expected(&format!(
+                    TokenKind::Int(n) => {
+                        Err(self.cur.error(t.span, format!("`random` needs a positive bound, not {n}")))
+                    }
+                    _ => Err(self.cur.expected(format_args!(
                         "a bound after `random` for number '{name}' (`random 1000`: 0 … 999) or `( values )`"
                     ))),
                 }
             }
-            _ => Err(self.expected(&format!("a value for number '{name}' (`5`, `random 1000` or `random ( 1 2 3 )`)"))),
+            _ => Err(self
+                .cur
+                .expected(format_args!("a value for number '{name}' (`5`, `random 1000` or `random ( 1 2 3 )`)"))),
         }
     }
 
-    fn text_literal(&self, t: &Token) -> Option<String> {
-        match &t.kind {
+    fn text_literal(&self, t: TokenRef) -> Option<String> {
+        match t.kind {
             TokenKind::Str(s) | TokenKind::Name(s) => Some(s.clone()),
             _ => None,
         }
@@ -437,108 +405,115 @@ impl<'a> SuiteParser<'a> {
 
     fn text_value(&mut self, name: &str) -> PResult<InitValue> {
         // A quoted 'name' is a text here only in `random ( … )`; elsewhere it starts the next item.
-        if matches!(self.peek().kind, TokenKind::RParen | TokenKind::Name(_)) {
+        if matches!(self.cur.peek().kind, TokenKind::RParen | TokenKind::Name(_)) {
             return Ok(InitValue::Default);
         }
-        let t = self.peek();
-        match &t.kind {
+        let t = self.cur.peek();
+        match t.kind {
             TokenKind::Str(s) => {
-                self.bump();
+                self.cur.bump();
                 Ok(InitValue::Text(s.clone()))
             }
             TokenKind::Word(w) if w == "random" => {
-                self.bump();
-                let open = self.expect(TokenKind::LParen, &format!("`(` with the texts '{name}' is chosen from"))?.span;
+                self.cur.bump();
+                let open = self
+                    .cur
+                    .expect(TokenKind::LParen, format_args!("`(` with the texts '{name}' is chosen from"))?
+                    .span;
                 let mut values = Vec::new();
                 loop {
-                    let t = self.peek();
+                    let t = self.cur.peek();
                     if let Some(s) = self.text_literal(t) {
                         if values.len() >= MAX_CHOICES {
-                            return Err(self.error(t.span, format!("more than {MAX_CHOICES} choices")));
+                            return Err(self.cur.error(t.span, format!("more than {MAX_CHOICES} choices")));
                         }
-                        self.bump();
+                        self.cur.bump();
                         values.push(s);
                         continue;
                     }
                     match t.kind {
                         TokenKind::RParen if !values.is_empty() => {
-                            self.bump();
+                            self.cur.bump();
                             return Ok(InitValue::OneOfTexts(values));
                         }
-                        TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
-                        _ => return Err(self.expected("a text (\"x\" or 'x') or `)` in `random ( … )`")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
+                        _ => return Err(self.cur.expected("a text (\"x\" or 'x') or `)` in `random ( … )`")),
                     }
                 }
             }
-            _ => Err(self.expected(&format!("a value for text '{name}' (\"text\" or `random ( 'a' 'b' )`)"))),
+            _ => Err(self.cur.expected(format_args!("a value for text '{name}' (\"text\" or `random ( 'a' 'b' )`)"))),
         }
     }
 
     fn reference_value(&mut self, name: &str, arity: usize) -> PResult<InitValue> {
-        let t = self.peek();
+        let t = self.cur.peek();
         let compound_hint =
             if arity > 1 { format!(" (its key has {arity} components: [\"a\", \"b\"])") } else { String::new() };
-        match &t.kind {
+        match t.kind {
             TokenKind::Str(s) if arity == 1 => {
-                self.bump();
+                self.cur.bump();
                 Ok(InitValue::ReferenceKey(vec![s.clone()]))
             }
             TokenKind::Int(n) if arity == 1 => {
-                self.bump();
+                self.cur.bump();
                 Ok(InitValue::ReferenceKey(vec![n.to_string()]))
             }
             TokenKind::LBracket => {
-                let open = self.bump().span;
+                let open = self.cur.bump().span;
                 let mut parts = Vec::new();
                 loop {
-                    let t = self.peek();
-                    match &t.kind {
+                    let t = self.cur.peek();
+                    match t.kind {
                         TokenKind::Str(s) => parts.push(s.clone()),
                         TokenKind::Int(n) => parts.push(n.to_string()),
-                        TokenKind::Eof => return Err(self.error(open, "`[` is never closed")),
-                        _ => return Err(self.expected("a key component (\"key\")")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
+                        _ => return Err(self.cur.expected("a key component (\"key\")")),
                     }
-                    self.bump();
+                    self.cur.bump();
                     if parts.len() > arity {
-                        return Err(self.error(t.span, format!("reference '{name}' has keys of {arity} components")));
+                        return Err(self
+                            .cur
+                            .error(t.span, format!("reference '{name}' has keys of {arity} components")));
                     }
-                    match self.peek().kind {
+                    match self.cur.peek().kind {
                         TokenKind::Comma => {
-                            self.bump();
+                            self.cur.bump();
                         }
                         TokenKind::RBracket => {
-                            self.bump();
+                            self.cur.bump();
                             break;
                         }
-                        _ => return Err(self.expected("`,` or `]`")),
+                        _ => return Err(self.cur.expected("`,` or `]`")),
                     }
                 }
                 if parts.len() != arity {
-                    return Err(self.error(open, format!("reference '{name}' has keys of {arity} components")));
+                    return Err(self.cur.error(open, format!("reference '{name}' has keys of {arity} components")));
                 }
                 Ok(InitValue::ReferenceKey(parts))
             }
             TokenKind::Word(w) if w == "random" => {
                 if arity != 1 {
-                    return Err(self.error(
+                    return Err(self.cur.error(
                         t.span,
                         format!(
                             "`random` cannot pick a key of {arity} components for reference '{name}'; give the key"
                         ),
                     ));
                 }
-                self.bump();
-                let t = self.peek();
-                match t.kind {
+                self.cur.bump();
+                let t = self.cur.peek();
+                match *t.kind {
                     TokenKind::Int(n) if n > 0 => {
-                        self.bump();
+                        self.cur.bump();
                         Ok(InitValue::RandomReference(Some(n as u64)))
                     }
-                    TokenKind::Int(n) => Err(self.error(t.span, format!("`random` needs a positive bound, not {n}"))),
+                    TokenKind::Int(n) => {
+                        Err(self.cur.error(t.span, format!("`random` needs a positive bound, not {n}")))
+                    }
                     _ => Ok(InitValue::RandomReference(None)),
                 }
             }
-            _ => Err(self.expected(&format!(
+            _ => Err(self.cur.expected(format_args!(
                 "a target for reference '{name}' (`\"key\"`, `random N` or `random`){compound_hint}"
             ))),
         }
@@ -548,52 +523,53 @@ impl<'a> SuiteParser<'a> {
         let state_index = |p: &Self, s: &str, span: Span| -> PResult<u32> {
             states.iter().position(|st| st.name == s).map(|i| i as u32).ok_or_else(|| {
                 let names: Vec<String> = states.iter().map(|s| format!("'{}'", s.name)).collect();
-                p.error(span, format!("stategroup '{name}' has no state '{s}'; its states are {}", names.join(", ")))
+                p.cur
+                    .error(span, format!("stategroup '{name}' has no state '{s}'; its states are {}", names.join(", ")))
             })
         };
-        let t = self.peek();
-        match &t.kind {
+        let t = self.cur.peek();
+        match t.kind {
             TokenKind::Name(s) => {
-                self.bump();
+                self.cur.bump();
                 let state = state_index(self, s, t.span)?;
                 let node = states[state as usize].node;
                 let items = self.init_block(node, &format!("state '{s}'"))?;
                 Ok(InitValue::States(vec![StateInit { state, weight: 1, items, span: t.span }]))
             }
             TokenKind::LParen => {
-                let open = self.bump().span;
+                let open = self.cur.bump().span;
                 let mut choices: Vec<StateInit> = Vec::new();
                 loop {
-                    let t = self.peek();
-                    match &t.kind {
+                    let t = self.cur.peek();
+                    match t.kind {
                         TokenKind::Name(s) => {
-                            self.bump();
+                            self.cur.bump();
                             let state = state_index(self, s, t.span)?;
                             if choices.iter().any(|c| c.state == state) {
-                                return Err(self.error(t.span, format!("state '{s}' is given twice")));
+                                return Err(self.cur.error(t.span, format!("state '{s}' is given twice")));
                             }
-                            self.expect(TokenKind::Arrow, &format!("`->` and a weight after state '{s}'"))?;
+                            self.cur.expect(TokenKind::Arrow, format_args!("`->` and a weight after state '{s}'"))?;
                             let (weight, _) = self.count(&format!("a weight for state '{s}' (`'{s}' -> 3 ( )`)"))?;
                             let node = states[state as usize].node;
                             let items = self.init_block(node, &format!("state '{s}'"))?;
                             choices.push(StateInit { state, weight, items, span: t.span });
                         }
                         TokenKind::RParen if !choices.is_empty() => {
-                            self.bump();
+                            self.cur.bump();
                             break;
                         }
-                        TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
-                        _ => return Err(self.expected("a state name with a weight (`'S' -> 3 ( )`) or `)`")),
+                        TokenKind::Eof => return Err(self.cur.unclosed(open)),
+                        _ => return Err(self.cur.expected("a state name with a weight (`'S' -> 3 ( )`) or `)`")),
                     }
                 }
                 if choices.iter().map(|c| c.weight).try_fold(0u64, |a, w| a.checked_add(w)).is_none_or(|s| s == 0) {
-                    return Err(
-                        self.error(open, format!("the weights of stategroup '{name}' must add up to more than 0"))
-                    );
+                    return Err(self
+                        .cur
+                        .error(open, format!("the weights of stategroup '{name}' must add up to more than 0")));
                 }
                 Ok(InitValue::States(choices))
             }
-            _ => Err(self.expected(&format!(
+            _ => Err(self.cur.expected(format_args!(
                 "a state ('State' ( … )) or weighted states (( 'State' -> 3 ( … ) … )) for '{name}'"
             ))),
         }
@@ -604,24 +580,26 @@ impl<'a> SuiteParser<'a> {
     fn benchmarks(&mut self, default_name: &str) -> PResult<Vec<Benchmark>> {
         let mut out: Vec<Benchmark> = Vec::new();
         let mut unnamed = 0usize;
-        while self.peek().kind != TokenKind::Eof {
+        while !self.cur.at(&TokenKind::Eof) {
             if out.len() >= MAX_BENCHMARKS {
-                return Err(self.error(self.peek().span, format!("more than {MAX_BENCHMARKS} benchmarks in one file")));
+                return Err(self
+                    .cur
+                    .error(self.cur.peek().span, format!("more than {MAX_BENCHMARKS} benchmarks in one file")));
             }
-            let start = self.peek().span;
-            let name = if self.eat_word("benchmark") {
-                let t = self.peek();
-                match &t.kind {
+            let start = self.cur.peek().span;
+            let name = if self.cur.eat_word("benchmark") {
+                let t = self.cur.peek();
+                match t.kind {
                     TokenKind::Name(n) => {
-                        self.bump();
+                        self.cur.bump();
                         if out.iter().any(|b| &b.name == n) {
-                            return Err(
-                                self.error(t.span, format!("a benchmark named '{n}' comes earlier in the file"))
-                            );
+                            return Err(self
+                                .cur
+                                .error(t.span, format!("a benchmark named '{n}' comes earlier in the file")));
                         }
                         n.clone()
                     }
-                    _ => return Err(self.expected("the benchmark's 'name' after `benchmark`")),
+                    _ => return Err(self.cur.expected("the benchmark's 'name' after `benchmark`")),
                 }
             } else {
                 unnamed += 1;
@@ -631,65 +609,71 @@ impl<'a> SuiteParser<'a> {
                 }
                 n
             };
-            if !self.eat_word("repeat") {
-                return Err(self.expected("`repeat N ( … )` (or `benchmark 'name' repeat N ( … )`)"));
+            if !self.cur.eat_word("repeat") {
+                return Err(self.cur.expected("`repeat N ( … )` (or `benchmark 'name' repeat N ( … )`)"));
             }
             let (repeat, repeat_span) = self.count("the number of repetitions after `repeat`")?;
             if repeat == 0 || repeat > MAX_REPEAT {
-                return Err(
-                    self.error(repeat_span, format!("`repeat` needs 1 … {MAX_REPEAT} repetitions, not {repeat}"))
-                );
+                return Err(self
+                    .cur
+                    .error(repeat_span, format!("`repeat` needs 1 … {MAX_REPEAT} repetitions, not {repeat}")));
             }
             // `expect error 'code'` (every run fails so) or `allow error 'code'` (repeatable: runs may
             // also fail so).
             let mut expect: Option<String> = None;
             let mut allow: Vec<String> = Vec::new();
             loop {
-                let t = self.peek();
-                let word = match &t.kind {
+                let t = self.cur.peek();
+                let word = match t.kind {
                     TokenKind::Word(w) if w == "expect" || w == "allow" => w.clone(),
                     _ => break,
                 };
-                self.bump();
-                if !self.eat_word("error") {
-                    return Err(self.expected(&format!("`error` after `{word}` (`{word} error 'key_exists'`)")));
+                self.cur.bump();
+                if !self.cur.eat_word("error") {
+                    return Err(self
+                        .cur
+                        .expected(format_args!("`error` after `{word}` (`{word} error 'key_exists'`)")));
                 }
-                let code = match &self.peek().kind {
+                let code = match &self.cur.peek().kind {
                     TokenKind::Name(code) | TokenKind::Str(code) => code.clone(),
-                    _ => return Err(self.expected("the error code, like 'key_exists'")),
+                    _ => return Err(self.cur.expected("the error code, like 'key_exists'")),
                 };
-                self.bump();
+                self.cur.bump();
                 if word == "expect" {
                     if expect.is_some() || !allow.is_empty() {
-                        return Err(self.error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
+                        return Err(self
+                            .cur
+                            .error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
                     }
                     expect = Some(code);
                 } else {
                     if expect.is_some() {
-                        return Err(self.error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
+                        return Err(self
+                            .cur
+                            .error(t.span, "`expect error` excludes other `expect` and `allow` clauses"));
                     }
                     allow.push(code);
                 }
             }
-            let open = self.expect(TokenKind::LParen, "`(` with the instructions to repeat")?.span;
+            let open = self.cur.expect(TokenKind::LParen, "`(` with the instructions to repeat")?.span;
             let words = Words::default();
-            let mut parser = Parser::new(self.source, self.tokens, ParseOptions { values: Some(&words) });
-            parser.set_pos(self.pos);
+            let mut parser = Parser::new(self.cur.source(), self.cur.tokens(), ParseOptions { values: Some(&words) });
+            parser.set_pos(self.cur.pos());
             let list = parser.instruction_list().map_err(|e| e.0)?;
-            self.pos = parser.pos();
+            self.cur.set_pos(parser.pos());
             let mut read = words.take();
             if list.is_empty() {
-                return Err(self.error(open, "a `repeat` needs at least one instruction"));
+                return Err(self.cur.error(open, "a `repeat` needs at least one instruction"));
             }
             if list.len() > MAX_INSTRUCTIONS {
-                return Err(self.error(open, format!("more than {MAX_INSTRUCTIONS} instructions in one `repeat`")));
+                return Err(self.cur.error(open, format!("more than {MAX_INSTRUCTIONS} instructions in one `repeat`")));
             }
-            match self.peek().kind {
+            match self.cur.peek().kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
-                _ => return Err(self.expected("`,` between instructions or `)` closing the `repeat`")),
+                TokenKind::Eof => return Err(self.cur.unclosed(open)),
+                _ => return Err(self.cur.expected("`,` between instructions or `)` closing the `repeat`")),
             }
             let params = None;
             let checker = Checker { schema: self.schema, params: &params };
@@ -698,14 +682,15 @@ impl<'a> SuiteParser<'a> {
             for (i, instr) in list.into_iter().enumerate() {
                 espalier_instruction::validate(&instr.item).map_err(|e| {
                     let span = if e.span == Span::default() { instr.span } else { e.span };
-                    self.error(span, e.message)
+                    self.cur.error(span, e.message)
                 })?;
                 let plan = checker.check(&instr.item, instr.span).map_err(|e| {
                     let span = if e.span == Span::default() { instr.span } else { e.span };
-                    self.error(span, e.message)
+                    self.cur.error(span, e.message)
                 })?;
                 let text = self
-                    .source
+                    .cur
+                    .source()
                     .get(instr.span.start as usize..instr.span.end as usize)
                     .unwrap_or_default()
                     .split_whitespace()
@@ -717,11 +702,13 @@ impl<'a> SuiteParser<'a> {
                 let values = read.drain(..inside).collect();
                 instructions.push(BenchInstruction { name: iname, text, plan, values, span: instr.span });
             }
-            let span = start.to(self.tokens[self.pos.saturating_sub(1)].span);
+            let span = start.to(self.cur.last());
             out.push(Benchmark { name, repeat, expect, allow, instructions, span });
         }
         if out.is_empty() {
-            return Err(self.error(self.peek().span, "expected at least one `repeat N ( … )` after `initialize`"));
+            return Err(self
+                .cur
+                .error(self.cur.peek().span, "expected at least one `repeat N ( … )` after `initialize`"));
         }
         Ok(out)
     }

@@ -5,10 +5,11 @@
 
 use espalier_schema::lexer::TokenKind;
 
+use super::step::{Down, StepKind};
 use super::{ParseResult, Parser};
 use crate::ast::{
-    Clause, Column, ColumnExpr, Comparison, Condition, LeafKind, Located, OrderKey, Pattern, PatternKey, PatternStep,
-    Term, UpKind, Value,
+    Clause, Column, ColumnExpr, Comparison, Condition, Located, OrderKey, Pattern, PatternKey, PatternStep, Term,
+    UpKind, Value,
 };
 use crate::validate::{rule, MAX_REPEAT, RESERVED};
 
@@ -16,51 +17,38 @@ fn is_variable(kind: &TokenKind) -> bool {
     matches!(kind, TokenKind::Word(w) if !RESERVED.contains(&w.as_str()))
 }
 
-fn leaf_kind(kind: &TokenKind) -> Option<LeafKind> {
-    match kind {
-        TokenKind::Word(w) => match w.as_str() {
-            "number" => Some(LeafKind::Number),
-            "text" => Some(LeafKind::Text),
-            "stategroup" => Some(LeafKind::Stategroup),
-            "reference" => Some(LeafKind::Reference),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 impl Parser<'_> {
     /// After `collection` (the next token is `match`).
     pub(super) fn pattern(&mut self) -> ParseResult<Pattern> {
-        self.bump(); // `collection`
-        self.bump(); // `match`
+        self.cur.bump(); // `collection`
+        self.cur.bump(); // `match`
         let clauses = self.clauses()?;
         if clauses.is_empty() {
             return Err(self.expected("a variable binding (`name in …`) after `match`"));
         }
-        if !self.eat_word("select") {
+        if !self.cur.eat_word("select") {
             return Err(self.expected("a binding (`name in …`), `where` or `select`"));
         }
-        let distinct = self.eat_word("distinct");
+        let distinct = self.cur.eat_word("distinct");
         let mut columns = Vec::new();
-        while matches!(self.peek().kind, TokenKind::Name(_)) {
+        while matches!(self.cur.peek().kind, TokenKind::Name(_)) {
             columns.push(self.column()?);
         }
         if columns.is_empty() {
             return Err(self.expected("a column ('name' -> …) after `select`"));
         }
         let mut order = Vec::new();
-        if self.eat_word("order") {
-            if !self.eat_word("by") {
+        if self.cur.eat_word("order") {
+            if !self.cur.eat_word("by") {
                 return Err(self.expected("`by` after `order`"));
             }
-            while let TokenKind::Name(alias) = &self.peek().kind {
+            while let TokenKind::Name(alias) = self.cur.peek().kind {
                 let alias = alias.clone();
-                self.bump();
-                let descending = if self.eat_word("desc") {
+                self.cur.bump();
+                let descending = if self.cur.eat_word("desc") {
                     true
                 } else {
-                    self.eat_word("asc");
+                    self.cur.eat_word("asc");
                     false
                 };
                 order.push(OrderKey { alias, descending });
@@ -69,8 +57,8 @@ impl Parser<'_> {
                 return Err(self.expected("a column name ('name') after `order by`"));
             }
         }
-        let limit = if self.eat_word("limit") { Some(self.count("limit")?) } else { None };
-        let offset = if self.eat_word("offset") { Some(self.count("offset")?) } else { None };
+        let limit = if self.cur.eat_word("limit") { Some(self.count("limit")?) } else { None };
+        let offset = if self.cur.eat_word("offset") { Some(self.count("offset")?) } else { None };
         Ok(Pattern { clauses, distinct, columns, order, limit, offset, explain: false })
     }
 
@@ -78,20 +66,19 @@ impl Parser<'_> {
     fn clauses(&mut self) -> ParseResult<Vec<Located<Clause>>> {
         let mut clauses = Vec::new();
         loop {
-            let start = self.peek().span;
-            if self.eat_word("where") {
+            let start = self.cur.peek().span;
+            if self.cur.eat_word("where") {
                 let cond = self.condition()?;
-                clauses.push(Located { item: Clause::Where(cond), span: start.to(self.last) });
+                clauses.push(Located { item: Clause::Where(cond), span: start.to(self.cur.last()) });
                 continue;
             }
-            let binds =
-                is_variable(&self.peek().kind) && self.tokens.get(self.pos + 1).is_some_and(|t| t.kind.is_word("in"));
+            let binds = is_variable(self.cur.peek().kind) && self.cur.peek_at(1).kind.is_word("in");
             if !binds {
                 return Ok(clauses);
             }
             let var = self.variable("a variable")?;
-            self.bump(); // `in`
-            let from = if is_variable(&self.peek().kind) { Some(self.variable("a variable")?) } else { None };
+            self.cur.bump(); // `in`
+            let from = if is_variable(self.cur.peek().kind) { Some(self.variable("a variable")?) } else { None };
             let path = self.pattern_steps()?;
             if path.is_empty() {
                 let what = match &from {
@@ -100,18 +87,18 @@ impl Parser<'_> {
                 };
                 return Err(self.expected(&what));
             }
-            clauses.push(Located { item: Clause::Bind { var, from, path }, span: start.to(self.last) });
+            clauses.push(Located { item: Clause::Bind { var, from, path }, span: start.to(self.cur.last()) });
         }
     }
 
     fn variable(&mut self, what: &str) -> ParseResult<String> {
-        let tok = self.peek().clone();
-        match &tok.kind {
+        let tok = self.cur.peek();
+        match tok.kind {
             TokenKind::Word(w) if RESERVED.contains(&w.as_str()) => {
                 Err(self.error(tok.span, rule::keyword_variable(w)))
             }
             TokenKind::Word(w) => {
-                self.bump();
+                self.cur.bump();
                 Ok(w.clone())
             }
             _ => Err(self.expected(what)),
@@ -127,197 +114,188 @@ impl Parser<'_> {
     }
 
     fn pattern_step(&mut self) -> ParseResult<Option<Located<PatternStep>>> {
-        let start = self.peek().span;
-        let up_next = self.tokens.get(self.pos + 1).is_some_and(|t| t.kind == TokenKind::Caret);
-        let step = match self.peek().kind {
+        let start = self.cur.peek().span;
+        let up_next = *self.cur.peek_at(1).kind == TokenKind::Caret;
+        let step = match self.cur.peek().kind {
             TokenKind::Dot | TokenKind::Percent | TokenKind::Plus | TokenKind::Question if up_next => {
-                let kind = match self.bump().kind {
+                let kind = match self.cur.bump().kind {
                     TokenKind::Dot => UpKind::Dictionary,
                     TokenKind::Percent => UpKind::Matrix,
                     TokenKind::Plus => UpKind::Group,
                     _ => UpKind::State,
                 };
-                self.bump(); // `^`
+                self.cur.bump(); // `^`
                 PatternStep::Up(kind)
             }
-            TokenKind::Dot | TokenKind::Percent => {
-                let is_dict = self.bump().kind == TokenKind::Dot;
-                let (sym, coll) = if is_dict { ("`.`", "dictionary") } else { ("`%`", "matrix") };
-                let name = self.name(&format!("a {coll} name or `^` after {sym}"))?;
-                let key = if self.peek().kind == TokenKind::Colon {
-                    self.bump();
-                    Some(if is_variable(&self.peek().kind) {
-                        PatternKey::Var(self.variable("a key")?)
-                    } else {
-                        PatternKey::Value(self.value()?)
-                    })
-                } else {
-                    None
-                };
-                if is_dict {
-                    PatternStep::Dictionary { name, key }
-                } else {
-                    PatternStep::Matrix { name, key }
-                }
-            }
-            TokenKind::Plus => {
-                self.bump();
-                PatternStep::Group(self.name("a group name or `^` after `+`")?)
-            }
-            TokenKind::Question => {
-                self.bump();
-                let stategroup = self.name("a stategroup name or `^` after `?`")?;
-                self.expect(&TokenKind::Star, &format!("`*` and a state after stategroup '{stategroup}'"))?;
-                let state = self.name(&format!("a state name after `?` '{stategroup}' `*`"))?;
-                PatternStep::State { stategroup, state }
-            }
-            TokenKind::Gt => {
-                self.bump();
-                PatternStep::Reference(self.name("a reference or matrix name after `>`")?)
-            }
             TokenKind::Lt => {
-                self.bump();
+                self.cur.bump();
                 PatternStep::Reverse(self.name("a reference or matrix name after `<` (followed backwards)")?)
             }
-            TokenKind::Word(ref w) if w == "repeat" => {
-                self.bump();
+            TokenKind::Word(w) if w == "repeat" => {
+                self.cur.bump();
                 let min = self.repetitions("`repeat`")?;
-                if !self.eat_word("to") {
+                if !self.cur.eat_word("to") {
                     return Err(self.expected("`to` and the most repetitions after `repeat MIN`"));
                 }
                 let max = self.repetitions("`to`")?;
                 if max < min {
-                    return Err(self.error(start.to(self.last), rule::repeat_order(min, max)));
+                    return Err(self.error(start.to(self.cur.last()), rule::repeat_order(min, max)));
                 }
                 let steps = self.step_block("`repeat MIN to MAX`")?;
                 PatternStep::Repeat { min, max, steps }
             }
-            _ => return Ok(None),
+            _ => match self.down_step(StepKind::Pattern)? {
+                None => return Ok(None),
+                Some(Down::Entry { matrix, name }) => {
+                    let key = self.pattern_key()?;
+                    if matrix {
+                        PatternStep::Matrix { name, key }
+                    } else {
+                        PatternStep::Dictionary { name, key }
+                    }
+                }
+                Some(Down::Group(name)) => PatternStep::Group(name),
+                Some(Down::State { stategroup, state }) => PatternStep::State { stategroup, state },
+                Some(Down::Reference(name)) => PatternStep::Reference(name),
+            },
         };
-        Ok(Some(Located { item: step, span: start.to(self.last) }))
+        Ok(Some(Located { item: step, span: start.to(self.cur.last()) }))
+    }
+
+    /// After an entry step, `: key` (a value, or a variable) or nothing (every entry).
+    fn pattern_key(&mut self) -> ParseResult<Option<PatternKey>> {
+        if !self.cur.at(&TokenKind::Colon) {
+            return Ok(None);
+        }
+        self.cur.bump();
+        Ok(Some(if is_variable(self.cur.peek().kind) {
+            PatternKey::Var(self.variable("a key")?)
+        } else {
+            PatternKey::Value(self.value()?)
+        }))
     }
 
     /// `( step+ )`
     fn step_block(&mut self, after: &str) -> ParseResult<Vec<Located<PatternStep>>> {
-        let open = self.expect(&TokenKind::LParen, &format!("`(` and the steps to repeat after {after}"))?.span;
+        let open = self.cur.expect(TokenKind::LParen, format_args!("`(` and the steps to repeat after {after}"))?.span;
         self.nested(open, |p| {
             let steps = p.pattern_steps()?;
             if steps.is_empty() {
                 return Err(p.expected("a step to repeat"));
             }
-            match p.peek().kind {
+            match p.cur.peek().kind {
                 TokenKind::RParen => {
-                    p.bump();
+                    p.cur.bump();
                     Ok(steps)
                 }
-                TokenKind::Eof => Err(p.error(open, "`(` is never closed")),
+                TokenKind::Eof => Err(p.cur.unclosed(open).into()),
                 _ => Err(p.expected("a step or `)`")),
             }
         })
     }
 
     fn repetitions(&mut self, after: &str) -> ParseResult<u32> {
-        let tok = self.peek().clone();
-        match tok.kind {
+        let tok = self.cur.peek();
+        match *tok.kind {
             TokenKind::Int(n) if (0..=MAX_REPEAT as i64).contains(&n) => {
-                self.bump();
+                self.cur.bump();
                 Ok(n as u32)
             }
             TokenKind::Int(n) => Err(self.error(tok.span, rule::repetitions(n, after != "`max`"))),
-            _ => Err(self.expected(&format!("a number of repetitions after {after}"))),
+            _ => Err(self.expected(format_args!("a number of repetitions after {after}"))),
         }
     }
 
     // ---- conditions: `or` binds loosest, then `and`, then `not` ----
 
     fn condition(&mut self) -> ParseResult<Located<Condition>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let first = self.conjunction()?;
-        if !self.peek().kind.is_word("or") {
+        if !self.cur.at_word("or") {
             return Ok(first);
         }
         let mut list = vec![first];
-        while self.eat_word("or") {
+        while self.cur.eat_word("or") {
             list.push(self.conjunction()?);
         }
-        Ok(Located { item: Condition::Or(list), span: start.to(self.last) })
+        Ok(Located { item: Condition::Or(list), span: start.to(self.cur.last()) })
     }
 
     fn conjunction(&mut self) -> ParseResult<Located<Condition>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let first = self.unary()?;
-        if !self.peek().kind.is_word("and") {
+        if !self.cur.at_word("and") {
             return Ok(first);
         }
         let mut list = vec![first];
-        while self.eat_word("and") {
+        while self.cur.eat_word("and") {
             list.push(self.unary()?);
         }
-        Ok(Located { item: Condition::And(list), span: start.to(self.last) })
+        Ok(Located { item: Condition::And(list), span: start.to(self.cur.last()) })
     }
 
     fn unary(&mut self) -> ParseResult<Located<Condition>> {
-        let start = self.peek().span;
-        if self.eat_word("not") {
+        let start = self.cur.peek().span;
+        if self.cur.eat_word("not") {
             let inner = self.nested(start, |p| p.unary())?;
-            return Ok(Located { item: Condition::Not(Box::new(inner)), span: start.to(self.last) });
+            return Ok(Located { item: Condition::Not(Box::new(inner)), span: start.to(self.cur.last()) });
         }
         self.atom()
     }
 
     fn atom(&mut self) -> ParseResult<Located<Condition>> {
-        let start = self.peek().span;
-        let item = match self.peek().kind.clone() {
+        let start = self.cur.peek().span;
+        let item = match self.cur.peek().kind {
             TokenKind::LParen => {
-                let open = self.bump().span;
+                let open = self.cur.bump().span;
                 let inner = self.nested(open, |p| p.condition())?;
-                match self.peek().kind {
+                match self.cur.peek().kind {
                     TokenKind::RParen => {
-                        self.bump();
+                        self.cur.bump();
                     }
-                    TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                     _ => return Err(self.expected("`and`, `or` or `)`")),
                 }
-                return Ok(Located { item: inner.item, span: start.to(self.last) });
+                return Ok(Located { item: inner.item, span: start.to(self.cur.last()) });
             }
             TokenKind::Word(w) if w == "exists" => {
-                self.bump();
-                let open = self.expect(&TokenKind::LParen, "`(` and a sub-pattern after `exists`")?.span;
+                self.cur.bump();
+                let open = self.cur.expect(TokenKind::LParen, "`(` and a sub-pattern after `exists`")?.span;
                 let clauses = self.nested(open, |p| p.clauses())?;
                 if clauses.is_empty() {
                     return Err(self.expected("a binding (`name in …`) or `where` in `exists ( … )`"));
                 }
-                match self.peek().kind {
+                match self.cur.peek().kind {
                     TokenKind::RParen => {
-                        self.bump();
+                        self.cur.bump();
                     }
-                    TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
+                    TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
                     _ => return Err(self.expected("a binding (`name in …`), `where` or `)`")),
                 }
                 Condition::Exists(clauses)
             }
-            ref k if is_variable(k) => {
+            k if is_variable(k) => {
                 let var = self.variable("a variable")?;
                 let path = self.pattern_steps()?;
-                if leaf_kind(&self.peek().kind).is_some() {
-                    let left = self.property_term(var, path)?;
-                    self.comparison(Located { item: left, span: start.to(self.last) })?
+                if let Some((kind, property)) = self.leaf()? {
+                    let left = Term::Property { var, path, kind, property };
+                    self.comparison(Located { item: left, span: start.to(self.cur.last()) })?
                 } else {
-                    let negate = match self.peek().kind {
+                    let negate = match self.cur.peek().kind {
                         TokenKind::EqEq => false,
                         TokenKind::Ne => true,
                         _ => {
                             return Ok(Located {
                                 item: Condition::Path { var, path, target: None },
-                                span: start.to(self.last),
+                                span: start.to(self.cur.last()),
                             })
                         }
                     };
-                    self.bump();
+                    self.cur.bump();
                     let target = self.variable("a variable after `==` / `!=` (nodes compare with nodes; compare values with `var kind : 'property'`)")?;
                     let path = Condition::Path { var, path, target: Some(target) };
                     if negate {
-                        Condition::Not(Box::new(Located { item: path, span: start.to(self.last) }))
+                        Condition::Not(Box::new(Located { item: path, span: start.to(self.cur.last()) }))
                     } else {
                         path
                     }
@@ -331,16 +309,16 @@ impl Parser<'_> {
                 self.comparison(left)?
             }
         };
-        Ok(Located { item, span: start.to(self.last) })
+        Ok(Located { item, span: start.to(self.cur.last()) })
     }
 
     /// After the left term: `op term`, `( [ 'p' ] * )` or `in ( 'S' … )`.
     fn comparison(&mut self, left: Located<Term>) -> ParseResult<Condition> {
-        if self.peek().kind.is_word("in") {
+        if self.cur.at_word("in") {
             let crate::ast::Filter::In(states) = self.in_filter()? else { unreachable!("in_filter gives In") };
             return Ok(Condition::In { term: left, states });
         }
-        let op = match self.peek().kind {
+        let op = match self.cur.peek().kind {
             TokenKind::EqEq => Comparison::Eq,
             TokenKind::Ne => Comparison::Ne,
             TokenKind::Lt => Comparison::Lt,
@@ -359,75 +337,62 @@ impl Parser<'_> {
                 ))
             }
         };
-        self.bump();
+        self.cur.bump();
         let right = self.term()?;
         Ok(Condition::Compare { left, op, right })
     }
 
     /// `var steps kind : 'property'`, `var`, a value, or a state `'Name'`.
     fn term(&mut self) -> ParseResult<Located<Term>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let item = self.bare_term()?;
-        Ok(Located { item, span: start.to(self.last) })
+        Ok(Located { item, span: start.to(self.cur.last()) })
     }
 
     fn bare_term(&mut self) -> ParseResult<Term> {
-        match &self.peek().kind {
+        match self.cur.peek().kind {
             k if is_variable(k) => {
                 let var = self.variable("a variable")?;
                 let path = self.pattern_steps()?;
-                if leaf_kind(&self.peek().kind).is_some() {
-                    self.property_term(var, path)
+                if let Some((kind, property)) = self.leaf()? {
+                    Ok(Term::Property { var, path, kind, property })
                 } else if path.is_empty() {
                     Ok(Term::Var(var))
                 } else {
-                    Err(self.expected(&format!(
+                    Err(self.expected(format_args!(
                         "a property kind (`number`, `text`, `stategroup`, `reference`) after the steps from {var}"
                     )))
                 }
             }
             TokenKind::Name(n) => {
                 let n = n.clone();
-                self.bump();
+                self.cur.bump();
                 Ok(Term::Value(Value::Text(n)))
             }
             _ => Ok(Term::Value(self.value()?)),
         }
     }
 
-    fn property_term(&mut self, var: String, path: Vec<Located<PatternStep>>) -> ParseResult<Term> {
-        let kind = leaf_kind(&self.bump().kind).expect("caller saw a kind word");
-        self.expect(&TokenKind::Colon, "`:` and the property name after the kind")?;
-        let property = match &self.peek().kind {
-            TokenKind::Name(n) | TokenKind::Word(n) => n.clone(),
-            _ => return Err(self.expected("a property name after `:`")),
-        };
-        self.bump();
-        Ok(Term::Property { var, path, kind, property })
-    }
-
     // ---- columns ----
 
     fn column(&mut self) -> ParseResult<Located<Column>> {
-        let start = self.peek().span;
+        let start = self.cur.peek().span;
         let alias = self.name("a column name")?;
-        self.expect(&TokenKind::Arrow, &format!("`->` after column name '{alias}'"))?;
-        let aggregate = match &self.peek().kind {
-            TokenKind::Word(w) if self.tokens.get(self.pos + 1).is_some_and(|t| t.kind == TokenKind::LParen) => {
-                match w.as_str() {
-                    "count" | "sum" | "min" | "max" | "avg" => Some(w.clone()),
-                    _ => None,
-                }
-            }
+        self.cur.expect(TokenKind::Arrow, format_args!("`->` after column name '{alias}'"))?;
+        let aggregate = match self.cur.peek().kind {
+            TokenKind::Word(w) if (*self.cur.peek_at(1).kind == TokenKind::LParen) => match w.as_str() {
+                "count" | "sum" | "min" | "max" | "avg" => Some(w.clone()),
+                _ => None,
+            },
             _ => None,
         };
         let expr = if let Some(agg) = aggregate {
-            self.bump();
-            let open = self.bump().span; // `(`
+            self.cur.bump();
+            let open = self.cur.bump().span; // `(`
             let expr = self.nested(open, |p| {
                 if agg == "count" {
-                    let distinct = p.eat_word("distinct");
-                    let term = if p.peek().kind == TokenKind::RParen && !distinct { None } else { Some(p.term()?) };
+                    let distinct = p.cur.eat_word("distinct");
+                    let term = if p.cur.at(&TokenKind::RParen) && !distinct { None } else { Some(p.term()?) };
                     return Ok(ColumnExpr::Count { distinct, term });
                 }
                 let term = p.term()?;
@@ -438,22 +403,22 @@ impl Parser<'_> {
                     _ => ColumnExpr::Avg(term),
                 })
             })?;
-            match self.peek().kind {
+            match self.cur.peek().kind {
                 TokenKind::RParen => {
-                    self.bump();
+                    self.cur.bump();
                 }
-                TokenKind::Eof => return Err(self.error(open, "`(` is never closed")),
-                _ => return Err(self.expected(&format!("`)` to end `{agg} ( … )`"))),
+                TokenKind::Eof => return Err(self.cur.unclosed(open).into()),
+                _ => return Err(self.expected(format_args!("`)` to end `{agg} ( … )`"))),
             }
             expr
-        } else if self.eat_word("shortest") {
+        } else if self.cur.eat_word("shortest") {
             let from = self.variable("the variable a shortest path starts from")?;
             let steps = self.step_block("`shortest` and its start")?;
-            if !self.eat_word("to") {
+            if !self.cur.eat_word("to") {
                 return Err(self.expected("`to` and the variable the shortest path ends at"));
             }
             let to = self.variable("the variable a shortest path ends at")?;
-            if !self.eat_word("max") {
+            if !self.cur.eat_word("max") {
                 return Err(self.expected("`max` and the longest path to look for"));
             }
             let max = self.repetitions("`max`")?;
@@ -461,7 +426,7 @@ impl Parser<'_> {
         } else {
             ColumnExpr::Term(self.term()?)
         };
-        Ok(Located { item: Column { alias, expr }, span: start.to(self.last) })
+        Ok(Located { item: Column { alias, expr }, span: start.to(self.cur.last()) })
     }
 }
 
