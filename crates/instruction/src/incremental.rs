@@ -158,7 +158,7 @@ pub struct RefreshStats {
 impl Registered {
     /// A checked pattern plan (from [`crate::plan::Checker::check_registered`]) that keeps a
     /// set of matches: no grouping, order, paging or explain.
-    pub fn new(plan: MatchPlan, params: HashMap<String, ParamValue>, schema: &Schema) -> Result<Registered> {
+    pub(crate) fn new(plan: MatchPlan, params: HashMap<String, ParamValue>, schema: &Schema) -> Result<Registered> {
         let refuse = |what: &str| {
             Err(InstructionError::value(format!(
                 "a registered query keeps a set of matches and sends their changes, so it cannot {what}; \

@@ -631,14 +631,3 @@ pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::
     })?;
     serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
 }
-
-/// Follows a checked node path (a `get`'s, see [`crate::plan::Plan`]) from the root of `graph`,
-/// with `params` for its `$name` keys. The one walk of node paths: the engine's reads and
-/// writes use it, and so does the server for `get`, node subscriptions and the console.
-pub fn walk_path(
-    graph: Graph<'_>,
-    path: &[crate::plan::StepPlan],
-    params: &HashMap<String, ParamValue>,
-) -> Result<NodeRef, InstructionError> {
-    Nav { graph }.walk(path, &mut Bindings { params, cancel: None })
-}

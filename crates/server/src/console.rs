@@ -171,10 +171,10 @@ fn scalar(kind: &PropertyKind) -> bool {
 
 fn entries(engine: &espalier_instruction::Engine, page: &Page) -> Result<Value, RequestError> {
     let data = |e: espalier_transaction::DataError| RequestError::new(ErrorCode::Storage, e.to_string());
-    let steps = exec::get_plan(engine, &page.path)?;
+    let get = exec::get_plan(engine, &page.path)?;
     let snap = engine.database().snapshot().map_err(data)?;
     let graph = snap.graph();
-    let owner = exec::walk(&graph, &steps, &Default::default())?;
+    let owner = exec::walk(&graph, &get, &Default::default())?;
     let schema = graph.schema;
     let collection = schema
         .find(owner.ty, &page.collection)
