@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use espalier_schema::PropertyId;
 use serde::{Deserialize, Serialize};
 
 /// One step from the root towards a node, in instruction notation when displayed.
@@ -190,12 +191,12 @@ pub struct Touched {
     /// Created or deleted; sorted, without repeats.
     pub records: Vec<u64>,
     /// (record, property) whose slot was written; sorted, without repeats.
-    pub slots: Vec<(u64, u32)>,
+    pub slots: Vec<(u64, PropertyId)>,
     /// (owner record, collection property, target record of a matrix entry or 0 for a
     /// dictionary), sorted, without repeats.
-    pub entries: Vec<(u64, u32, u64)>,
+    pub entries: Vec<(u64, PropertyId, u64)>,
     /// (target record, property), sorted, without repeats.
-    pub links: Vec<(u64, u32)>,
+    pub links: Vec<(u64, PropertyId)>,
     /// More than [`MAX_TOUCHED`] of any: assume everything changed.
     pub all: bool,
 }

@@ -163,7 +163,7 @@ impl<'g> Checker<'g, '_> {
     }
 
     fn valid_type(&self, ty: NodeTypeId) -> bool {
-        (ty as usize) < self.g.schema.types.len()
+        ty.index() < self.g.schema.types.len()
     }
 
     // --- walk ---------------------------------------------------------------------------------
@@ -520,8 +520,8 @@ impl<'g> Checker<'g, '_> {
     /// Returns how many records hang under the root through their headers.
     fn scan_nodes(&mut self) -> Result<u64> {
         let mut attached = 0u64;
-        for t in 0..self.g.schema.types.len() as u32 {
-            let Some(table) = self.g.txn.table(t) else { continue };
+        for t in (0..self.g.schema.types.len() as u32).map(NodeTypeId::new) {
+            let Some(table) = self.g.txn.table(t.get()) else { continue };
             if record::row_width(self.g.schema, t) == 0 {
                 if !table.is_empty() {
                     self.problem(format!("the table of node type {t} has rows, but the type has no records"));

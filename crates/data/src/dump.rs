@@ -483,7 +483,7 @@ impl Ctx<'_, '_, '_> {
         let schema = self.g.schema;
         let prop = schema
             .properties
-            .get(d.property as usize)
+            .get(d.property.index())
             .ok_or_else(|| corrupt(format!("parked matrix entry of property {}", d.property)))?;
         let PropertyKind::Matrix { target, .. } = &prop.kind else {
             return Err(corrupt(format!("parked matrix entry of non-matrix property {}", prop.name)));
@@ -525,7 +525,9 @@ impl Ctx<'_, '_, '_> {
         while let Some((k, v)) = first_with_prefix(&self.parked, &start, PENDING_PREFIX) {
             let rest = &k[PENDING_PREFIX.len()..];
             let (id, property) = match (u64_be(rest), rest.get(8..12)) {
-                (Some(id), Some(p)) if rest.len() == 12 => (id, u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+                (Some(id), Some(p)) if rest.len() == 12 => {
+                    (id, PropertyId::new(u32::from_be_bytes([p[0], p[1], p[2], p[3]])))
+                }
                 _ => return Err(corrupt("malformed pending reference key".into())),
             };
             let key: Vec<String> =
@@ -533,7 +535,7 @@ impl Ctx<'_, '_, '_> {
             let schema = self.g.schema;
             let prop = schema
                 .properties
-                .get(property as usize)
+                .get(property.index())
                 .ok_or_else(|| corrupt(format!("pending reference of property {property}")))?;
             let PropertyKind::Reference { target } = &prop.kind else {
                 return Err(corrupt(format!("pending reference of non-reference property {}", prop.name)));
@@ -606,7 +608,7 @@ fn first_with_prefix(
 fn pending_key(id: u64, property: PropertyId) -> Vec<u8> {
     let mut k = PENDING_PREFIX.to_vec();
     k.extend_from_slice(&id.to_be_bytes());
-    k.extend_from_slice(&property.to_be_bytes());
+    k.extend_from_slice(&property.get().to_be_bytes());
     k
 }
 

@@ -153,7 +153,7 @@ impl<'a> Graph<'a> {
     /// no such row.
     #[inline]
     pub fn find_record(&self, id: NodeId) -> Result<Option<&'a [u8]>> {
-        Ok(self.txn.row(record::table_of(id), record::row_of(id)))
+        Ok(self.txn.row(record::table_of(id).get(), record::row_of(id)))
     }
 
     /// The header of record `id`, or `None` if there is no such record.
@@ -383,7 +383,7 @@ impl<'a> Graph<'a> {
         if record::row_width(self.schema, host) == 0 {
             return None;
         }
-        let table = self.txn.table(host)?;
+        let table = self.txn.table(host.get())?;
         let schema = self.schema;
         Some(table.rows().map(move |(row, record)| NodeView {
             schema,

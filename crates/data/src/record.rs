@@ -21,12 +21,12 @@ pub const HEADER: usize = 16;
 /// Bytes of an entry's key slot.
 pub const KEY_SLOT: usize = 8;
 /// Parent property of the root record.
-pub const NO_PARENT: PropertyId = u32::MAX;
+pub const NO_PARENT: PropertyId = PropertyId::new(u32::MAX);
 
-/// The table (node type) of a node id.
+/// The node type of a node id (its table's number, as [`NodeTypeId::get`]).
 #[inline]
-pub fn table_of(id: NodeId) -> u32 {
-    (id >> 32) as u32
+pub fn table_of(id: NodeId) -> NodeTypeId {
+    NodeTypeId::new((id >> 32) as u32)
 }
 
 /// The row of a node id.
@@ -37,8 +37,8 @@ pub fn row_of(id: NodeId) -> u32 {
 
 /// The id of row `row` of table `table`.
 #[inline]
-pub fn id_of(table: u32, row: u32) -> NodeId {
-    (u64::from(table) << 32) | u64::from(row)
+pub fn id_of(table: NodeTypeId, row: u32) -> NodeId {
+    (u64::from(table.get()) << 32) | u64::from(row)
 }
 
 /// A logical node: the record that stores it and its node type. A group's node shares the
@@ -73,8 +73,8 @@ pub fn header(bytes: &[u8]) -> Result<Header, DataError> {
         return Err(DataError::Corrupt(format!("record of {} bytes has no header", bytes.len())));
     }
     Ok(Header {
-        ty: u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default()),
-        parent_property: u32::from_le_bytes(bytes[4..8].try_into().unwrap_or_default()),
+        ty: NodeTypeId::new(u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default())),
+        parent_property: PropertyId::new(u32::from_le_bytes(bytes[4..8].try_into().unwrap_or_default())),
         parent: u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default()),
     })
 }
@@ -96,8 +96,8 @@ pub fn row_width(schema: &Schema, ty: NodeTypeId) -> usize {
 /// and the key slot (for an entry).
 pub fn new_record(schema: &Schema, h: Header, key: u64) -> Vec<u8> {
     let mut r = vec![0u8; row_width(schema, h.ty)];
-    r[0..4].copy_from_slice(&h.ty.to_le_bytes());
-    r[4..8].copy_from_slice(&h.parent_property.to_le_bytes());
+    r[0..4].copy_from_slice(&h.ty.get().to_le_bytes());
+    r[4..8].copy_from_slice(&h.parent_property.get().to_le_bytes());
     r[8..16].copy_from_slice(&h.parent.to_le_bytes());
     if is_entry(schema, h.ty) {
         let at = r.len() - KEY_SLOT;

@@ -252,11 +252,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
         }
         // The row first (zeroed), so that the node's id exists for its states' parent field.
         let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
-        let row = self.txn.insert(ty, &rec).map_err(storage)?;
+        let row = self.txn.insert(ty.get(), &rec).map_err(storage)?;
         let id = record::id_of(ty, row);
         self.touch(id);
         self.fill_defaults(&mut rec, id, ty)?;
-        self.txn.put(ty, row, &rec).map_err(storage)?;
+        self.txn.put(ty.get(), row, &rec).map_err(storage)?;
         if record::is_entry(self.schema, ty) {
             self.index_defaults(parent_property, id, &rec)?;
         }
@@ -307,7 +307,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Writes a record without noting it as touched (see [`WriteGraph::bump_count`]).
     fn put_record(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
-        self.txn.put(record::table_of(id), record::row_of(id), rec).map_err(storage)
+        self.txn.put(record::table_of(id).get(), record::row_of(id), rec).map_err(storage)
     }
 
     /// Adds the link `source → target` of `property` to its key index, with `value` (the
@@ -633,7 +633,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             }
             _ => {}
         }
-        self.txn.free(record::table_of(node.id), record::row_of(node.id)).map_err(storage)?;
+        self.txn.free(record::table_of(node.id).get(), record::row_of(node.id)).map_err(storage)?;
         self.touch(node.id);
         Ok(())
     }

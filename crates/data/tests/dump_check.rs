@@ -131,20 +131,20 @@ struct P {
 }
 
 fn props(s: &Schema) -> P {
-    let shipments = prop(s, 0, "Shipments");
+    let shipments = prop(s, espalier_schema::ROOT, "Shipments");
     let shipment = ty(s, shipments, 0);
     let route = prop(s, shipment, "Route");
     let status = prop(s, shipment, "Status");
     let sent = ty(s, status, 1);
     let carrier = prop(s, sent, "Carrier");
     let carrier_ty = ty(s, carrier, 0);
-    let regions = prop(s, 0, "Regions");
+    let regions = prop(s, espalier_schema::ROOT, "Regions");
     let region = ty(s, regions, 0);
     let cities = prop(s, region, "Cities");
     let city = ty(s, cities, 0);
     let neighbours = prop(s, region, "Neighbours");
     let mode = prop(s, region, "Mode");
-    let info = prop(s, 0, "Info");
+    let info = prop(s, espalier_schema::ROOT, "Info");
     let info_ty = ty(s, info, 0);
     P {
         shipments,
@@ -396,7 +396,7 @@ fn check_finds_a_wrong_entry_count() {
         let mut rec = g.graph().record(1)?.to_vec();
         let at = 16 + g.schema.property(p.shipments).offset as usize;
         rec[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
-        g.txn().put(table_of(1), row_of(1), &rec).unwrap();
+        g.txn().put(table_of(1).get(), row_of(1), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);
@@ -419,7 +419,7 @@ fn check_finds_an_orphan_record_and_a_dangling_links_row() {
             let ghost = g.txn().acquire(b"ghost").unwrap();
             let len = rec.len();
             rec[len - 8..].copy_from_slice(&ghost.to_le_bytes());
-            let row = g.txn().insert(table_of(south.id), &rec).unwrap();
+            let row = g.txn().insert(table_of(south.id).get(), &rec).unwrap();
             Ok((id_of(table_of(south.id), row), south.id))
         })
         .unwrap()
@@ -724,7 +724,7 @@ fn check_survives_a_record_of_unknown_type() {
         let c = entry(&g.graph(), south, p.cities, "c");
         let mut rec = g.graph().record(c.id)?.to_vec();
         rec[0..4].copy_from_slice(&9999u32.to_le_bytes());
-        g.txn().put(table_of(c.id), row_of(c.id), &rec).unwrap();
+        g.txn().put(table_of(c.id).get(), row_of(c.id), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);

@@ -25,7 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use espalier_protocol::{Encoding, ErrorCode, RequestError};
-use espalier_schema::{Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamKind, PropertyKind, Schema};
+use espalier_schema::{
+    Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamKind, PropertyId, PropertyKind, Schema,
+};
 use serde_json::{json, Value};
 
 use crate::exec;
@@ -338,7 +340,7 @@ fn describe_target(schema: &Schema, t: &espalier_schema::ReferenceTarget) -> Val
 }
 
 fn describe_derivation(schema: &Schema, d: &Derivation) -> String {
-    let name = |p: u32| format!("'{}'", schema.property(p).name);
+    let name = |p: PropertyId| format!("'{}'", schema.property(p).name);
     match d {
         Derivation::Aggregate { function, over, value } => {
             let f = match function {

@@ -10,7 +10,7 @@ use espalier_instruction::parse::{parse_instruction, ParseOptions};
 use espalier_instruction::plan::Plan;
 use espalier_instruction::{Engine, InstructionError, ParamValue, QueryResult, Reply};
 use espalier_protocol::{ErrorCode, RequestError, Source};
-use espalier_schema::PropertyKind;
+use espalier_schema::{PropertyId, PropertyKind};
 
 use crate::hub::Filter;
 
@@ -98,7 +98,7 @@ pub(crate) fn walk(
 fn find_matrix_entry(
     graph: &Graph<'_>,
     owner: NodeRef,
-    property: u32,
+    property: PropertyId,
     target: &espalier_schema::ReferenceTarget,
     key: &[String],
 ) -> Result<Option<NodeRef>, DataError> {

@@ -5,7 +5,7 @@ use espalier_storage::tables::Read;
 use std::sync::Arc;
 
 use espalier_data::{Change, DataError, EntryKey, NodeRef, WriteGraph};
-use espalier_schema::{compile, PropertyId, Schema};
+use espalier_schema::{compile, NodeTypeId, PropertyId, Schema, ROOT};
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
 
 const SCHEMA: &str = "
@@ -31,7 +31,7 @@ enum E {
     Tx(#[from] TxError),
 }
 
-fn prop(s: &Schema, node: u32, name: &str) -> PropertyId {
+fn prop(s: &Schema, node: NodeTypeId, name: &str) -> PropertyId {
     s.find(node, name).unwrap_or_else(|| panic!("no {name}")).id
 }
 
@@ -48,8 +48,8 @@ struct P {
 }
 
 fn props(s: &Schema) -> P {
-    let clients = prop(s, 0, "Clients");
-    let orders = prop(s, 0, "Orders");
+    let clients = prop(s, ROOT, "Clients");
+    let orders = prop(s, ROOT, "Orders");
     let client_ty = match s.property(clients).kind {
         espalier_schema::PropertyKind::Dictionary { node } => node,
         _ => panic!(),
@@ -67,7 +67,7 @@ fn props(s: &Schema) -> P {
 
         lines: prop(s, order_ty, "Lines"),
         tags: prop(s, order_ty, "Tags"),
-        counter: prop(s, 0, "Counter"),
+        counter: prop(s, ROOT, "Counter"),
     }
 }
 

@@ -328,7 +328,7 @@ impl Builder<'_> {
         self.tables.push(Table { name, kind, collection, node_type, parent, columns: Vec::new() });
         self.column_names.push(taken);
         if let Some(c) = collection {
-            self.table_of[c as usize] = Some(self.tables.len() - 1);
+            self.table_of[c.index()] = Some(self.tables.len() - 1);
         }
         self.tables.len() - 1
     }
@@ -345,7 +345,7 @@ impl Builder<'_> {
         let t = &mut self.tables[table];
         t.columns.push(Column { name, kind, property, condition });
         let index = t.columns.len() - 1;
-        self.column_of[property as usize] = Some((table, index));
+        self.column_of[property.index()] = Some((table, index));
         index
     }
 
@@ -462,7 +462,7 @@ impl RelationalSchema {
         b.columns(root, ROOT, &[], None, &mut collections, 0)?;
         b.child_tables(None, collections, 0)?;
         for (table, column, dictionary, key_arity) in std::mem::take(&mut b.targets) {
-            let target = b.table_of[dictionary as usize]
+            let target = b.table_of[dictionary.index()]
                 .ok_or_else(|| PeerError::Invalid(format!("no table for dictionary property {dictionary}")))?;
             match column {
                 Some(c) => b.tables[table].columns[c].kind = ColumnKind::Reference { target, key_arity },
@@ -497,12 +497,12 @@ impl RelationalSchema {
 
     /// The table of a dictionary or matrix property.
     pub fn table_of(&self, collection: PropertyId) -> Option<TableId> {
-        self.table_of.get(collection as usize).copied().flatten()
+        self.table_of.get(collection.index()).copied().flatten()
     }
 
     /// The table and column of a number, text, reference or stategroup property.
     pub fn column_of(&self, property: PropertyId) -> Option<(TableId, usize)> {
-        self.column_of.get(property as usize).copied().flatten()
+        self.column_of.get(property.index()).copied().flatten()
     }
 
     /// The table named `name`.
