@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::graph::{EntryKey, Graph};
 use crate::keys::{u64_be, MAX_KEY_BYTES};
-use crate::record::NodeRef;
+use crate::record::{NodeId, NodeRef};
 use crate::{DataError, WriteGraph};
 
 /// The value of the `espalier_dump` member this build writes and reads.
@@ -196,7 +196,7 @@ impl<W: Write> Exporter<'_, '_, W> {
                 PropertyKind::Group { .. } => self.node(g.group(node, p), depth + 1)?,
                 PropertyKind::Reference { target } => {
                     let id = g.reference(node, p)?;
-                    if id == 0 {
+                    if id.is_none() {
                         return Err(corrupt(format!("reference '{}' of {} is not set", prop.name, g.describe(node))));
                     }
                     let key = g.target_key(id, target)?;
@@ -605,16 +605,16 @@ fn first_with_prefix(
     }
 }
 
-fn pending_key(id: u64, property: PropertyId) -> Vec<u8> {
+fn pending_key(id: NodeId, property: PropertyId) -> Vec<u8> {
     let mut k = PENDING_PREFIX.to_vec();
-    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(&id.get().to_be_bytes());
     k.extend_from_slice(&property.get().to_be_bytes());
     k
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Deferred {
-    owner: u64,
+    owner: NodeId,
     property: PropertyId,
     key: Vec<String>,
     node: Value,
@@ -917,7 +917,7 @@ impl<'de> Visitor<'de> for StateVisitor<'_, '_, '_, '_> {
         if current != index {
             child = ctx.g.switch_state(node, p, index).map_err(|e| ctx.data(ctx.place(node, p), e))?;
         }
-        let empty_state = if child.id == 0 { Some((node, p, index)) } else { None };
+        let empty_state = if child.id.is_none() { Some((node, p, index)) } else { None };
         map.next_value_seed(NodeSeed { ctx: &mut *ctx, node: child, empty_state })?;
         if let Some(other) = map.next_key::<String>()? {
             return Err(ctx.fail(

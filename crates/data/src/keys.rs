@@ -49,14 +49,14 @@ pub fn shape(schema: &Schema) -> Shape {
 /// `espalier_storage::key_index`).
 #[inline]
 pub fn link_key(source: NodeId) -> [u8; 4] {
-    record::row_of(source).to_be_bytes()
+    source.row().to_be_bytes()
 }
 
 /// A matrix entry's key: its target's row, big-endian (the targets of one matrix are of one
 /// type, the matrix's target entry type).
 #[inline]
 pub fn target_key(target: NodeId) -> [u8; 4] {
-    record::row_of(target).to_be_bytes()
+    target.row().to_be_bytes()
 }
 
 /// The row in a four-byte key ([`link_key`], [`target_key`]); `None` if it is not four bytes.
@@ -86,7 +86,7 @@ pub fn target_type(schema: &Schema, property: PropertyId) -> Option<NodeTypeId> 
 /// The u64 in the first 8 bytes of `b`, big-endian (a record id in an index key); `None` if
 /// `b` is shorter.
 pub fn u64_be(b: &[u8]) -> Option<NodeId> {
-    Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
+    Some(NodeId::from_u64(u64::from_be_bytes(b.get(..8)?.try_into().ok()?)))
 }
 
 /// Meta values kept beside the tables.

@@ -4,7 +4,7 @@
 use espalier_storage::tables::Read;
 use std::sync::Arc;
 
-use espalier_data::{Change, DataError, EntryKey, NodeRef, WriteGraph};
+use espalier_data::{Change, DataError, EntryKey, NodeId, NodeRef, WriteGraph};
 use espalier_schema::{compile, NodeTypeId, PropertyId, Schema, ROOT};
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
 
@@ -246,7 +246,7 @@ fn state_switch_initialises_and_frees_nodes() {
     db.write(|g| -> Result<(), E> {
         let c = add_client(g, &p, "c1", "A")?;
         let yes = g.switch_state(c, p.premium, 1)?;
-        assert_ne!(yes.id, 0, "'Yes' has a property, so a record");
+        assert_ne!(yes.id, NodeId::NONE, "'Yes' has a property, so a record");
         let since = g.schema.find(yes.ty, "Since").unwrap().id;
         g.set_number(yes, since, 2020)?;
         g.switch_state(c, p.premium, 0)?;

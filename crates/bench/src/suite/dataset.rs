@@ -342,7 +342,7 @@ impl<'s> Ctx<'s> {
                         g.switch_state(node, p, choice.state).map_err(|e| self.data(choice.span, e))?
                     };
                     if !choice.items.is_empty() {
-                        if child.id == 0 {
+                        if child.id.is_none() {
                             return Err(self.at(choice.span, "this state has no properties to initialise"));
                         }
                         self.fill(g, child, &choice.items, rng, stream ^ u64::from(choice.state + 1) << 48, fills)?;
