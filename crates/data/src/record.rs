@@ -66,6 +66,12 @@ impl NodeId {
     pub const fn is_none(self) -> bool {
         self.0 == 0
     }
+
+    /// Whether this names a record (is not [`NodeId::NONE`]).
+    #[inline]
+    pub const fn is_some(self) -> bool {
+        self.0 != 0
+    }
 }
 
 impl std::fmt::Debug for NodeId {

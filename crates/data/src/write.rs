@@ -422,19 +422,19 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let PropertyKind::Reference { target: path } = &self.schema.property(property).kind else {
             panic!("property {property} is not a reference");
         };
-        assert!(!target.is_none(), "reference set to no record");
+        assert!(target.is_some(), "reference set to no record");
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         let old = record::read_id(&rec, at)?;
         let old_alive = self.target_alive(old)?;
         let old_key = if old_alive {
             Some(self.graph().target_key(old, path)?)
-        } else if !old.is_none() {
+        } else if old.is_some() {
             self.removed_target_key(old, node.id, property)
         } else {
             None
         };
-        if !old.is_none() {
+        if old.is_some() {
             self.delete_link(old, node.id, property)?;
             self.touch_link(old, property);
         }
@@ -553,7 +553,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             });
         }
         let (old_name, new_name) = (name(current), name(state));
-        if !current_node.id.is_none() {
+        if current_node.id.is_some() {
             self.delete_subtree(current_node, current_node.id)?;
         }
         let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
@@ -597,7 +597,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// partial deletion for the caller's savepoint to undo) if something outside `boundary`
     /// refers to any of it.
     fn delete_subtree(&mut self, node: NodeRef, boundary: NodeId) -> Result<()> {
-        assert!(!node.id.is_none(), "delete of a node without record");
+        assert!(node.id.is_some(), "delete of a node without record");
         let incoming: Vec<(NodeId, PropertyId)> = self.graph().links_to(node.id)?.collect::<Result<_>>()?;
         for (source, property) in incoming {
             if !self.is_within(source, boundary)? {
@@ -695,7 +695,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// earlier in this request, its links left for `check_references` at the end. Without
     /// deferred links nothing was removed under a reference, so nothing is read.
     pub(crate) fn target_alive(&self, target: NodeId) -> Result<bool> {
-        Ok(!target.is_none() && (self.deferred.is_empty() || self.graph().exists(target)?))
+        Ok(target.is_some() && (self.deferred.is_empty() || self.graph().exists(target)?))
     }
 
     /// The key a deferred link of `source` to removed `target` recorded (see [`Deferred`]).
@@ -717,7 +717,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 PropertyKind::Text => self.release(record::read_u64(rec, at)?)?,
                 PropertyKind::Reference { .. } => {
                     let target = record::read_id(rec, at)?;
-                    if !target.is_none() {
+                    if target.is_some() {
                         self.delete_link(target, id, p)?;
                         self.touch_link(target, p);
                         // A target inside the subtree being deleted may be gone already.
@@ -731,7 +731,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 PropertyKind::StateGroup { states } => {
                     let index = record::read_u64(rec, at)? as usize;
                     let child = record::read_id(rec, at + 8)?;
-                    if !child.is_none() {
+                    if child.is_some() {
                         let ty = states
                             .get(index)
                             .map(|s| s.node)

@@ -388,7 +388,7 @@ impl Registered {
             if let Some(Read::Entries(p)) = read {
                 let pairs = self.reads.pairs.iter().filter(|pair| pair.property == p);
                 for pair in pairs.filter(|pair| self.var_records[pair.owner] == record) {
-                    assert!(!target.is_none(), "a matrix entry has a target");
+                    assert!(target.is_some(), "a matrix entry has a target");
                     seeds.insert(Seed::Two((pair.owner, id), (pair.target, target), pair.block));
                 }
             }
