@@ -3,6 +3,9 @@
 
 use std::fmt;
 
+use espalier_schema::PropertyId;
+
+use crate::record::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// One step from the root towards a node, in instruction notation when displayed.
@@ -188,14 +191,14 @@ pub const MAX_TOUCHED: usize = 1_000_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Touched {
     /// Created or deleted; sorted, without repeats.
-    pub records: Vec<u64>,
+    pub records: Vec<NodeId>,
     /// (record, property) whose slot was written; sorted, without repeats.
-    pub slots: Vec<(u64, u32)>,
+    pub slots: Vec<(NodeId, PropertyId)>,
     /// (owner record, collection property, target record of a matrix entry or 0 for a
     /// dictionary), sorted, without repeats.
-    pub entries: Vec<(u64, u32, u64)>,
+    pub entries: Vec<(NodeId, PropertyId, NodeId)>,
     /// (target record, property), sorted, without repeats.
-    pub links: Vec<(u64, u32)>,
+    pub links: Vec<(NodeId, PropertyId)>,
     /// More than [`MAX_TOUCHED`] of any: assume everything changed.
     pub all: bool,
 }

@@ -163,7 +163,7 @@ impl<'g> Checker<'g, '_> {
     }
 
     fn valid_type(&self, ty: NodeTypeId) -> bool {
-        (ty as usize) < self.g.schema.types.len()
+        ty.index() < self.g.schema.types.len()
     }
 
     // --- walk ---------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ impl<'g> Checker<'g, '_> {
             self.problem("the root record (1) is missing".into());
             return Ok(());
         };
-        let want = Header { ty: espalier_schema::ROOT, parent_property: NO_PARENT, parent: 0 };
+        let want = Header { ty: espalier_schema::ROOT, parent_property: NO_PARENT, parent: NodeId::NONE };
         match record::header(rec) {
             Ok(h) if h == want => {}
             Ok(h) => {
@@ -246,18 +246,15 @@ impl<'g> Checker<'g, '_> {
     fn key_bytes(&self, ty: NodeTypeId, slot: u64) -> Option<Vec<u8>> {
         match self.g.schema.node_type(ty).parent {
             ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
-            _ => Some(keys::target_key(slot).to_vec()),
+            _ => Some(keys::target_key(NodeId::from_u64(slot)).to_vec()),
         }
     }
 
     /// Whether the reverse-link key index of `p` has the link `source → target` with `value`
     /// (the source for a reference, the matrix entry's owner for a matrix).
     fn has_link(&self, target: NodeId, source: NodeId, p: PropertyId, value: NodeId) -> bool {
-        self.g
-            .txn
-            .index(keys::links_index(self.g.schema, p))
-            .and_then(|i| i.get(record::row_of(target), &keys::link_key(source)))
-            == Some(record::row_of(value))
+        self.g.txn.index(keys::links_index(self.g.schema, p)).and_then(|i| i.get(target.row(), &keys::link_key(source)))
+            == Some(value.row())
     }
 
     /// Checks the slots of logical node `node` (stored in `rec`, the record `node.id`).
@@ -296,6 +293,7 @@ impl<'g> Checker<'g, '_> {
                         self.problem(format!("{}: the reference is not set", self.place(node, p)));
                         continue;
                     }
+                    let value = NodeId::from_u64(value);
                     if self.link_target(node, p, value, target)? {
                         if self.has_link(value, node.id, p, node.id) {
                             self.links_reached += 1;
@@ -347,7 +345,7 @@ impl<'g> Checker<'g, '_> {
                                     state.name
                                 )
                             };
-                            self.child(NodeRef { id, ty: state.node }, node.id, p, None, &place)?;
+                            self.child(NodeRef { id: NodeId::from_u64(id), ty: state.node }, node.id, p, None, &place)?;
                         }
                     }
                 }
@@ -466,7 +464,7 @@ impl<'g> Checker<'g, '_> {
         };
         let mut rows = 0u64;
         let entries: Vec<(Vec<u8>, u32)> = match self.g.txn.index(keys::entries_index(p)) {
-            Some(index) => index.entries(record::row_of(owner.id)).map(|e| (e.key.to_vec(), e.row)).collect(),
+            Some(index) => index.entries(owner.id.row()).map(|e| (e.key.to_vec(), e.row)).collect(),
             None => {
                 self.problem(format!("{}: the collection has no key index", self.place(owner, p)));
                 return Ok(());
@@ -475,7 +473,7 @@ impl<'g> Checker<'g, '_> {
         for (key, row) in entries {
             let key = &key[..];
             rows += 1;
-            let id = record::id_of(entry_ty, row);
+            let id = NodeId::new(entry_ty, row);
             let entry = NodeRef { id, ty: entry_ty };
             if let Some(target) = matrix {
                 let Ok(target_id) = self.g.matrix_target_of(p, key) else {
@@ -520,8 +518,8 @@ impl<'g> Checker<'g, '_> {
     /// Returns how many records hang under the root through their headers.
     fn scan_nodes(&mut self) -> Result<u64> {
         let mut attached = 0u64;
-        for t in 0..self.g.schema.types.len() as u32 {
-            let Some(table) = self.g.txn.table(t) else { continue };
+        for t in (0..self.g.schema.types.len() as u32).map(NodeTypeId::new) {
+            let Some(table) = self.g.txn.table(t.get()) else { continue };
             if record::row_width(self.g.schema, t) == 0 {
                 if !table.is_empty() {
                     self.problem(format!("the table of node type {t} has rows, but the type has no records"));
@@ -529,7 +527,7 @@ impl<'g> Checker<'g, '_> {
                 continue;
             }
             for (row, rec) in table.rows() {
-                let id = record::id_of(t, row);
+                let id = NodeId::new(t, row);
                 self.report.records += 1;
                 self.tick();
                 if !matches!(record::header(rec), Ok(h) if self.valid_type(h.ty)) {
@@ -553,12 +551,12 @@ impl<'g> Checker<'g, '_> {
                 return Ok(Err(self.missing(at)?));
             };
             let h = match record::header(rec) {
-                Ok(h) if self.valid_type(h.ty) && h.ty == record::table_of(at) => h,
+                Ok(h) if self.valid_type(h.ty) && h.ty == at.node_type() => h,
                 Ok(h) if self.valid_type(h.ty) => {
                     return Ok(Err(format!(
                         "record {at} has type {} but is in the table of type {}",
                         h.ty,
-                        record::table_of(at)
+                        at.node_type()
                     )))
                 }
                 Ok(h) => return Ok(Err(format!("record {at} has unknown type {}", h.ty))),
@@ -594,7 +592,7 @@ impl<'g> Checker<'g, '_> {
                 ParentLink::State { state, .. } => {
                     let slot = record::slot(schema, property);
                     let index = record::read_u64(parent, slot).ok();
-                    let node = record::read_u64(parent, slot + 8).ok();
+                    let node = record::read_id(parent, slot + 8).ok();
                     if index != Some(u64::from(state)) || node != Some(at) {
                         return Ok(Err(format!(
                             "record {at} is a state node but its parent's stategroup slot does not select it"
@@ -609,12 +607,8 @@ impl<'g> Checker<'g, '_> {
                     let Some(key) = self.key_bytes(h.ty, slot) else {
                         return Ok(Err(format!("record {at}'s key is string {slot}, which is not stored")));
                     };
-                    let row = self
-                        .g
-                        .txn
-                        .index(keys::entries_index(property))
-                        .and_then(|i| i.get(record::row_of(h.parent), &key));
-                    if row != Some(record::row_of(at)) {
+                    let row = self.g.txn.index(keys::entries_index(property)).and_then(|i| i.get(h.parent.row(), &key));
+                    if row != Some(at.row()) {
                         return Ok(Err(format!(
                             "record {at} is an entry with key {} of '{}' in record {}, but that collection has no \
                              Entries row for it",
@@ -664,7 +658,7 @@ impl<'g> Checker<'g, '_> {
             for e in index.iter() {
                 self.report.entries += 1;
                 self.tick();
-                let owner = record::id_of(prop.host, e.owner);
+                let owner = NodeId::new(prop.host, e.owner);
                 let owner_ok = match self.g.find_record(owner)? {
                     Some(rec) => matches!(record::header(rec), Ok(h) if h.ty == prop.host),
                     None => false,
@@ -678,7 +672,7 @@ impl<'g> Checker<'g, '_> {
                     ));
                     continue;
                 }
-                let id = record::id_of(entry_ty, e.row);
+                let id = NodeId::new(entry_ty, e.row);
                 let ok = match self.g.find_record(id)? {
                     Some(rec) => {
                         matches!(record::header(rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
@@ -727,9 +721,9 @@ impl<'g> Checker<'g, '_> {
             for e in index.iter() {
                 self.report.links += 1;
                 self.tick();
-                let target = record::id_of(target_ty, e.owner);
+                let target = NodeId::new(target_ty, e.owner);
                 let source_ty = keys::source_type(schema, p);
-                let Some(source) = keys::row_be(e.key).map(|r| record::id_of(source_ty, r)) else {
+                let Some(source) = keys::row_be(e.key).map(|r| NodeId::new(source_ty, r)) else {
                     self.problem(format!("the links of '{}' have a malformed key {:?}", prop.name, e.key));
                     continue;
                 };
@@ -739,16 +733,16 @@ impl<'g> Checker<'g, '_> {
                     PropertyKind::Reference { .. } => {
                         let node = NodeRef { id: source, ty: prop.owner };
                         let ok = header.is_some_and(|h| h.ty == prop.host)
-                            && e.row == record::row_of(source)
-                            && rec.and_then(|r| record::read_u64(r, record::slot(schema, p)).ok()) == Some(target);
+                            && e.row == source.row()
+                            && rec.and_then(|r| record::read_id(r, record::slot(schema, p)).ok()) == Some(target);
                         (ok, node)
                     }
                     PropertyKind::Matrix { node: ty, .. } => {
                         let node = NodeRef { id: source, ty: *ty };
                         // The row is the entry's owner's.
-                        let ok = header.is_some_and(|h| {
-                            h.ty == *ty && h.parent_property == p && record::row_of(h.parent) == e.row
-                        }) && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target);
+                        let ok = header
+                            .is_some_and(|h| h.ty == *ty && h.parent_property == p && h.parent.row() == e.row)
+                            && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target.get());
                         (ok, node)
                     }
                     _ => continue,
@@ -787,7 +781,7 @@ impl<'g> Checker<'g, '_> {
             };
             let key = crate::index::row(value.as_value(), entry.id);
             let index = self.g.txn.index(keys::schema_index(schema, n));
-            if index.and_then(|i| i.get(0, &key)) == Some(record::row_of(entry.id)) {
+            if index.and_then(|i| i.get(0, &key)) == Some(entry.id.row()) {
                 self.index_rows_reached += 1;
             } else {
                 self.problem(format!(

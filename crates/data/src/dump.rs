@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::graph::{EntryKey, Graph};
 use crate::keys::{u64_be, MAX_KEY_BYTES};
-use crate::record::NodeRef;
+use crate::record::{NodeId, NodeRef};
 use crate::{DataError, WriteGraph};
 
 /// The value of the `espalier_dump` member this build writes and reads.
@@ -196,7 +196,7 @@ impl<W: Write> Exporter<'_, '_, W> {
                 PropertyKind::Group { .. } => self.node(g.group(node, p), depth + 1)?,
                 PropertyKind::Reference { target } => {
                     let id = g.reference(node, p)?;
-                    if id == 0 {
+                    if id.is_none() {
                         return Err(corrupt(format!("reference '{}' of {} is not set", prop.name, g.describe(node))));
                     }
                     let key = g.target_key(id, target)?;
@@ -483,7 +483,7 @@ impl Ctx<'_, '_, '_> {
         let schema = self.g.schema;
         let prop = schema
             .properties
-            .get(d.property as usize)
+            .get(d.property.index())
             .ok_or_else(|| corrupt(format!("parked matrix entry of property {}", d.property)))?;
         let PropertyKind::Matrix { target, .. } = &prop.kind else {
             return Err(corrupt(format!("parked matrix entry of non-matrix property {}", prop.name)));
@@ -525,7 +525,9 @@ impl Ctx<'_, '_, '_> {
         while let Some((k, v)) = first_with_prefix(&self.parked, &start, PENDING_PREFIX) {
             let rest = &k[PENDING_PREFIX.len()..];
             let (id, property) = match (u64_be(rest), rest.get(8..12)) {
-                (Some(id), Some(p)) if rest.len() == 12 => (id, u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+                (Some(id), Some(p)) if rest.len() == 12 => {
+                    (id, PropertyId::new(u32::from_be_bytes([p[0], p[1], p[2], p[3]])))
+                }
                 _ => return Err(corrupt("malformed pending reference key".into())),
             };
             let key: Vec<String> =
@@ -533,7 +535,7 @@ impl Ctx<'_, '_, '_> {
             let schema = self.g.schema;
             let prop = schema
                 .properties
-                .get(property as usize)
+                .get(property.index())
                 .ok_or_else(|| corrupt(format!("pending reference of property {property}")))?;
             let PropertyKind::Reference { target } = &prop.kind else {
                 return Err(corrupt(format!("pending reference of non-reference property {}", prop.name)));
@@ -603,16 +605,16 @@ fn first_with_prefix(
     }
 }
 
-fn pending_key(id: u64, property: PropertyId) -> Vec<u8> {
+fn pending_key(id: NodeId, property: PropertyId) -> Vec<u8> {
     let mut k = PENDING_PREFIX.to_vec();
-    k.extend_from_slice(&id.to_be_bytes());
-    k.extend_from_slice(&property.to_be_bytes());
+    k.extend_from_slice(&id.get().to_be_bytes());
+    k.extend_from_slice(&property.get().to_be_bytes());
     k
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Deferred {
-    owner: u64,
+    owner: NodeId,
     property: PropertyId,
     key: Vec<String>,
     node: Value,
@@ -915,7 +917,7 @@ impl<'de> Visitor<'de> for StateVisitor<'_, '_, '_, '_> {
         if current != index {
             child = ctx.g.switch_state(node, p, index).map_err(|e| ctx.data(ctx.place(node, p), e))?;
         }
-        let empty_state = if child.id == 0 { Some((node, p, index)) } else { None };
+        let empty_state = if child.id.is_none() { Some((node, p, index)) } else { None };
         map.next_value_seed(NodeSeed { ctx: &mut *ctx, node: child, empty_state })?;
         if let Some(other) = map.next_key::<String>()? {
             return Err(ctx.fail(

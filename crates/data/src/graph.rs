@@ -99,7 +99,7 @@ impl<'a> NodeView<'a> {
 
     /// The target record of reference `property` (0 only while the creating instruction runs).
     pub fn reference(&self, property: PropertyId) -> Result<NodeId> {
-        self.slot(property, 0)
+        self.slot(property, 0).map(NodeId::from_u64)
     }
 
     /// Number of entries in dictionary or matrix `property`.
@@ -110,7 +110,7 @@ impl<'a> NodeView<'a> {
     /// The selected state of stategroup `property` and its node.
     pub fn state(&self, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
         let index = self.slot(property, 0)?;
-        let id = self.slot(property, 8)?;
+        let id = NodeId::from_u64(self.slot(property, 8)?);
         let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
             return Err(DataError::Corrupt(format!("property {property} is not a stategroup")));
         };
@@ -149,11 +149,11 @@ impl<'a> Graph<'a> {
         self.find_record(id)?.ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
     }
 
-    /// The record with id `id`: row `row_of(id)` of table `table_of(id)`; `None` if there is
+    /// The record with id `id`: row `id.row()` of table `id.table()`; `None` if there is
     /// no such row.
     #[inline]
     pub fn find_record(&self, id: NodeId) -> Result<Option<&'a [u8]>> {
-        Ok(self.txn.row(record::table_of(id), record::row_of(id)))
+        Ok(self.txn.row(id.table(), id.row()))
     }
 
     /// The header of record `id`, or `None` if there is no such record.
@@ -173,7 +173,7 @@ impl<'a> Graph<'a> {
 
     /// The record holding `node`'s slots.
     fn host(&self, node: NodeRef) -> Result<&'a [u8]> {
-        if node.id == 0 {
+        if node.id.is_none() {
             return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
         }
         self.record(node.id)
@@ -269,10 +269,7 @@ impl<'a> Graph<'a> {
             return Ok(None); // never stored: adding such a key fails
         }
         let ty = self.entry_type(property);
-        Ok(self
-            .entries_of(property)?
-            .get(record::row_of(owner.id), &raw)
-            .map(|row| NodeRef { id: record::id_of(ty, row), ty }))
+        Ok(self.entries_of(property)?.get(owner.id.row(), &raw).map(|row| NodeRef { id: NodeId::new(ty, row), ty }))
     }
 
     /// The entry with key `key` and its record: one descent of the collection's key index,
@@ -296,8 +293,8 @@ impl<'a> Graph<'a> {
         property: PropertyId,
     ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeRef)>> + 'a> {
         let ty = self.entry_type(property);
-        let iter = self.entries_of(property)?.entries(record::row_of(owner.id));
-        Ok(iter.map(move |e| Ok((e.key, NodeRef { id: record::id_of(ty, e.row), ty }))))
+        let iter = self.entries_of(property)?.entries(owner.id.row());
+        Ok(iter.map(move |e| Ok((e.key, NodeRef { id: NodeId::new(ty, e.row), ty }))))
     }
 
     /// The entries of a collection in key order with their records: (key bytes, entry view).
@@ -325,7 +322,7 @@ impl<'a> Graph<'a> {
             | ParentLink::MatrixEntry { property }
             | ParentLink::State { property, .. } => property,
         };
-        if node.id == 0 {
+        if node.id.is_none() {
             return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
         }
         let owner_ty = self.schema.property(property).owner;
@@ -349,7 +346,7 @@ impl<'a> Graph<'a> {
                 let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
                     return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
                 };
-                self.target_key(slot, target)
+                self.target_key(NodeId::from_u64(slot), target)
             }
             _ => Err(DataError::Corrupt(format!("record {} is not an entry", node.id))),
         }
@@ -359,14 +356,14 @@ impl<'a> Graph<'a> {
     /// [`Graph::entry_views`] gives it (no lookup).
     pub fn matrix_target_of(&self, property: PropertyId, raw: &[u8]) -> Result<NodeId> {
         match (keys::target_type(self.schema, property), keys::row_be(raw)) {
-            (Some(ty), Some(row)) => Ok(record::id_of(ty, row)),
+            (Some(ty), Some(row)) => Ok(NodeId::new(ty, row)),
             _ => Err(DataError::Corrupt(format!("matrix key {raw:?} of property {property} is not a row"))),
         }
     }
 
     /// The target record of a matrix entry.
     pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
-        record::key_slot(self.schema, self.record(node.id)?)
+        record::key_slot(self.schema, self.record(node.id)?).map(NodeId::from_u64)
     }
 
     /// Every node of type `ty` in the snapshot with its record, in row order: a sequential
@@ -383,11 +380,11 @@ impl<'a> Graph<'a> {
         if record::row_width(self.schema, host) == 0 {
             return None;
         }
-        let table = self.txn.table(host)?;
+        let table = self.txn.table(host.get())?;
         let schema = self.schema;
         Some(table.rows().map(move |(row, record)| NodeView {
             schema,
-            node: NodeRef { id: record::id_of(host, row), ty },
+            node: NodeRef { id: NodeId::new(host, row), ty },
             record,
         }))
     }
@@ -578,8 +575,8 @@ impl<'a> Graph<'a> {
             .index(keys::links_index(self.schema, property))
             .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
         let ty = keys::source_type(self.schema, property);
-        Ok(index.entries(record::row_of(target)).map(move |e| match keys::row_be(e.key) {
-            Some(row) => Ok(record::id_of(ty, row)),
+        Ok(index.entries(target.row()).map(move |e| match keys::row_be(e.key) {
+            Some(row) => Ok(NodeId::new(ty, row)),
             None => Err(DataError::Corrupt(format!("link key {:?} of property {property} is not a row", e.key))),
         }))
     }
@@ -590,7 +587,7 @@ impl<'a> Graph<'a> {
             .txn
             .index(keys::links_index(self.schema, property))
             .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
-        Ok(index.get(record::row_of(target), &keys::link_key(source)).is_some())
+        Ok(index.get(target.row(), &keys::link_key(source)).is_some())
     }
 
     /// The nodes holding matrix `property` with an entry keyed by `target`, in the order of
@@ -602,7 +599,7 @@ impl<'a> Graph<'a> {
             .index(keys::links_index(self.schema, property))
             .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?;
         let host = self.schema.property(property).host;
-        Ok(index.entries(record::row_of(target)).map(move |e| record::id_of(host, e.row)))
+        Ok(index.entries(target.row()).map(move |e| NodeId::new(host, e.row)))
     }
 
     /// Every (source record, property) that links to `target` (references and matrix keys):
@@ -619,9 +616,9 @@ impl<'a> Graph<'a> {
                 .index(keys::links_index(self.schema, p.id))
                 .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {}", p.id)))?;
             let source = keys::source_type(self.schema, p.id);
-            for e in index.entries(record::row_of(target)) {
+            for e in index.entries(target.row()) {
                 let row = keys::row_be(e.key).ok_or_else(|| DataError::Corrupt("link key is not a row".into()))?;
-                links.push(Ok((record::id_of(source, row), p.id)));
+                links.push(Ok((NodeId::new(source, row), p.id)));
             }
         }
         Ok(links.into_iter())

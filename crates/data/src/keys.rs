@@ -10,7 +10,7 @@
 //! Table `t` holds the records of node type `t` ([`crate::record::row_width`]; types without
 //! records have an unused table).
 
-use espalier_schema::{PropertyId, Schema};
+use espalier_schema::{NodeTypeId, PropertyId, Schema};
 use espalier_storage::tables::Shape;
 
 use crate::record::{self, NodeId};
@@ -21,13 +21,13 @@ pub const MAX_KEY_BYTES: usize = 480;
 /// The key index of collection `property`'s entries.
 #[inline]
 pub fn entries_index(property: PropertyId) -> u32 {
-    property
+    property.get()
 }
 
 /// The key index of the links of reference or matrix `property`.
 #[inline]
 pub fn links_index(schema: &Schema, property: PropertyId) -> u32 {
-    schema.properties.len() as u32 + property
+    schema.properties.len() as u32 + property.get()
 }
 
 /// The key index of schema index `n`.
@@ -39,7 +39,7 @@ pub fn schema_index(schema: &Schema, n: u32) -> u32 {
 /// The tables and key indexes a database for `schema` has.
 pub fn shape(schema: &Schema) -> Shape {
     Shape {
-        tables: (0..schema.types.len() as u32).map(|t| record::row_width(schema, t) as u32).collect(),
+        tables: (0..schema.types.len() as u32).map(|t| record::row_width(schema, NodeTypeId::new(t)) as u32).collect(),
         indexes: 2 * schema.properties.len() as u32 + schema.indexes.len() as u32,
     }
 }
@@ -49,14 +49,14 @@ pub fn shape(schema: &Schema) -> Shape {
 /// `espalier_storage::key_index`).
 #[inline]
 pub fn link_key(source: NodeId) -> [u8; 4] {
-    record::row_of(source).to_be_bytes()
+    source.row().to_be_bytes()
 }
 
 /// A matrix entry's key: its target's row, big-endian (the targets of one matrix are of one
 /// type, the matrix's target entry type).
 #[inline]
 pub fn target_key(target: NodeId) -> [u8; 4] {
-    record::row_of(target).to_be_bytes()
+    target.row().to_be_bytes()
 }
 
 /// The row in a four-byte key ([`link_key`], [`target_key`]); `None` if it is not four bytes.
@@ -67,7 +67,7 @@ pub fn row_be(b: &[u8]) -> Option<u32> {
 
 /// The node type whose records hold the links of reference or matrix `property`: the matrix's
 /// entry type, or the record holding the reference (its owner's host, past groups).
-pub fn source_type(schema: &Schema, property: PropertyId) -> u32 {
+pub fn source_type(schema: &Schema, property: PropertyId) -> NodeTypeId {
     match schema.property(property).kind {
         espalier_schema::PropertyKind::Matrix { node, .. } => node,
         _ => schema.property(property).host,
@@ -76,7 +76,7 @@ pub fn source_type(schema: &Schema, property: PropertyId) -> u32 {
 
 /// The node type a matrix's keys name (its target entry type); `None` if `property` is not a
 /// matrix.
-pub fn target_type(schema: &Schema, property: PropertyId) -> Option<u32> {
+pub fn target_type(schema: &Schema, property: PropertyId) -> Option<NodeTypeId> {
     match &schema.property(property).kind {
         espalier_schema::PropertyKind::Matrix { target, .. } => Some(target.entry_type),
         _ => None,
@@ -86,7 +86,7 @@ pub fn target_type(schema: &Schema, property: PropertyId) -> Option<u32> {
 /// The u64 in the first 8 bytes of `b`, big-endian (a record id in an index key); `None` if
 /// `b` is shorter.
 pub fn u64_be(b: &[u8]) -> Option<NodeId> {
-    Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
+    Some(NodeId::from_u64(u64::from_be_bytes(b.get(..8)?.try_into().ok()?)))
 }
 
 /// Meta values kept beside the tables.

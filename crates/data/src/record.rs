@@ -11,38 +11,90 @@ use espalier_schema::{NodeTypeId, ParentLink, PropertyId, Schema, Storage};
 
 use crate::DataError;
 
-/// A node id: `type << 32 | row`. 0 means "none"; the root is type 0, row 1.
-pub type NodeId = u64;
+/// A node id: `type << 32 | row`, so following a reference is an index into the target's
+/// table. [`NodeId::NONE`] (0) means "none"; the root is type 0, row 1. Slots, keys and the
+/// log hold it as its number ([`NodeId::get`]); Debug and Display show the number.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(u64);
+
 /// The root's id.
-pub const ROOT_ID: NodeId = 1;
+pub const ROOT_ID: NodeId = NodeId(1);
+
+impl NodeId {
+    /// No node: an unset reference, an empty state's record, a dictionary entry's target.
+    pub const NONE: NodeId = NodeId(0);
+
+    /// The id of row `row` of node type `ty`'s table.
+    #[inline]
+    pub const fn new(ty: NodeTypeId, row: u32) -> NodeId {
+        NodeId(((ty.get() as u64) << 32) | row as u64)
+    }
+
+    /// The id with number `n`, as slots, keys and the log hold it.
+    #[inline]
+    pub const fn from_u64(n: u64) -> NodeId {
+        NodeId(n)
+    }
+
+    /// The number, as slots, keys and the log hold it.
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The node type, whose table holds the node.
+    #[inline]
+    pub const fn node_type(self) -> NodeTypeId {
+        NodeTypeId::new((self.0 >> 32) as u32)
+    }
+
+    /// The node type's table, as storage numbers it.
+    #[inline]
+    pub const fn table(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The row in its table.
+    #[inline]
+    pub const fn row(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// Whether this is [`NodeId::NONE`].
+    #[inline]
+    pub const fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether this names a record (is not [`NodeId::NONE`]).
+    #[inline]
+    pub const fn is_some(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl std::fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Display for NodeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// Bytes of a row's header.
 pub const HEADER: usize = 16;
 /// Bytes of an entry's key slot.
 pub const KEY_SLOT: usize = 8;
 /// Parent property of the root record.
-pub const NO_PARENT: PropertyId = u32::MAX;
-
-/// The table (node type) of a node id.
-#[inline]
-pub fn table_of(id: NodeId) -> u32 {
-    (id >> 32) as u32
-}
-
-/// The row of a node id.
-#[inline]
-pub fn row_of(id: NodeId) -> u32 {
-    id as u32
-}
-
-/// The id of row `row` of table `table`.
-#[inline]
-pub fn id_of(table: u32, row: u32) -> NodeId {
-    (u64::from(table) << 32) | u64::from(row)
-}
+pub const NO_PARENT: PropertyId = PropertyId::new(u32::MAX);
 
 /// A logical node: the record that stores it and its node type. A group's node shares the
-/// record of its host; an empty state has no record (`id == 0`).
+/// record of its host; an empty state has no record (`id` is [`NodeId::NONE`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NodeRef {
     /// The record that stores the node (its host's, for a group; 0 for an empty state).
@@ -73,9 +125,9 @@ pub fn header(bytes: &[u8]) -> Result<Header, DataError> {
         return Err(DataError::Corrupt(format!("record of {} bytes has no header", bytes.len())));
     }
     Ok(Header {
-        ty: u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default()),
-        parent_property: u32::from_le_bytes(bytes[4..8].try_into().unwrap_or_default()),
-        parent: u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default()),
+        ty: NodeTypeId::new(u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default())),
+        parent_property: PropertyId::new(u32::from_le_bytes(bytes[4..8].try_into().unwrap_or_default())),
+        parent: NodeId(u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default())),
     })
 }
 
@@ -96,9 +148,9 @@ pub fn row_width(schema: &Schema, ty: NodeTypeId) -> usize {
 /// and the key slot (for an entry).
 pub fn new_record(schema: &Schema, h: Header, key: u64) -> Vec<u8> {
     let mut r = vec![0u8; row_width(schema, h.ty)];
-    r[0..4].copy_from_slice(&h.ty.to_le_bytes());
-    r[4..8].copy_from_slice(&h.parent_property.to_le_bytes());
-    r[8..16].copy_from_slice(&h.parent.to_le_bytes());
+    r[0..4].copy_from_slice(&h.ty.get().to_le_bytes());
+    r[4..8].copy_from_slice(&h.parent_property.get().to_le_bytes());
+    r[8..16].copy_from_slice(&h.parent.get().to_le_bytes());
     if is_entry(schema, h.ty) {
         let at = r.len() - KEY_SLOT;
         r[at..].copy_from_slice(&key.to_le_bytes());
@@ -127,6 +179,19 @@ pub fn read_u64(record: &[u8], at: usize) -> Result<u64, DataError> {
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
         .ok_or_else(|| DataError::Corrupt(format!("record of {} bytes has no slot at {at}", record.len())))
+}
+
+/// Reads the node id in the 8-byte slot at byte `at` of `record` (a reference's target, a
+/// state's record).
+#[inline]
+pub fn read_id(record: &[u8], at: usize) -> Result<NodeId, DataError> {
+    read_u64(record, at).map(NodeId)
+}
+
+/// Writes node id `id` to the 8-byte slot at byte `at` of `record`.
+#[inline]
+pub fn write_id(record: &mut [u8], at: usize, id: NodeId) -> Result<(), DataError> {
+    write_u64(record, at, id.0)
 }
 
 /// Writes `value` to the 8-byte little-endian slot at byte `at` of `record`.

@@ -189,7 +189,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Notes that record `id` was created or deleted; 0 is no record (an empty state).
     fn touch(&mut self, id: NodeId) {
-        if id == 0 {
+        if id.is_none() {
             return;
         }
         self.note(|t| &mut t.records, id);
@@ -233,7 +233,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         if self.graph().exists(ROOT_ID)? {
             return Err(DataError::Corrupt("the root exists already".into()));
         }
-        let id = self.create_node(espalier_schema::ROOT, 0, NO_PARENT, 0)?;
+        let id = self.create_node(espalier_schema::ROOT, NodeId::NONE, NO_PARENT, 0)?;
         if id != ROOT_ID {
             return Err(DataError::Corrupt(format!("the root was made as record {id}, not {ROOT_ID}")));
         }
@@ -245,18 +245,18 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// (whose node is created likewise). References stay 0 until the caller sets them.
     fn create_node(&mut self, ty: NodeTypeId, parent: NodeId, parent_property: PropertyId, key: u64) -> Result<NodeId> {
         if self.schema.node_type(ty).storage == Storage::Empty {
-            return Ok(0);
+            return Ok(NodeId::NONE);
         }
         if !matches!(self.schema.node_type(ty).storage, Storage::Record { .. }) {
             return Err(DataError::Corrupt(format!("node type {ty} has no record of its own")));
         }
         // The row first (zeroed), so that the node's id exists for its states' parent field.
         let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
-        let row = self.txn.insert(ty, &rec).map_err(storage)?;
-        let id = record::id_of(ty, row);
+        let row = self.txn.insert(ty.get(), &rec).map_err(storage)?;
+        let id = NodeId::new(ty, row);
         self.touch(id);
         self.fill_defaults(&mut rec, id, ty)?;
-        self.txn.put(ty, row, &rec).map_err(storage)?;
+        self.txn.put(ty.get(), row, &rec).map_err(storage)?;
         if record::is_entry(self.schema, ty) {
             self.index_defaults(parent_property, id, &rec)?;
         }
@@ -273,7 +273,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     let at = record::slot(schema, p);
                     // A condition starts in the state its default number (0) gives.
                     record::write_u64(rec, at, self.condition_default(p))?;
-                    record::write_u64(rec, at + 8, child)?;
+                    record::write_id(rec, at + 8, child)?;
                 }
                 PropertyKind::Group { node } => self.fill_defaults(rec, id, *node)?,
                 _ => {}
@@ -293,7 +293,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// The record of `node` as a view.
     pub fn view(&self, node: NodeRef) -> Result<NodeView<'_>> {
-        if node.id == 0 {
+        if node.id.is_none() {
             return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
         }
         Ok(NodeView::new(self.schema, node, self.record_by_id(node.id)?))
@@ -307,7 +307,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
 
     /// Writes a record without noting it as touched (see [`WriteGraph::bump_count`]).
     fn put_record(&mut self, id: NodeId, rec: &[u8]) -> Result<()> {
-        self.txn.put(record::table_of(id), record::row_of(id), rec).map_err(storage)
+        self.txn.put(id.table(), id.row(), rec).map_err(storage)
     }
 
     /// Adds the link `source → target` of `property` to its key index, with `value` (the
@@ -315,7 +315,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// [`keys`]).
     fn put_link(&mut self, target: NodeId, source: NodeId, property: PropertyId, value: NodeId) -> Result<()> {
         let index = keys::links_index(self.schema, property);
-        let (owner, row) = (record::row_of(target), record::row_of(value));
+        let (owner, row) = (target.row(), value.row());
         self.txn.index_put(index, owner, &keys::link_key(source), row).map_err(storage)?;
         Ok(())
     }
@@ -323,7 +323,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// Removes the link `source → target` of `property` from its key index.
     fn delete_link(&mut self, target: NodeId, source: NodeId, property: PropertyId) -> Result<()> {
         let index = keys::links_index(self.schema, property);
-        self.txn.index_remove(index, record::row_of(target), &keys::link_key(source)).map_err(storage)?;
+        self.txn.index_remove(index, target.row(), &keys::link_key(source)).map_err(storage)?;
         Ok(())
     }
 
@@ -344,7 +344,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn path_at(&mut self, node: NodeRef, depth: usize) -> Result<crate::NodePath> {
-        if node.id == 0 {
+        if node.id.is_none() {
             return self.graph().path(node);
         }
         if let Some((_, path)) = self.paths.iter().rev().find(|(n, _)| *n == node) {
@@ -422,25 +422,25 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let PropertyKind::Reference { target: path } = &self.schema.property(property).kind else {
             panic!("property {property} is not a reference");
         };
-        assert_ne!(target, 0, "reference set to no record");
+        assert!(target.is_some(), "reference set to no record");
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
-        let old = record::read_u64(&rec, at)?;
+        let old = record::read_id(&rec, at)?;
         let old_alive = self.target_alive(old)?;
         let old_key = if old_alive {
             Some(self.graph().target_key(old, path)?)
-        } else if old != 0 {
+        } else if old.is_some() {
             self.removed_target_key(old, node.id, property)
         } else {
             None
         };
-        if old != 0 {
+        if old.is_some() {
             self.delete_link(old, node.id, property)?;
             self.touch_link(old, property);
         }
         self.put_link(target, node.id, property, node.id)?;
         self.touch_link(target, property);
-        record::write_u64(&mut rec, at, target)?;
+        record::write_id(&mut rec, at, target)?;
         self.store(node.id, property, &rec)?;
         if old_alive {
             self.member(old, Over::Referrers(property), &rec, false)?;
@@ -485,13 +485,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
         // A dictionary key is a text slot of the entry; a matrix key the target's id.
         let key_slot = match key {
             EntryKey::Text(t) => self.acquire(t)?,
-            EntryKey::Target(target) => target,
+            EntryKey::Target(target) => target.get(),
         };
         let id = self.create_node(ty, owner.id, property, key_slot)?;
-        self.txn
-            .index_put(keys::entries_index(property), record::row_of(owner.id), &raw, record::row_of(id))
-            .map_err(storage)?;
-        let mut target_id = 0;
+        self.txn.index_put(keys::entries_index(property), owner.id.row(), &raw, id.row()).map_err(storage)?;
+        let mut target_id = NodeId::NONE;
         if let EntryKey::Target(target) = key {
             self.put_link(target, id, property, owner.id)?;
             self.touch_link(target, property);
@@ -529,7 +527,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let rec = if aggregated { Some(self.load(entry.id)?) } else { None };
         self.delete_subtree(entry, entry.id)?;
         self.bump_count(owner, property, -1)?;
-        self.touch_entry(owner.id, property, if let EntryKey::Target(t) = key { t } else { 0 });
+        self.touch_entry(owner.id, property, if let EntryKey::Target(t) = key { t } else { NodeId::NONE });
         if let Some(rec) = rec {
             self.member(owner.id, Over::Collection(property), &rec, false)?;
         }
@@ -555,7 +553,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             });
         }
         let (old_name, new_name) = (name(current), name(state));
-        if current_node.id != 0 {
+        if current_node.id.is_some() {
             self.delete_subtree(current_node, current_node.id)?;
         }
         let PropertyKind::StateGroup { states } = &self.schema.property(property).kind else {
@@ -566,7 +564,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let mut rec = self.load(node.id)?;
         let at = record::slot(self.schema, property);
         record::write_u64(&mut rec, at, u64::from(state))?;
-        record::write_u64(&mut rec, at + 8, child)?;
+        record::write_id(&mut rec, at + 8, child)?;
         self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::State(current), IndexValue::State(state))?;
         let path = self.path(node)?;
@@ -587,7 +585,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             if at == boundary {
                 return Ok(true);
             }
-            if at == 0 || at == ROOT_ID {
+            if at.is_none() || at == ROOT_ID {
                 return Ok(false);
             }
             at = g.header(at)?.parent;
@@ -599,7 +597,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// partial deletion for the caller's savepoint to undo) if something outside `boundary`
     /// refers to any of it.
     fn delete_subtree(&mut self, node: NodeRef, boundary: NodeId) -> Result<()> {
-        assert_ne!(node.id, 0, "delete of a node without record");
+        assert!(node.id.is_some(), "delete of a node without record");
         let incoming: Vec<(NodeId, PropertyId)> = self.graph().links_to(node.id)?.collect::<Result<_>>()?;
         for (source, property) in incoming {
             if !self.is_within(source, boundary)? {
@@ -616,24 +614,24 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.release_slots(&rec, node.id, node.ty, boundary)?;
         match self.schema.node_type(node.ty).parent {
             ParentLink::MatrixEntry { property } => {
-                let target = record::key_slot(self.schema, &rec)?;
+                let target = NodeId::from_u64(record::key_slot(self.schema, &rec)?);
                 self.delete_link(target, node.id, property)?;
                 self.touch_link(target, property);
-                let owner = record::row_of(record::header(&rec)?.parent);
+                let owner = record::header(&rec)?.parent.row();
                 self.txn
                     .index_remove(keys::entries_index(property), owner, &keys::target_key(target))
                     .map_err(storage)?;
             }
             ParentLink::DictionaryEntry { property } => {
                 let key_id = record::key_slot(self.schema, &rec)?;
-                let owner = record::row_of(record::header(&rec)?.parent);
+                let owner = record::header(&rec)?.parent.row();
                 let key = self.graph().string_bytes(key_id)?.to_vec();
                 self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
                 self.release(key_id)?;
             }
             _ => {}
         }
-        self.txn.free(record::table_of(node.id), record::row_of(node.id)).map_err(storage)?;
+        self.txn.free(node.id.table(), node.id.row()).map_err(storage)?;
         self.touch(node.id);
         Ok(())
     }
@@ -697,7 +695,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// earlier in this request, its links left for `check_references` at the end. Without
     /// deferred links nothing was removed under a reference, so nothing is read.
     pub(crate) fn target_alive(&self, target: NodeId) -> Result<bool> {
-        Ok(target != 0 && (self.deferred.is_empty() || self.graph().exists(target)?))
+        Ok(target.is_some() && (self.deferred.is_empty() || self.graph().exists(target)?))
     }
 
     /// The key a deferred link of `source` to removed `target` recorded (see [`Deferred`]).
@@ -718,8 +716,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 PropertyKind::Number => {}
                 PropertyKind::Text => self.release(record::read_u64(rec, at)?)?,
                 PropertyKind::Reference { .. } => {
-                    let target = record::read_u64(rec, at)?;
-                    if target != 0 {
+                    let target = record::read_id(rec, at)?;
+                    if target.is_some() {
                         self.delete_link(target, id, p)?;
                         self.touch_link(target, p);
                         // A target inside the subtree being deleted may be gone already.
@@ -732,8 +730,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 PropertyKind::Group { node } => self.release_slots(rec, id, *node, boundary)?,
                 PropertyKind::StateGroup { states } => {
                     let index = record::read_u64(rec, at)? as usize;
-                    let child = record::read_u64(rec, at + 8)?;
-                    if child != 0 {
+                    let child = record::read_id(rec, at + 8)?;
+                    if child.is_some() {
                         let ty = states
                             .get(index)
                             .map(|s| s.node)
@@ -759,7 +757,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     fn index_put(&mut self, n: u32, unique: bool, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
         let key = index::row(value, entry);
         let ki = keys::schema_index(self.schema, n);
-        self.txn.index_put(ki, 0, &key, record::row_of(entry)).map_err(storage)?;
+        self.txn.index_put(ki, 0, &key, entry.row()).map_err(storage)?;
         if unique && !self.unique_overflow {
             if self.unique_pending.len() >= MAX_UNIQUE_PENDING {
                 self.unique_pending.clear();
@@ -893,7 +891,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     /// The first reference in `node` (through groups and states, not collections) that was
     /// never set — a new node must have all of them set before its instruction ends.
     pub fn unset_reference(&self, node: NodeRef) -> Result<Option<(NodeRef, PropertyId)>> {
-        if node.id == 0 {
+        if node.id.is_none() {
             return Ok(None);
         }
         self.unset_reference_in(self.view(node)?)
@@ -903,7 +901,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     fn unset_reference_in(&self, view: NodeView<'_>) -> Result<Option<(NodeRef, PropertyId)>> {
         for &p in &self.schema.node_type(view.node.ty).properties {
             match &self.schema.property(p).kind {
-                PropertyKind::Reference { .. } if view.reference(p)? == 0 => return Ok(Some((view.node, p))),
+                PropertyKind::Reference { .. } if view.reference(p)?.is_none() => return Ok(Some((view.node, p))),
                 PropertyKind::Group { .. } => {
                     if let Some(found) = self.unset_reference_in(view.group(p))? {
                         return Ok(Some(found));

@@ -4,8 +4,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use espalier_data::keys::{entries_index, link_key, links_index, source_type};
-use espalier_data::record::{id_of, row_of, table_of};
-use espalier_data::{check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeRef, WriteGraph};
+use espalier_data::{
+    check, export, import, DataError, DumpError, EntryKey, Graph, ImportStats, NodeId, NodeRef, WriteGraph, ROOT_ID,
+};
 use espalier_schema::{compile, NodeTypeId, PropertyId, PropertyKind, ReferenceTarget, Schema};
 use espalier_storage::tables::Read;
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
@@ -131,20 +132,20 @@ struct P {
 }
 
 fn props(s: &Schema) -> P {
-    let shipments = prop(s, 0, "Shipments");
+    let shipments = prop(s, espalier_schema::ROOT, "Shipments");
     let shipment = ty(s, shipments, 0);
     let route = prop(s, shipment, "Route");
     let status = prop(s, shipment, "Status");
     let sent = ty(s, status, 1);
     let carrier = prop(s, sent, "Carrier");
     let carrier_ty = ty(s, carrier, 0);
-    let regions = prop(s, 0, "Regions");
+    let regions = prop(s, espalier_schema::ROOT, "Regions");
     let region = ty(s, regions, 0);
     let cities = prop(s, region, "Cities");
     let city = ty(s, cities, 0);
     let neighbours = prop(s, region, "Neighbours");
     let mode = prop(s, region, "Mode");
-    let info = prop(s, 0, "Info");
+    let info = prop(s, espalier_schema::ROOT, "Info");
     let info_ty = ty(s, info, 0);
     P {
         shipments,
@@ -337,7 +338,7 @@ fn check_finds_a_missing_links_row() {
         let carrier = gr.group(sent, p.carrier);
         let target = gr.reference(carrier, p.depot)?;
         let links = links_index(g.schema, p.depot);
-        assert!(g.txn().index_remove(links, row_of(target), &link_key(carrier.id)).unwrap().is_some());
+        assert!(g.txn().index_remove(links, target.row(), &link_key(carrier.id)).unwrap().is_some());
         Ok(())
     });
     let r = check_db(&db);
@@ -373,7 +374,7 @@ fn check_finds_a_missing_entries_row() {
     let p = props(db.schema());
     corrupt(&db, |g| {
         let north = entry(&g.graph(), NodeRef::ROOT, p.regions, "north");
-        assert!(g.txn().index_remove(entries_index(p.cities), row_of(north.id), b"b").unwrap().is_some());
+        assert!(g.txn().index_remove(entries_index(p.cities), north.id.row(), b"b").unwrap().is_some());
         Ok(())
     });
     let r = check_db(&db);
@@ -393,10 +394,10 @@ fn check_finds_a_wrong_entry_count() {
     let db = build(dir.path());
     let p = props(db.schema());
     corrupt(&db, |g| {
-        let mut rec = g.graph().record(1)?.to_vec();
+        let mut rec = g.graph().record(ROOT_ID)?.to_vec();
         let at = 16 + g.schema.property(p.shipments).offset as usize;
         rec[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
-        g.txn().put(table_of(1), row_of(1), &rec).unwrap();
+        g.txn().put(ROOT_ID.table(), ROOT_ID.row(), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);
@@ -409,24 +410,24 @@ fn check_finds_an_orphan_record_and_a_dangling_links_row() {
     let db = build(dir.path());
     let p = props(db.schema());
     let (orphan, target) = db
-        .write(|g| -> Result<(u64, u64), E> {
+        .write(|g| -> Result<(NodeId, NodeId), E> {
             // A link no slot backs, and a record nothing points at.
             let south = entry(&g.graph(), NodeRef::ROOT, p.regions, "south");
-            let source = id_of(table_of(south.id), 999);
+            let source = NodeId::new(south.id.node_type(), 999);
             let links = links_index(g.schema, p.depot);
-            g.txn().index_put(links, row_of(south.id), &link_key(source), 999).unwrap();
+            g.txn().index_put(links, south.id.row(), &link_key(source), 999).unwrap();
             let mut rec = g.graph().record(south.id)?.to_vec();
             let ghost = g.txn().acquire(b"ghost").unwrap();
             let len = rec.len();
             rec[len - 8..].copy_from_slice(&ghost.to_le_bytes());
-            let row = g.txn().insert(table_of(south.id), &rec).unwrap();
-            Ok((id_of(table_of(south.id), row), south.id))
+            let row = g.txn().insert(south.id.table(), &rec).unwrap();
+            Ok((NodeId::new(south.id.node_type(), row), south.id))
         })
         .unwrap()
         .value;
     let r = check_db(&db);
     // A link's key is the source's row; its table is the one holding 'Depot'.
-    let source = id_of(source_type(db.schema(), p.depot), 999);
+    let source = NodeId::new(source_type(db.schema(), p.depot), 999);
     assert_problem(
         &r.problems,
         &[&format!("record {source} refers to record {target} through 'Depot', but it does not")],
@@ -724,7 +725,7 @@ fn check_survives_a_record_of_unknown_type() {
         let c = entry(&g.graph(), south, p.cities, "c");
         let mut rec = g.graph().record(c.id)?.to_vec();
         rec[0..4].copy_from_slice(&9999u32.to_le_bytes());
-        g.txn().put(table_of(c.id), row_of(c.id), &rec).unwrap();
+        g.txn().put(c.id.table(), c.id.row(), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);

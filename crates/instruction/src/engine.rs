@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::ast::{Instruction, Value};
 use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, ParseOptions};
-use crate::plan::{CheckError, Checker, Plan};
+use crate::plan::{CheckError, Checker, Plan, PlanKind};
 use crate::run::{apply, run_match, run_query, Bindings, Nav, ParamValue, QueryResult};
 use crate::InstructionError;
 
@@ -124,7 +124,7 @@ pub fn compile_commands(schema: &Schema) -> Result<HashMap<String, Vec<Plan>>, e
         let mut plans = Vec::new();
         for instr in &list {
             match checker.check(&instr.item, instr.span) {
-                Ok(Plan::Command { .. }) => errors.push(espalier_schema::Diagnostic::new(
+                Ok(Plan { kind: PlanKind::Command { .. } }) => errors.push(espalier_schema::Diagnostic::new(
                     &schema.source,
                     shift(instr.span),
                     format!("command '{}' calls a command; commands do not nest", cmd.name),
@@ -327,20 +327,20 @@ impl Engine {
     }
 
     fn read(&self, nav: &Nav<'_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
-        match plan {
-            Plan::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),
-            Plan::Match(m) => Ok(Reply::Query(run_match(nav.graph, m, b)?)),
-            Plan::Get { path, .. } => {
+        match &plan.kind {
+            PlanKind::Query(q) => Ok(Reply::Query(run_query(nav, q, b)?)),
+            PlanKind::Match(m) => Ok(Reply::Query(run_match(nav.graph, m, b)?)),
+            PlanKind::Get { path, .. } => {
                 let node = nav.walk(path, b)?;
                 Ok(Reply::Node(crate::run::node_json(&nav.graph, node)?))
             }
-            Plan::Transaction(list) => Ok(Reply::Transaction(
+            PlanKind::Transaction(list) => Ok(Reply::Transaction(
                 list.iter()
                     .enumerate()
                     .map(|(i, m)| self.read(nav, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))
                     .collect::<Result<_, _>>()?,
             )),
-            Plan::Update { .. } | Plan::Command { .. } => unreachable!("read-only plans only"),
+            PlanKind::Update { .. } | PlanKind::Command { .. } => unreachable!("read-only plans only"),
         }
     }
 
@@ -354,8 +354,8 @@ impl Engine {
         plan: &Plan,
         b: &mut Bindings<'_>,
     ) -> Result<Reply, InstructionError> {
-        let reply = match plan {
-            Plan::Transaction(list) => {
+        let reply = match &plan.kind {
+            PlanKind::Transaction(list) => {
                 let mut replies = Vec::with_capacity(list.len());
                 for (i, m) in list.iter().enumerate() {
                     g.begin_member(i);
@@ -365,8 +365,8 @@ impl Engine {
             }
             _ => self.write(g, plan, b)?,
         };
-        g.check_references().map_err(|e| match plan {
-            Plan::Transaction(list) => {
+        g.check_references().map_err(|e| match &plan.kind {
+            PlanKind::Transaction(list) => {
                 let text = list.get(e.member).map_or("", |m| m.text.as_str());
                 InstructionError::from(e.error).in_member(e.member, text)
             }
@@ -379,14 +379,16 @@ impl Engine {
     /// Runs `plan` inside the write transaction; mutations reply `Done` with version 0, which
     /// [`stamp`] fills in after commit.
     fn write(&self, g: &mut WriteGraph<'_, '_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
-        match plan {
-            Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => self.read(&Nav { graph: g.graph() }, plan, b),
-            Plan::Update { path, items, .. } => {
+        match &plan.kind {
+            PlanKind::Query(_) | PlanKind::Match(_) | PlanKind::Get { .. } => {
+                self.read(&Nav { graph: g.graph() }, plan, b)
+            }
+            PlanKind::Update { path, items, .. } => {
                 let (node, _) = Nav { graph: g.graph() }.walk_view(path, b)?;
                 apply(g, node, items, false, b)?;
                 Ok(Reply::Done { version: 0, changes: 0 })
             }
-            Plan::Command { name, args } => {
+            PlanKind::Command { name, args } => {
                 let cmd = self
                     .commands
                     .get(name)
@@ -406,7 +408,7 @@ impl Engine {
                 }
                 Ok(Reply::Done { version: 0, changes: 0 })
             }
-            Plan::Transaction(list) => Ok(Reply::Transaction(
+            PlanKind::Transaction(list) => Ok(Reply::Transaction(
                 list.iter()
                     .enumerate()
                     .map(|(i, m)| self.write(g, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))

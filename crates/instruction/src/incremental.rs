@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use espalier_data::{Graph, NodeRef, QueryDiff, Touched};
+use espalier_data::{Graph, NodeId, NodeRef, QueryDiff, Touched};
 use espalier_schema::{NodeTypeId, PropertyId, Schema};
 use espalier_transaction::Database;
 
@@ -98,9 +98,9 @@ struct ReadMap {
 /// position in `MatchPlan::top`) to a node, or two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Seed {
-    One(usize, u64),
+    One(usize, NodeId),
     /// (top, node), (top, node), and the pair's block.
-    Two((usize, u64), (usize, u64), usize),
+    Two((usize, NodeId), (usize, NodeId), usize),
 }
 
 /// A registered query with its current matches.
@@ -115,7 +115,7 @@ pub struct Registered {
     opaque: HashSet<NodeTypeId>,
     matches: HashMap<MatchKey, Vec<serde_json::Value>>,
     /// Per top variable: node record id → the matches binding it there.
-    by_var: Vec<HashMap<u64, HashSet<MatchKey>>>,
+    by_var: Vec<HashMap<NodeId, HashSet<MatchKey>>>,
     /// With `distinct`: each row (keyed by its JSON text) and how many matches give it.
     distinct: Option<HashMap<String, (Vec<serde_json::Value>, usize)>>,
     /// The commit the matches are those of.
@@ -158,7 +158,7 @@ pub struct RefreshStats {
 impl Registered {
     /// A checked pattern plan (from [`crate::plan::Checker::check_registered`]) that keeps a
     /// set of matches: no grouping, order, paging or explain.
-    pub fn new(plan: MatchPlan, params: HashMap<String, ParamValue>, schema: &Schema) -> Result<Registered> {
+    pub(crate) fn new(plan: MatchPlan, params: HashMap<String, ParamValue>, schema: &Schema) -> Result<Registered> {
         let refuse = |what: &str| {
             Err(InstructionError::value(format!(
                 "a registered query keeps a set of matches and sends their changes, so it cannot {what}; \
@@ -338,7 +338,7 @@ impl Registered {
 
     /// The matches a seed binds now.
     fn bound_by(&self, seed: Seed) -> Vec<MatchKey> {
-        let bound = |top: usize, id: u64| self.by_var[top].get(&id);
+        let bound = |top: usize, id: NodeId| self.by_var[top].get(&id);
         match seed {
             Seed::One(top, id) => bound(top, id).map(|ks| ks.iter().cloned().collect()).unwrap_or_default(),
             Seed::Two((a, x), (b, y), _) => match bound(a, x) {
@@ -359,10 +359,10 @@ impl Registered {
     ) -> Result<Option<BTreeSet<Seed>>> {
         let mut seeds = BTreeSet::new();
         // `None`: created or deleted. The last: a matrix entry's target.
-        let records = touched.records.iter().map(|&id| (id, None, 0));
-        let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p)), 0));
+        let records = touched.records.iter().map(|&id| (id, None, NodeId::NONE));
+        let slots = touched.slots.iter().map(|&(id, p)| (id, Some(Read::Slot(p)), NodeId::NONE));
         // Links into a record changed: only paths that go on backwards along them read that.
-        let links = touched.links.iter().map(|&(id, p)| (id, Some(Read::Links(p)), 0));
+        let links = touched.links.iter().map(|&(id, p)| (id, Some(Read::Links(p)), NodeId::NONE));
         let entries = touched.entries.iter().map(|&(id, p, target)| (id, Some(Read::Entries(p)), target));
         for (id, read, target) in records.chain(slots).chain(links).chain(entries) {
             let Some(record) = types.of(graph, id)? else {
@@ -388,7 +388,7 @@ impl Registered {
             if let Some(Read::Entries(p)) = read {
                 let pairs = self.reads.pairs.iter().filter(|pair| pair.property == p);
                 for pair in pairs.filter(|pair| self.var_records[pair.owner] == record) {
-                    assert_ne!(target, 0, "a matrix entry has a target");
+                    assert!(target.is_some(), "a matrix entry has a target");
                     seeds.insert(Seed::Two((pair.owner, id), (pair.target, target), pair.block));
                 }
             }
@@ -467,11 +467,11 @@ impl Registered {
 /// The record types of the records one refresh looks at, each read once (the same route or
 /// sensor turns up as a touched record, a link target, a collection's owner and a seed).
 #[derive(Default)]
-struct RecordTypes(HashMap<u64, Option<NodeTypeId>>);
+struct RecordTypes(HashMap<NodeId, Option<NodeTypeId>>);
 
 impl RecordTypes {
     /// The type of record `id`, `None` if it does not exist (deleted).
-    fn of(&mut self, graph: Graph<'_>, id: u64) -> Result<Option<NodeTypeId>> {
+    fn of(&mut self, graph: Graph<'_>, id: NodeId) -> Result<Option<NodeTypeId>> {
         if let Some(&t) = self.0.get(&id) {
             return Ok(t);
         }
@@ -916,7 +916,12 @@ mod tests {
     use super::*;
 
     fn touched(id: u64) -> Touched {
-        Touched { records: vec![id], ..Touched::default() }
+        Touched { records: vec![NodeId::from_u64(id)], ..Touched::default() }
+    }
+
+    /// The records a `Touched` lists, as numbers.
+    fn records(t: Touched) -> Vec<u64> {
+        t.records.iter().map(|r| r.get()).collect()
     }
 
     #[test]
@@ -924,9 +929,9 @@ mod tests {
         let recent: VecDeque<(u64, u64, Touched)> =
             [(3, 5, touched(1)), (5, 6, touched(2)), (6, 9, touched(3))].into_iter().collect();
         // From 5: commits 6 and 9; from 3: all three; from 9: none.
-        assert_eq!(caught_up(&recent, 5, 9).map(|t| t.records), Some(vec![2, 3]));
-        assert_eq!(caught_up(&recent, 3, 9).map(|t| t.records), Some(vec![1, 2, 3]));
-        assert_eq!(caught_up(&recent, 9, 9).map(|t| t.records), Some(vec![]));
+        assert_eq!(caught_up(&recent, 5, 9).map(records), Some(vec![2, 3]));
+        assert_eq!(caught_up(&recent, 3, 9).map(records), Some(vec![1, 2, 3]));
+        assert_eq!(caught_up(&recent, 9, 9).map(records), Some(vec![]));
         // The registry saw a commit after 9 that was not kept, or one before 3 is missing.
         assert_eq!(caught_up(&recent, 5, 10), None);
         assert_eq!(caught_up(&recent, 2, 9), None);

@@ -12,12 +12,14 @@ pub mod incremental;
 pub mod parse;
 pub mod plan;
 mod print;
+mod reads;
 mod run;
 mod validate;
 
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
-pub use run::{walk_path, ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
+pub use reads::QueryScope;
+pub use run::{ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
 pub use validate::{benchmark_word, validate, Invalid};
 
 use espalier_data::DataError;

@@ -10,9 +10,9 @@ use crate::ast::{self, Comparison, Filter, Instruction, Item, LeafKind, Located,
 
 mod pattern;
 mod uses;
-pub use pattern::{
+pub(crate) use pattern::{
     reads_table, reverse, Anchor, Block, Compared, IndexProbe, LitKind, MatchColumn, MatchCondition, MatchOp,
-    MatchPlan, MatchStep, MatchStepKind, MatchTerm, MatchVar, PlanLine, PlanOp, UpFrom,
+    MatchPlan, MatchStep, MatchStepKind, MatchTerm, MatchVar, PlanOp, UpFrom,
 };
 pub use uses::{ValueRole, ValueUse};
 
@@ -34,9 +34,18 @@ fn err<T>(span: Span, message: impl Into<String>) -> Result<T, CheckError> {
 /// `$params` are typed by the values supplied at run time.
 pub type ParamTypes = Option<HashMap<String, ParamKind>>;
 
-/// A checked instruction: names resolved to property ids, values known to fit.
+/// A checked instruction: names resolved to property ids, values known to fit. Only
+/// [`Checker`] builds one, and only this crate looks inside it: other crates run it
+/// ([`crate::Engine::run`]) and ask it what they need by its methods ([`Plan::is_read_only`],
+/// [`Plan::value_uses`], [`Plan::explain`], [`Plan::get_node`], [`Plan::query_scope`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Plan {
+pub struct Plan {
+    pub(crate) kind: PlanKind,
+}
+
+/// What a [`Plan`] does, by the kind of instruction checked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PlanKind {
     /// An update.
     Update {
         /// The node path to the node to change.
@@ -72,7 +81,7 @@ pub enum Plan {
 /// One member of a checked transaction: its plan, and its canonical text, with which an error
 /// names the member that caused it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Member {
+pub(crate) struct Member {
     /// The member's plan.
     pub plan: Plan,
     /// The member's canonical text.
@@ -82,17 +91,32 @@ pub struct Member {
 impl Plan {
     /// Whether the plan only reads (queries and `get`, or a transaction of nothing else).
     pub fn is_read_only(&self) -> bool {
-        match self {
-            Plan::Query(_) | Plan::Match(_) | Plan::Get { .. } => true,
-            Plan::Transaction(list) => list.iter().all(|m| m.plan.is_read_only()),
-            Plan::Update { .. } | Plan::Command { .. } => false,
+        match &self.kind {
+            PlanKind::Query(_) | PlanKind::Match(_) | PlanKind::Get { .. } => true,
+            PlanKind::Transaction(list) => list.iter().all(|m| m.plan.is_read_only()),
+            PlanKind::Update { .. } | PlanKind::Command { .. } => false,
+        }
+    }
+
+    /// Whether the plan is a `get` (one node read by its path; see [`Plan::get_node`]).
+    pub fn is_get(&self) -> bool {
+        matches!(self.kind, PlanKind::Get { .. })
+    }
+
+    /// For a pattern query, its plan in words, one line per operation and a last line for the
+    /// output stage (what `explain` answers with, without the rows counted); `None` for every
+    /// other plan.
+    pub fn explain(&self, schema: &Schema) -> Option<Vec<String>> {
+        match &self.kind {
+            PlanKind::Match(m) => Some(m.describe(schema)),
+            _ => None,
         }
     }
 }
 
 /// A resolved step of a node path or collection path.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StepPlan {
+pub(crate) enum StepPlan {
     /// A group.
     Group(PropertyId),
     /// A dictionary or matrix entry; `key` is `None` in a collection path (every entry).
@@ -122,7 +146,7 @@ pub enum StepPlan {
 
 /// A checked update item: the property it changes and how.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ItemPlan {
+pub(crate) struct ItemPlan {
     /// The property to set or change.
     pub property: PropertyId,
     /// What to do to it.
@@ -133,7 +157,7 @@ pub struct ItemPlan {
 
 /// A checked change to one property (see [`ast::Op`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum OpPlan {
+pub(crate) enum OpPlan {
     /// Set a number.
     SetNumber(Value),
     /// Add a value to a number.
@@ -182,7 +206,7 @@ pub enum OpPlan {
 
 /// The state a switch goes to: known when checked, or named by a parameter.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StateChoice {
+pub(crate) enum StateChoice {
     /// A state named in the instruction.
     Fixed(StateIndex),
     /// `$p` naming the state at run time (always a [`Value::Param`]).
@@ -191,7 +215,7 @@ pub enum StateChoice {
 
 /// A checked collection query.
 #[derive(Debug, Clone, PartialEq)]
-pub struct QueryPlan {
+pub(crate) struct QueryPlan {
     /// The node path to the context node.
     pub path: Vec<StepPlan>,
     /// The collection path from the context node to the rows.
@@ -208,7 +232,7 @@ pub struct QueryPlan {
 
 /// A checked projection: the leaf it reads and the filter on it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProjectionPlan {
+pub(crate) struct ProjectionPlan {
     /// The column's name in the result.
     pub alias: String,
     /// The group, state and reference steps from the row's node to the leaf's node.
@@ -223,7 +247,7 @@ pub struct ProjectionPlan {
 
 /// A checked filter, by the kind of leaf it tests.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FilterPlan {
+pub(crate) enum FilterPlan {
     /// A number compared with a value.
     Number(Comparison, Value),
     /// A text compared with a value.
@@ -263,7 +287,11 @@ pub(crate) fn check_leaf_kind(prop: &espalier_schema::Property, kind: LeafKind, 
 impl<'s> Checker<'s> {
     /// Checks a pattern query to be registered: planned also once per top variable bound
     /// first, for the incremental updates (see `crate::incremental`).
-    pub fn check_registered(&self, p: &crate::ast::Pattern, span: Span) -> Result<pattern::MatchPlan, CheckError> {
+    pub(crate) fn check_registered(
+        &self,
+        p: &crate::ast::Pattern,
+        span: Span,
+    ) -> Result<pattern::MatchPlan, CheckError> {
         pattern::PatternChecker::new(self).seeded().check(p, span)
     }
 
@@ -273,15 +301,15 @@ impl<'s> Checker<'s> {
             Instruction::Update { path, items } => {
                 let (path, node) = self.node_path(path, span)?;
                 let items = self.items(node, items, false)?;
-                Ok(Plan::Update { path, node, items })
+                Ok(Plan { kind: PlanKind::Update { path, node, items } })
             }
-            Instruction::Query(q) => self.query(q, span).map(Plan::Query),
+            Instruction::Query(q) => self.query(q, span).map(|q| Plan { kind: PlanKind::Query(q) }),
             Instruction::Match(p) => {
-                pattern::PatternChecker::new(self).check(p, span).map(|m| Plan::Match(Box::new(m)))
+                pattern::PatternChecker::new(self).check(p, span).map(|m| Plan { kind: PlanKind::Match(Box::new(m)) })
             }
             Instruction::Get { path } => {
                 let (path, node) = self.node_path(path, span)?;
-                Ok(Plan::Get { path, node })
+                Ok(Plan { kind: PlanKind::Get { path, node } })
             }
             Instruction::Command { name, args } => {
                 let Some(cmd) = self.schema.command(name) else {
@@ -304,14 +332,14 @@ impl<'s> Checker<'s> {
                         return err(span, format!("command '{name}' needs parameter '{p}'"));
                     }
                 }
-                Ok(Plan::Command { name: name.clone(), args: args.clone() })
+                Ok(Plan { kind: PlanKind::Command { name: name.clone(), args: args.clone() } })
             }
             Instruction::Transaction(list) => {
                 let members = list
                     .iter()
                     .map(|i| Ok(Member { plan: self.check(&i.item, i.span)?, text: crate::parse::to_text(&i.item) }))
                     .collect::<Result<_, _>>()?;
-                Ok(Plan::Transaction(members))
+                Ok(Plan { kind: PlanKind::Transaction(members) })
             }
         }
     }

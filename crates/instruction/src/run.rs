@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView, WriteGraph};
+use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView, WriteGraph};
 use espalier_schema::{PropertyId, PropertyKind, Schema, StateIndex};
 use serde::Serialize;
 
@@ -132,7 +132,7 @@ impl<'g> Nav<'g> {
         owner: NodeRef,
         property: PropertyId,
         key: &[String],
-    ) -> Result<Option<u64>, InstructionError> {
+    ) -> Result<Option<NodeId>, InstructionError> {
         match &self.schema().property(property).kind {
             PropertyKind::Matrix { target, .. } => {
                 // The matrix key is a reference declared in the matrix's owner node.
@@ -224,7 +224,7 @@ impl<'g> Nav<'g> {
             Some(v) => v.reference(property)?,
             None => self.graph.reference(node, property)?,
         };
-        if id == 0 {
+        if id.is_none() {
             return Err(
                 DataError::Corrupt(format!("reference '{}' is unset", self.schema().property(property).name)).into()
             );
@@ -232,7 +232,7 @@ impl<'g> Nav<'g> {
         Ok(NodeRef { id, ty: target.entry_type })
     }
 
-    /// Follows a node path from the root (see [`walk_path`]).
+    /// Follows a node path from the root (a `get` asks it through [`crate::plan::Plan::get_node`]).
     pub fn walk(&self, path: &[StepPlan], b: &mut Bindings<'_>) -> Result<NodeRef, InstructionError> {
         Ok(self.walk_view(path, b)?.0)
     }
@@ -630,15 +630,4 @@ pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::
         other => InstructionError::Data(DataError::Corrupt(other.to_string())),
     })?;
     serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
-}
-
-/// Follows a checked node path (a `get`'s, see [`crate::plan::Plan`]) from the root of `graph`,
-/// with `params` for its `$name` keys. The one walk of node paths: the engine's reads and
-/// writes use it, and so does the server for `get`, node subscriptions and the console.
-pub fn walk_path(
-    graph: Graph<'_>,
-    path: &[crate::plan::StepPlan],
-    params: &HashMap<String, ParamValue>,
-) -> Result<NodeRef, InstructionError> {
-    Nav { graph }.walk(path, &mut Bindings { params, cancel: None })
 }

@@ -61,7 +61,14 @@ fn id32(n: usize) -> u32 {
 }
 
 fn placeholder(span: Span) -> ReferenceTarget {
-    ReferenceTarget { up: Vec::new(), down: Vec::new(), dictionary: 0, entry_type: 0, key_arity: 0, span }
+    ReferenceTarget {
+        up: Vec::new(),
+        down: Vec::new(),
+        dictionary: PropertyId::new(0),
+        entry_type: ROOT,
+        key_arity: 0,
+        span,
+    }
 }
 
 /// `'A', 'B', 'C'`, shortened after a few names so messages stay readable.
@@ -95,7 +102,7 @@ impl Builder {
         let pending = std::mem::take(&mut self.pending);
         for (pid, path) in pending {
             if let Some(target) = self.resolve_target(pid, &path) {
-                match &mut self.schema.properties[pid as usize].kind {
+                match &mut self.schema.properties[pid.index()].kind {
                     PropertyKind::Reference { target: t } | PropertyKind::Matrix { target: t, .. } => *t = target,
                     other => unreachable!("pending path on a {}", other.keyword()),
                 }
@@ -105,7 +112,7 @@ impl Builder {
         let ids: Vec<PropertyId> = derived.iter().map(|(p, _)| *p).collect();
         for (pid, syn) in derived {
             if let Some(d) = self.derivation(pid, syn, &ids) {
-                self.schema.properties[pid as usize].derived = Some(d);
+                self.schema.properties[pid.index()].derived = Some(d);
             }
         }
         self.schema.derived_ids = ids;
@@ -117,7 +124,7 @@ impl Builder {
     }
 
     fn add_node(&mut self, parent: ParentLink, syn: SynNode) -> NodeTypeId {
-        let id = id32(self.schema.types.len());
+        let id = NodeTypeId::new(id32(self.schema.types.len()));
         self.schema.types.push(NodeType {
             id,
             parent,
@@ -133,7 +140,7 @@ impl Builder {
     }
 
     fn add_property(&mut self, owner: NodeTypeId, syn: SynProperty) {
-        let pid = id32(self.schema.properties.len());
+        let pid = PropertyId::new(id32(self.schema.properties.len()));
         if let Some(&first) = self.schema.node_type(owner).by_name.get(&syn.name) {
             let first = self.schema.property(first).span;
             let msg = format!(
@@ -144,9 +151,9 @@ impl Builder {
             );
             self.error(syn.name_span, msg);
         } else {
-            self.schema.types[owner as usize].by_name.insert(syn.name.clone(), pid);
+            self.schema.types[owner.index()].by_name.insert(syn.name.clone(), pid);
         }
-        self.schema.types[owner as usize].properties.push(pid);
+        self.schema.types[owner.index()].properties.push(pid);
         self.schema.properties.push(Property {
             id: pid,
             name: syn.name.clone(),
@@ -220,7 +227,7 @@ impl Builder {
                 PropertyKind::StateGroup { states }
             }
         };
-        self.schema.properties[pid as usize].kind = kind;
+        self.schema.properties[pid.index()].kind = kind;
     }
 
     /// A number property called `name` in `node` or its groups (the record `node`'s data
@@ -653,18 +660,18 @@ impl Builder {
                 ParentLink::State { .. } => !self.schema.types[t].properties.is_empty(),
                 ParentLink::Group { .. } => false,
             };
-            let t = id32(t);
+            let t = NodeTypeId::new(id32(t));
             if own_record {
                 let mut size = 0u32;
                 if self.lay_out(t, t, &mut size) {
-                    self.schema.types[t as usize].storage = Storage::Record { size };
+                    self.schema.types[t.index()].storage = Storage::Record { size };
                 } else {
                     let span = self.schema.node_type(t).span;
                     self.error(span, "this node's record would be larger than 4 GiB");
                     return;
                 }
-            } else if matches!(self.schema.types[t as usize].parent, ParentLink::State { .. }) {
-                self.schema.types[t as usize].storage = Storage::Empty;
+            } else if matches!(self.schema.types[t.index()].parent, ParentLink::State { .. }) {
+                self.schema.types[t.index()].storage = Storage::Empty;
             }
         }
     }
@@ -673,11 +680,11 @@ impl Builder {
     fn lay_out(&mut self, node: NodeTypeId, host: NodeTypeId, size: &mut u32) -> bool {
         let props = self.schema.node_type(node).properties.clone();
         for p in props {
-            let prop = &mut self.schema.properties[p as usize];
+            let prop = &mut self.schema.properties[p.index()];
             prop.host = host;
             prop.offset = *size;
             if let PropertyKind::Group { node: g } = prop.kind {
-                self.schema.types[g as usize].storage = Storage::Inline { host };
+                self.schema.types[g.index()].storage = Storage::Inline { host };
                 if !self.lay_out(g, host, size) {
                     return false;
                 }
@@ -724,7 +731,7 @@ mod tests {
             "root ( 'sg' -> stategroup ( 'a' -> ( 'g' -> group ( ) ) 'b' -> ( 'g' -> group ( 'x' -> number ) 'y' -> text ) ) )",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let PropertyKind::StateGroup { states } = &s.property(0).kind else { panic!("stategroup") };
+        let PropertyKind::StateGroup { states } = &s.property(PropertyId::new(0)).kind else { panic!("stategroup") };
         // A state whose only property is an empty group still has a property, so a record.
         assert_eq!(s.node_type(states[0].node).storage, Storage::Record { size: 0 });
         let b = states[1].node;
@@ -743,7 +750,7 @@ mod tests {
             "root ( 'd' -> dictionary ( 'a' -> number 'g' -> group ( 'h' -> group ( 'n' -> number ) 't' -> text ) ) )",
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        let entry = s.child_node(0).expect("entry");
+        let entry = s.child_node(PropertyId::new(0)).expect("entry");
         assert_eq!(s.record_size(entry), 24);
         let n = s.properties.iter().find(|p| p.name == "n").expect("n");
         assert_eq!((n.host, n.offset), (entry, 8));

@@ -10,15 +10,68 @@ use std::collections::HashMap;
 
 use crate::diagnostic::Span;
 
-/// Index of a node type in [`Schema::types`].
-pub type NodeTypeId = u32;
-/// Index of a property in [`Schema::properties`].
-pub type PropertyId = u32;
+/// A schema id: a `u32` newtype, stored and serialized as its number. Debug and Display show
+/// the bare number, as the ids printed before they were types (in `espalier check`'s reports
+/// and errors).
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident, $vec:literal, $held:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(u32);
+
+        impl $name {
+            #[doc = concat!("The id with number `n` (as ", $held, " hold it).")]
+            pub const fn new(n: u32) -> $name {
+                $name(n)
+            }
+
+            #[doc = concat!("The number, as ", $held, " hold it.")]
+            pub const fn get(self) -> u32 {
+                self.0
+            }
+
+            #[doc = concat!("The position in [`Schema::", $vec, "`].")]
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+id!(
+    /// Index of a node type in [`Schema::types`]; also the number of its table and what a
+    /// record header holds (as [`NodeTypeId::get`]).
+    NodeTypeId,
+    "types",
+    "tables and record headers"
+);
+
+id!(
+    /// Index of a property in [`Schema::properties`]; also the number of its key indexes and
+    /// what a record header holds as the parent property (as [`PropertyId::get`]).
+    PropertyId,
+    "properties",
+    "key indexes and record headers"
+);
+
 /// Position of a state in its stategroup's `states`, in declaration order.
 pub type StateIndex = u32;
 
 /// The root node type always has this id.
-pub const ROOT: NodeTypeId = 0;
+pub const ROOT: NodeTypeId = NodeTypeId(0);
 
 /// Byte sizes of the fixed slots in a record.
 pub mod slot {
@@ -386,17 +439,17 @@ pub struct IndexDecl {
 impl Schema {
     /// The root node type.
     pub fn root(&self) -> &NodeType {
-        &self.types[ROOT as usize]
+        &self.types[ROOT.index()]
     }
 
     /// The node type with id `id`.
     pub fn node_type(&self, id: NodeTypeId) -> &NodeType {
-        &self.types[id as usize]
+        &self.types[id.index()]
     }
 
     /// The property with id `id`.
     pub fn property(&self, id: PropertyId) -> &Property {
-        &self.properties[id as usize]
+        &self.properties[id.index()]
     }
 
     /// The property called `name` on node type `node`.

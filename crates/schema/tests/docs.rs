@@ -32,8 +32,10 @@ fn the_example_compiles() {
     let s = compile(&example).unwrap_or_else(|e| panic!("{}", e.render(&example, "doc")));
     assert_eq!(s.commands.len(), 1);
     assert_eq!(s.indexes.len(), 1);
-    let machines =
-        s.find(s.find(0, "Company Property").map(|p| p.id).and_then(|p| s.child_node(p)).expect("g"), "Machines");
+    let machines = s.find(
+        s.find(espalier_schema::ROOT, "Company Property").map(|p| p.id).and_then(|p| s.child_node(p)).expect("g"),
+        "Machines",
+    );
     assert!(machines.is_some());
 }
 

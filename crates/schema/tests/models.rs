@@ -174,7 +174,11 @@ fn small_benchmark_models() {
         let s = load(name);
         assert_eq!((s.types.len(), s.properties.len()), (2, 1), "{name}");
         assert_eq!(s.root().storage, Storage::Record { size: 8 });
-        assert_eq!(s.node_type(1).storage, Storage::Record { size: 0 }, "empty entries still get a record");
+        assert_eq!(
+            s.node_type(NodeTypeId::new(1)).storage,
+            Storage::Record { size: 0 },
+            "empty entries still get a record"
+        );
     }
 
     let s = load("add_big");
@@ -207,7 +211,7 @@ fn small_benchmark_models() {
 
     for name in ["set_in_x", "number_filter"] {
         let s = load(name);
-        assert_eq!(s.record_size(1), 8, "{name}");
+        assert_eq!(s.record_size(NodeTypeId::new(1)), 8, "{name}");
     }
     let s = load("text_filter");
     assert!(matches!(prop(&s, &["d1", "t"]).kind, PropertyKind::Text));

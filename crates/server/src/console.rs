@@ -25,7 +25,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use espalier_protocol::{Encoding, ErrorCode, RequestError};
-use espalier_schema::{Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamKind, PropertyKind, Schema};
+use espalier_schema::{
+    Aggregate, Derivation, IndexKind, NodeTypeId, Over, ParamKind, PropertyId, PropertyKind, Schema,
+};
 use serde_json::{json, Value};
 
 use crate::exec;
@@ -171,10 +173,10 @@ fn scalar(kind: &PropertyKind) -> bool {
 
 fn entries(engine: &espalier_instruction::Engine, page: &Page) -> Result<Value, RequestError> {
     let data = |e: espalier_transaction::DataError| RequestError::new(ErrorCode::Storage, e.to_string());
-    let steps = exec::get_plan(engine, &page.path)?;
+    let get = exec::get_plan(engine, &page.path)?;
     let snap = engine.database().snapshot().map_err(data)?;
     let graph = snap.graph();
-    let owner = exec::walk(&graph, &steps, &Default::default())?;
+    let owner = exec::walk(&graph, &get, &Default::default())?;
     let schema = graph.schema;
     let collection = schema
         .find(owner.ty, &page.collection)
@@ -338,7 +340,7 @@ fn describe_target(schema: &Schema, t: &espalier_schema::ReferenceTarget) -> Val
 }
 
 fn describe_derivation(schema: &Schema, d: &Derivation) -> String {
-    let name = |p: u32| format!("'{}'", schema.property(p).name);
+    let name = |p: PropertyId| format!("'{}'", schema.property(p).name);
     match d {
         Derivation::Aggregate { function, over, value } => {
             let f = match function {

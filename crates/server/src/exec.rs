@@ -7,10 +7,10 @@ use espalier_data::dump::{export_node, DumpError};
 use espalier_data::{DataError, EntryKey, Graph, NodePath, NodeRef, PathStep};
 use espalier_instruction::ast::Instruction;
 use espalier_instruction::parse::{parse_instruction, ParseOptions};
-use espalier_instruction::plan::{Plan, StepPlan};
+use espalier_instruction::plan::Plan;
 use espalier_instruction::{Engine, InstructionError, ParamValue, QueryResult, Reply};
 use espalier_protocol::{ErrorCode, RequestError, Source};
-use espalier_schema::PropertyKind;
+use espalier_schema::{PropertyId, PropertyKind};
 
 use crate::hub::Filter;
 
@@ -70,37 +70,41 @@ pub fn read(
     engine.read_cancellable(&checked.plan, params, cancel).map_err(|e| instruction_error(&e))
 }
 
-/// The checked plan of `get <path>`.
-pub(crate) fn get_plan(engine: &Engine, path: &str) -> Result<Vec<StepPlan>, RequestError> {
+/// The checked plan of `get <path>` (always a `get`).
+pub(crate) fn get_plan(engine: &Engine, path: &str) -> Result<Plan, RequestError> {
     let text = format!("get {path}");
     let instr = parse_instruction(&text, ParseOptions::CLIENT).map_err(|e| {
         RequestError::new(ErrorCode::Syntax, format!("the node path {path:?} does not parse: {}", e.0.message))
     })?;
-    match engine.check(&instr, Some(&text)).map_err(|e| instruction_error(&e))? {
-        Plan::Get { path, .. } => Ok(path),
-        _ => Err(RequestError::bad_request(format!("{path:?} is not a node path"))),
+    let plan = engine.check(&instr, Some(&text)).map_err(|e| instruction_error(&e))?;
+    if !plan.is_get() {
+        return Err(RequestError::bad_request(format!("{path:?} is not a node path")));
     }
+    Ok(plan)
 }
 
 fn data_error(e: DataError) -> RequestError {
     instruction_error(&InstructionError::Data(e))
 }
 
-/// Follows a checked node path from the root, with `params` for `$name` keys (the engine's
-/// walk, [`espalier_instruction::walk_path`]).
+/// The node a checked `get` reaches from the root, with `params` for `$name` keys (the
+/// engine's walk, [`Plan::get_node`]).
 pub(crate) fn walk(
     graph: &Graph<'_>,
-    path: &[StepPlan],
+    get: &Plan,
     params: &HashMap<String, ParamValue>,
 ) -> Result<NodeRef, RequestError> {
-    espalier_instruction::walk_path(*graph, path, params).map_err(|e| instruction_error(&e))
+    match get.get_node(*graph, params) {
+        Some(node) => node.map_err(|e| instruction_error(&e)),
+        None => Err(RequestError::new(ErrorCode::Internal, "a node read was given a plan that is not a `get`")),
+    }
 }
 
 /// The entry of a matrix whose key designates `key` (the target's key components).
 fn find_matrix_entry(
     graph: &Graph<'_>,
     owner: NodeRef,
-    property: u32,
+    property: PropertyId,
     target: &espalier_schema::ReferenceTarget,
     key: &[String],
 ) -> Result<Option<NodeRef>, DataError> {
@@ -226,10 +230,10 @@ pub fn get(
     limit: usize,
     over_limit_is_error: bool,
 ) -> Result<Option<(u64, serde_json::Value)>, RequestError> {
-    let steps = get_plan(engine, path)?;
+    let get = get_plan(engine, path)?;
     let snap = engine.database().snapshot().map_err(data_error)?;
     let graph = snap.graph();
-    let node = walk(&graph, &steps, params)?;
+    let node = walk(&graph, &get, params)?;
     let version = snap.version().map_err(data_error)?;
     match node_json(&graph, node, limit)? {
         Some(n) => Ok(Some((version, n))),
@@ -246,13 +250,13 @@ pub fn node_read(
     params: &HashMap<String, ParamValue>,
     limit: usize,
 ) -> Option<Result<Option<Reply>, RequestError>> {
-    let Plan::Get { path, .. } = &checked.plan else {
+    if !checked.plan.is_get() {
         return None;
-    };
+    }
     let read = || {
         let snap = engine.database().snapshot().map_err(data_error)?;
         let graph = snap.graph();
-        let node = walk(&graph, path, params)?;
+        let node = walk(&graph, &checked.plan, params)?;
         Ok(node_json(&graph, node, limit)?.map(Reply::Node))
     };
     Some(read())
@@ -274,19 +278,15 @@ pub fn resolve_node(
     path: &str,
     params: &HashMap<String, ParamValue>,
 ) -> Result<NodePath, RequestError> {
-    let steps = get_plan(engine, path)?;
+    let get = get_plan(engine, path)?;
     let snap = engine.database().snapshot().map_err(data_error)?;
     let graph = snap.graph();
-    let node = walk(&graph, &steps, params)?;
+    let node = walk(&graph, &get, params)?;
     graph.path(node).map_err(data_error)
 }
 
-fn has_reference(steps: &[StepPlan]) -> bool {
-    steps.iter().any(|s| matches!(s, StepPlan::Reference { .. }))
-}
-
-/// Checks a subscription's query and finds what part of the tree it depends on: the subtree
-/// of its start node, or everything if it follows references (their targets may be anywhere).
+/// Checks a subscription's query and finds what part of the tree it depends on
+/// ([`Plan::query_scope`]).
 pub fn resolve_query(
     engine: &Engine,
     source: &Source,
@@ -306,49 +306,15 @@ pub fn resolve_query(
             ))
         }
     }
-    let checked = Checked { plan: engine.check(&instr, text).map_err(|e| instruction_error(&e))? };
-    let Plan::Query(query) = &checked.plan else {
+    let plan = engine.check(&instr, text).map_err(|e| instruction_error(&e))?;
+    let snap = engine.database().snapshot().map_err(data_error)?;
+    let Some(scope) = plan.query_scope(snap.graph(), params) else {
         return Err(RequestError::bad_request(
             "only collection queries (`collection … select …`) can be subscribed to; subscribe to a node with `path`",
         ));
     };
-    let follows_references = has_reference(&query.path)
-        || has_reference(&query.select)
-        || query.projections.iter().any(|p| has_reference(&p.path));
-    let scope = if follows_references {
-        Filter::Everything
-    } else {
-        let snap = engine.database().snapshot().map_err(data_error)?;
-        let graph = snap.graph();
-        let node = walk(&graph, &query.path, params)?;
-        narrow(graph.schema, graph.path(node).map_err(data_error)?, &query.select)
-    };
-    Ok(Resolved::Query { plan: Box::new(checked.plan), scope })
-}
-
-/// The narrowest filter for a query's rows: down the select path's group and state steps to
-/// its first collection (the rows are in its entries), else the context node's subtree.
-fn narrow(schema: &espalier_schema::Schema, mut node: NodePath, select: &[StepPlan]) -> Filter {
-    for step in select {
-        match step {
-            StepPlan::Group(p) => node.0.push(PathStep::Group(schema.property(*p).name.clone())),
-            StepPlan::State { property, state, .. } => {
-                let PropertyKind::StateGroup { states } = &schema.property(*property).kind else {
-                    return Filter::Subtree(node);
-                };
-                let Some(s) = states.get(*state as usize) else { return Filter::Subtree(node) };
-                node.0.push(PathStep::State {
-                    stategroup: schema.property(*property).name.clone(),
-                    state: s.name.clone(),
-                });
-            }
-            StepPlan::Entry { property, .. } => {
-                return Filter::Collection { node, collection: schema.property(*property).name.clone() };
-            }
-            StepPlan::Reference { .. } => return Filter::Everything,
-        }
-    }
-    Filter::Subtree(node)
+    let scope = scope.map_err(|e| instruction_error(&e))?;
+    Ok(Resolved::Query { plan: Box::new(plan), scope: Filter::from(scope) })
 }
 
 /// The node at a stored path and the version it was read at (`None`: it does not exist).

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use espalier_data::{Change, ChangeSet, NodePath, PathStep};
+use espalier_instruction::QueryScope;
 use espalier_transaction::{Database, FeedItem};
 use tokio::sync::Notify;
 
@@ -33,6 +34,17 @@ pub enum Filter {
     Everything,
     /// The commits whose last change set carries a difference of this registered query.
     Registered(u64),
+}
+
+/// A collection query's subscription sees the changes in its scope.
+impl From<QueryScope> for Filter {
+    fn from(scope: QueryScope) -> Filter {
+        match scope {
+            QueryScope::Subtree(node) => Filter::Subtree(node),
+            QueryScope::Collection { node, collection } => Filter::Collection { node, collection },
+            QueryScope::Everything => Filter::Everything,
+        }
+    }
 }
 
 fn starts_with(path: &NodePath, prefix: &NodePath) -> bool {

@@ -134,8 +134,7 @@ fn the_planner_follows_links_backwards_where_that_is_cheaper() {
         espalier_instruction::parse::ParseOptions::CLIENT,
     )
     .unwrap();
-    let espalier_instruction::plan::Plan::Match(plan) = engine.check(&instr, None).unwrap() else { panic!() };
-    let lines = plan.describe(engine.schema());
+    let lines = engine.check(&instr, None).unwrap().explain(engine.schema()).unwrap();
     let text = lines.join("\n");
     // te1 from sensor1 and route2 from sensor2, backwards through the reverse-link index;
     // neither is scanned from the root.

@@ -53,7 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(5);
     let dir = tempfile::tempdir()?;
     let schema = compile(SCHEMA).map_err(|d| format!("{d:?}"))?;
-    let items = schema.find(0, "Items").ok_or("no Items")?.id;
+    let items = schema.find(espalier_schema::ROOT, "Items").ok_or("no Items")?.id;
     let PropertyKind::Dictionary { node } = schema.property(items).kind else { return Err("Items".into()) };
     let (name, value) = (schema.find(node, "Name").ok_or("Name")?.id, schema.find(node, "Value").ok_or("Value")?.id);
     // No automatic checkpoints: phase 2 runs its own, back to back.

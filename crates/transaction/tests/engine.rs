@@ -4,8 +4,8 @@
 use espalier_storage::tables::Read;
 use std::sync::Arc;
 
-use espalier_data::{Change, DataError, EntryKey, NodeRef, WriteGraph};
-use espalier_schema::{compile, PropertyId, Schema};
+use espalier_data::{Change, DataError, EntryKey, NodeId, NodeRef, WriteGraph};
+use espalier_schema::{compile, NodeTypeId, PropertyId, Schema, ROOT};
 use espalier_transaction::{Database, DatabaseOptions, Durability, TxError};
 
 const SCHEMA: &str = "
@@ -31,7 +31,7 @@ enum E {
     Tx(#[from] TxError),
 }
 
-fn prop(s: &Schema, node: u32, name: &str) -> PropertyId {
+fn prop(s: &Schema, node: NodeTypeId, name: &str) -> PropertyId {
     s.find(node, name).unwrap_or_else(|| panic!("no {name}")).id
 }
 
@@ -48,8 +48,8 @@ struct P {
 }
 
 fn props(s: &Schema) -> P {
-    let clients = prop(s, 0, "Clients");
-    let orders = prop(s, 0, "Orders");
+    let clients = prop(s, ROOT, "Clients");
+    let orders = prop(s, ROOT, "Orders");
     let client_ty = match s.property(clients).kind {
         espalier_schema::PropertyKind::Dictionary { node } => node,
         _ => panic!(),
@@ -67,7 +67,7 @@ fn props(s: &Schema) -> P {
 
         lines: prop(s, order_ty, "Lines"),
         tags: prop(s, order_ty, "Tags"),
-        counter: prop(s, 0, "Counter"),
+        counter: prop(s, ROOT, "Counter"),
     }
 }
 
@@ -246,7 +246,7 @@ fn state_switch_initialises_and_frees_nodes() {
     db.write(|g| -> Result<(), E> {
         let c = add_client(g, &p, "c1", "A")?;
         let yes = g.switch_state(c, p.premium, 1)?;
-        assert_ne!(yes.id, 0, "'Yes' has a property, so a record");
+        assert_ne!(yes.id, NodeId::NONE, "'Yes' has a property, so a record");
         let since = g.schema.find(yes.ty, "Since").unwrap().id;
         g.set_number(yes, since, 2020)?;
         g.switch_state(c, p.premium, 0)?;

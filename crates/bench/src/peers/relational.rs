@@ -328,7 +328,7 @@ impl Builder<'_> {
         self.tables.push(Table { name, kind, collection, node_type, parent, columns: Vec::new() });
         self.column_names.push(taken);
         if let Some(c) = collection {
-            self.table_of[c as usize] = Some(self.tables.len() - 1);
+            self.table_of[c.index()] = Some(self.tables.len() - 1);
         }
         self.tables.len() - 1
     }
@@ -345,7 +345,7 @@ impl Builder<'_> {
         let t = &mut self.tables[table];
         t.columns.push(Column { name, kind, property, condition });
         let index = t.columns.len() - 1;
-        self.column_of[property as usize] = Some((table, index));
+        self.column_of[property.index()] = Some((table, index));
         index
     }
 
@@ -462,7 +462,7 @@ impl RelationalSchema {
         b.columns(root, ROOT, &[], None, &mut collections, 0)?;
         b.child_tables(None, collections, 0)?;
         for (table, column, dictionary, key_arity) in std::mem::take(&mut b.targets) {
-            let target = b.table_of[dictionary as usize]
+            let target = b.table_of[dictionary.index()]
                 .ok_or_else(|| PeerError::Invalid(format!("no table for dictionary property {dictionary}")))?;
             match column {
                 Some(c) => b.tables[table].columns[c].kind = ColumnKind::Reference { target, key_arity },
@@ -497,12 +497,12 @@ impl RelationalSchema {
 
     /// The table of a dictionary or matrix property.
     pub fn table_of(&self, collection: PropertyId) -> Option<TableId> {
-        self.table_of.get(collection as usize).copied().flatten()
+        self.table_of.get(collection.index()).copied().flatten()
     }
 
     /// The table and column of a number, text, reference or stategroup property.
     pub fn column_of(&self, property: PropertyId) -> Option<(TableId, usize)> {
-        self.column_of.get(property as usize).copied().flatten()
+        self.column_of.get(property.index()).copied().flatten()
     }
 
     /// The table named `name`.
@@ -702,7 +702,7 @@ impl RelationalSchema {
         match self.root_table {
             Some(t) => {
                 let mut cells = vec![Cell::Null; self.tables[t].lead() + self.tables[t].columns.len()];
-                cells[0] = Cell::Int(ROOT_ID as i64);
+                cells[0] = Cell::Int(ROOT_ID.get() as i64);
                 walker.fill(
                     graph.view(NodeRef::ROOT).map_err(|e| PeerError::data("reading the root", e))?,
                     &mut cells,
@@ -777,7 +777,7 @@ impl<'r, 'g> Walker<'r, 'g> {
                 }
                 PropertyKind::Reference { .. } => {
                     let id = view.reference(p).map_err(data_err("reading a reference"))?;
-                    cells[self.cell(p)] = Cell::Int(id as i64);
+                    cells[self.cell(p)] = Cell::Int(id.get() as i64);
                 }
                 PropertyKind::Group { .. } => self.fill(view.group(p), cells, pending, depth + 1)?,
                 PropertyKind::StateGroup { .. } => {
@@ -839,7 +839,7 @@ impl<'r, 'g> Walker<'r, 'g> {
         for entry in graph.entries(owner, property).map_err(data_err("listing entries"))? {
             let (raw, node) = entry.map_err(data_err("listing entries"))?;
             let mut cells = vec![Cell::Null; width];
-            cells[0] = Cell::Int(node.id as i64);
+            cells[0] = Cell::Int(node.id.get() as i64);
             let mut at = 1;
             if table.parent.is_some() {
                 cells[1] = Cell::Int(parent_row.expect("a table with a parent is loaded under a parent row"));
@@ -847,7 +847,7 @@ impl<'r, 'g> Walker<'r, 'g> {
             }
             cells[at] = if matrix {
                 let target = graph.matrix_target_of(property, raw).map_err(data_err("reading a matrix key"))?;
-                Cell::Int(target as i64)
+                Cell::Int(target.get() as i64)
             } else {
                 let key = std::str::from_utf8(raw)
                     .map_err(|_| PeerError::Invalid(format!("entry {} has a key that is not UTF-8", node.id)))?;
@@ -860,7 +860,7 @@ impl<'r, 'g> Walker<'r, 'g> {
             rows[t] += 1;
             progress.inc(1);
             for (p, inner) in pending {
-                self.load_collection(p, inner, Some(node.id as i64), sink, rows, progress, depth + 1)?;
+                self.load_collection(p, inner, Some(node.id.get() as i64), sink, rows, progress, depth + 1)?;
             }
         }
         Ok(())
@@ -912,12 +912,12 @@ impl<'a> NodeReader<'a> {
     pub fn root(&mut self) -> Result<Value, PeerError> {
         let row = match self.rs.root_table {
             Some(t) => {
-                let rows = self.select_row(t, ROOT_ID as i64)?;
+                let rows = self.select_row(t, ROOT_ID.get() as i64)?;
                 rows.ok_or_else(|| PeerError::Mismatch("the root table has no row".into()))?
             }
             None => Vec::new(),
         };
-        self.node(self.rs.root_table, ROOT, &row, ROOT_ID as i64, 0)
+        self.node(self.rs.root_table, ROOT, &row, ROOT_ID.get() as i64, 0)
     }
 
     /// The id of the entry with text key `key` in the top-level dictionary `table`.

@@ -120,7 +120,7 @@ impl SplitMix {
 
 /// The stream of entry `index` of collection `property` under a node with stream `parent`.
 pub fn mix(parent: u64, property: PropertyId, index: u64) -> u64 {
-    let mut g = SplitMix::new(parent ^ (u64::from(property) << 40) ^ index.rotate_left(17));
+    let mut g = SplitMix::new(parent ^ (u64::from(property.get()) << 40) ^ index.rotate_left(17));
     g.next_u64() ^ SplitMix::new(index).next_u64()
 }
 
@@ -342,7 +342,7 @@ impl<'s> Ctx<'s> {
                         g.switch_state(node, p, choice.state).map_err(|e| self.data(choice.span, e))?
                     };
                     if !choice.items.is_empty() {
-                        if child.id == 0 {
+                        if child.id.is_none() {
                             return Err(self.at(choice.span, "this state has no properties to initialise"));
                         }
                         self.fill(g, child, &choice.items, rng, stream ^ u64::from(choice.state + 1) << 48, fills)?;
@@ -397,7 +397,8 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
         assert_eq!(SplitMix::new(1).below(1), 0);
-        assert_ne!(mix(1, 2, 3), mix(1, 2, 4));
-        assert_ne!(mix(1, 2, 3), mix(1, 3, 3));
+        let (two, three) = (PropertyId::new(2), PropertyId::new(3));
+        assert_ne!(mix(1, two, 3), mix(1, two, 4));
+        assert_ne!(mix(1, two, 3), mix(1, three, 3));
     }
 }

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use espalier_instruction::plan::Plan;
 use espalier_instruction::{Engine, ParamValue, Reply};
+use espalier_schema::PropertyId;
 use espalier_transaction::{Database, DatabaseOptions, Durability};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -396,7 +397,8 @@ fn new_run(p: &Prepared<'_>, i: usize, mode: Mode, capacity: u64) -> Instruction
 }
 
 fn seed_of(seed: u64, bench: &str) -> u64 {
-    mix(seed, 0, name_hash(bench))
+    // Property 0 stands for no property: the stream is the benchmark's, not a collection's.
+    mix(seed, PropertyId::new(0), name_hash(bench))
 }
 
 /// The generator behind `random` in benchmark `bench`'s timed runs with `seed`: each

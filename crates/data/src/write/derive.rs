@@ -75,7 +75,7 @@ impl WriteGraph<'_, '_> {
                 (h.parent_property == c).then_some(h.parent)
             }
             Over::Referrers(r) => {
-                let target = record::read_u64(rec, record::slot(self.schema, r))?;
+                let target = record::read_id(rec, record::slot(self.schema, r))?;
                 // A target removed earlier in this request holds no aggregate any more.
                 self.target_alive(target)?.then_some(target)
             }

@@ -524,5 +524,4 @@ mod check;
 mod explain;
 mod planner;
 
-pub use explain::PlanLine;
 pub use planner::{reads_table, reverse};

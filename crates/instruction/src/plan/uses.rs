@@ -5,7 +5,7 @@
 
 use espalier_schema::{ParamKind, PropertyId, Schema};
 
-use super::{FilterPlan, ItemPlan, OpPlan, Plan, StateChoice, StepPlan};
+use super::{FilterPlan, ItemPlan, OpPlan, Plan, PlanKind, StateChoice, StepPlan};
 use crate::ast::Value;
 
 /// How a value is used.
@@ -65,12 +65,12 @@ impl Plan {
 }
 
 fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
-    match p {
-        Plan::Update { path, items: is, .. } => {
+    match &p.kind {
+        PlanKind::Update { path, items: is, .. } => {
             steps(path, out);
             items(is, out);
         }
-        Plan::Query(q) => {
+        PlanKind::Query(q) => {
             steps(&q.path, out);
             steps(&q.select, out);
             for proj in &q.projections {
@@ -84,9 +84,9 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
                 out.push(ValueUse { value, role });
             }
         }
-        Plan::Get { path, .. } => steps(path, out),
-        Plan::Match(_) => {}
-        Plan::Command { name, args } => {
+        PlanKind::Get { path, .. } => steps(path, out),
+        PlanKind::Match(_) => {}
+        PlanKind::Command { name, args } => {
             let declared = schema.command(name).map(|c| c.params.as_slice()).unwrap_or_default();
             for (arg, value) in args {
                 let kind = declared.iter().find(|(p, _)| p == arg).map(|(_, k)| *k);
@@ -94,7 +94,7 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
                 out.push(ValueUse { value, role });
             }
         }
-        Plan::Transaction(list) => list.iter().for_each(|m| plan(schema, &m.plan, out)),
+        PlanKind::Transaction(list) => list.iter().for_each(|m| plan(schema, &m.plan, out)),
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use espalier_data::index::{self, IndexValue, Probe};
-use espalier_data::{DataError, EntryKey, Graph, NodeRef, NodeView};
+use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView};
 use espalier_schema::{PropertyKind, StateIndex};
 
 use super::row_test::RowTest;
@@ -388,7 +388,7 @@ impl<'g> Exec<'g, '_> {
     }
 
     /// The record id of an entry's or state's parent, from its row's header.
-    fn parent_id(&self, id: u64) -> Result<u64> {
+    fn parent_id(&self, id: NodeId) -> Result<NodeId> {
         Ok(self.graph.header(id)?.parent)
     }
 
@@ -572,7 +572,12 @@ impl<'g> Exec<'g, '_> {
     }
 
     /// Sends every entry record id index `index` holds for `probe` to `sink`.
-    fn index_probes(&self, index: u32, probe: &IndexProbe, sink: &mut dyn FnMut(u64) -> Result<Flow>) -> Result<Flow> {
+    fn index_probes(
+        &self,
+        index: u32,
+        probe: &IndexProbe,
+        sink: &mut dyn FnMut(NodeId) -> Result<Flow>,
+    ) -> Result<Flow> {
         let value = |i: usize| match &self.lits[i] {
             Lit::Int(n) => IndexValue::Number(*n),
             Lit::Text(t) => IndexValue::Text(t),
@@ -695,7 +700,7 @@ impl<'g> Exec<'g, '_> {
             }
             MatchStepKind::Reference(p) => {
                 let id = self.load(&mut cur)?.reference(*p)?;
-                if id == 0 {
+                if id.is_none() {
                     return Err(
                         DataError::Corrupt(format!("reference '{}' is unset", g.schema.property(*p).name)).into()
                     );

@@ -291,7 +291,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     (UpKind::State, ParentLink::State { property, state }) => {
                         (UpFrom::State(property, state), property, true)
                     }
-                    _ => (UpFrom::Group(0), 0, false),
+                    _ => (UpFrom::Group(PropertyId::new(0)), PropertyId::new(0), false),
                 };
                 if !ok {
                     let sym = match kind {

@@ -144,7 +144,7 @@ impl MatchPlan {
             MatchCondition::Reach { from, steps, to } => match (to, steps.split_last()) {
                 // Checked from the goal's side with one lookup (see the executor's `reaches`).
                 (Some(goal), Some((last, rest))) if Self::goal_lookup(last).is_some() => {
-                    let (sym, p, how) = Self::goal_lookup(last).unwrap_or(("", 0, ""));
+                    let (sym, p, how) = Self::goal_lookup(last).unwrap_or(("", PropertyId::new(0), ""));
                     let goal = self.anchor(goal);
                     format!(
                         "{}{} {sym} '{}' reaches {goal} (one lookup: {how} {goal})",
