@@ -77,10 +77,6 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
         }
     };
     let report = run(&config).map_err(|e| e.to_string())?;
-    if let Some(path) = &args.svg {
-        let chart = report.chart_svg();
-        espalier_bench::suite::report::write_atomic(path, |w| std::io::Write::write_all(w, chart.as_bytes()))
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
+    crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
     crate::output::print_report(json, || &report, || report.to_markdown())
 }

@@ -44,6 +44,9 @@ pub struct RemoteModelArgs {
     /// Seed of the GraBaTs model (the Train Benchmark's generator has its own fixed seeds).
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
+    /// Also write box plots of the timings to FILE as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
 }
 
 /// The GraBaTs query's name in `--query` and in the report (`grabats:singleton`).
@@ -157,6 +160,7 @@ pub fn run(args: &RemoteModelArgs, global: &Global) -> Result<(), String> {
         eprintln!("{}: {} queries, each checked in process", d.name, d.queries.len());
     }
     let report = model::run(&config, databases).map_err(|e| e.to_string())?;
+    crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
     crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())?;
     let wrong = report.wrong();
     if wrong > 0 {

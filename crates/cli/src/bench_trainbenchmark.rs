@@ -55,6 +55,9 @@ pub struct TrainBenchmarkArgs {
     /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
     #[arg(long)]
     pub require_peers: bool,
+    /// Also write box plots of the timings to FILE as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
 }
 
 /// Runs the benchmark: progress on stderr, the report on stdout (Markdown, or JSON with the
@@ -99,5 +102,6 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
     config.peers_dir = args.peers_dir.clone();
     config.require_peers = args.require_peers;
     let report = run(&config).map_err(|e| e.to_string())?;
+    crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
     crate::output::print_report(json, || &report, || report.to_markdown())
 }

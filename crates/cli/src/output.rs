@@ -31,6 +31,15 @@ pub fn print_report<J: serde::Serialize>(
     Ok(())
 }
 
+/// Writes a benchmark's chart to `path` as SVG, whole or not at all (nothing without a path).
+#[cfg(feature = "peers")]
+pub fn write_svg(path: Option<&std::path::Path>, chart: impl FnOnce() -> String) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let chart = chart();
+    espalier_bench::suite::report::write_atomic(path, |w| std::io::Write::write_all(w, chart.as_bytes()))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
 /// The text printed for a reply (ends with a line break).
 pub fn render_reply(reply: &Reply, format: Format) -> String {
     match format {

@@ -34,8 +34,27 @@ fn quick_run_measures_every_model_query_with_zero_wrong_replies() {
     // Nothing is left in --dir.
     assert_eq!(std::fs::read_dir(d).expect("read dir").count(), 0);
 
-    let o = run(d, &["bench", "remote-model", "--quick", "--requests", "4", "--clients", "2", "--query", "singleton"]);
+    let svg = d.join("chart.svg");
+    let svg_arg = svg.display().to_string();
+    let o = run(
+        d,
+        &[
+            "bench",
+            "remote-model",
+            "--quick",
+            "--requests",
+            "4",
+            "--clients",
+            "2",
+            "--query",
+            "singleton",
+            "--svg",
+            &svg_arg,
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o.stderr));
+    let chart = std::fs::read_to_string(&svg).expect("the chart");
+    assert!(chart.starts_with("<svg") && chart.contains("grabats:singleton") && chart.contains("K = 2"), "{chart}");
     let markdown = text(&o.stdout);
     assert!(markdown.contains("Medians in ms (coefficient of dispersion)"), "{markdown}");
     assert!(markdown.contains("| grabats:singleton | "), "{markdown}");

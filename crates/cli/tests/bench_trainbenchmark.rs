@@ -42,6 +42,9 @@ fn peers_dir() -> String {
 #[test]
 fn quick_run_beside_duckdb_kuzu_and_neo4j_finds_the_same_matches() {
     let peers = peers_dir();
+    let charts = tempfile::tempdir().unwrap();
+    let svg = charts.path().join("tb.svg");
+    let svg_arg = svg.display().to_string();
     let out = run(&[
         "--json",
         "bench",
@@ -52,6 +55,8 @@ fn quick_run_beside_duckdb_kuzu_and_neo4j_finds_the_same_matches() {
         "--require-peers",
         "--peers-dir",
         &peers,
+        "--svg",
+        &svg_arg,
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -64,6 +69,10 @@ fn quick_run_beside_duckdb_kuzu_and_neo4j_finds_the_same_matches() {
         let peers = q["peers"].as_array().unwrap();
         assert_eq!(peers.len(), 3, "{q}");
         assert!(peers.iter().all(|p| p["timings"]["median_us"].as_f64().unwrap() > 0.0), "{q}");
+    }
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    for system in ["Espalier", "SQLite", "duckdb", "kuzu", "neo4j", "ConnectedSegments"] {
+        assert!(chart.contains(system), "{system} in the chart");
     }
 
     // A peer that is not installed: reported, and fatal only when required.

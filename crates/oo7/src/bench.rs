@@ -629,26 +629,8 @@ impl Report {
         use espalier_bench::suite::report::InstructionResult;
         use espalier_bench::suite::Mode;
         let result = |r: &OpReport, s: &Summary| InstructionResult {
-            group: r.mode.to_string(),
-            suite: "oo7".into(),
-            benchmark: r.op.clone(),
-            name: r.op.clone(),
-            instruction: r.op.clone(),
             mode: if r.mode == "cold" { Mode::Cold } else { Mode::Hot },
-            count: s.count,
-            min_us: s.min_us,
-            q1_us: s.q1_us,
-            median_us: s.median_us,
-            q3_us: s.q3_us,
-            max_us: s.max_us,
-            p99_us: s.p99_us,
-            mean_us: s.mean_us,
-            failed: 0,
-            errors: Default::default(),
-            expected: "ok".into(),
-            allowed: Vec::new(),
-            unexpected: 0,
-            mean_rows: None,
+            ..InstructionResult::of_summary(r.mode, "oo7", &r.op, s)
         };
         let ours: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.espalier)).collect();
         let theirs: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.sqlite)).collect();

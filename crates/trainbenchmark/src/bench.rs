@@ -594,6 +594,40 @@ fn peers_markdown(out: &mut String, s: &SizeReport) {
 }
 
 impl Report {
+    /// Box plots per query (`espalier_bench::suite::chart`): one panel per size, one box per
+    /// query and system (Espalier, SQLite and every peer that ran).
+    pub fn chart_svg(&self) -> String {
+        use espalier_bench::suite::chart::{svg, Series};
+        use espalier_bench::suite::report::InstructionResult;
+        let mut systems: Vec<(String, Vec<InstructionResult>)> =
+            vec![("Espalier".into(), Vec::new()), ("SQLite".into(), Vec::new())];
+        let mut add = |system: &str, group: &str, query: &str, timings: &Summary| {
+            let i = match systems.iter().position(|(name, _)| name == system) {
+                Some(i) => i,
+                None => {
+                    systems.push((system.to_string(), Vec::new()));
+                    systems.len() - 1
+                }
+            };
+            systems[i].1.push(InstructionResult::of_summary(group, "trainbenchmark", query, timings));
+        };
+        for s in &self.sizes {
+            let group = format!("size {}", s.size);
+            for q in &s.queries {
+                add("Espalier", &group, &q.query, &q.espalier);
+                add("SQLite", &group, &q.query, &q.sqlite);
+                for p in &q.peers {
+                    add(&p.system, &group, &q.query, &p.timings);
+                }
+            }
+        }
+        let series: Vec<Series<'_>> = systems
+            .iter()
+            .map(|(name, results)| Series { label: name.clone(), results: results.iter().collect() })
+            .collect();
+        svg(&series, &format!("Train Benchmark, {} scenario: batch runs", self.scenario))
+    }
+
     /// The report as Markdown: a table per size, with a line on what the columns mean.
     pub fn to_markdown(&self) -> String {
         use std::fmt::Write as _;

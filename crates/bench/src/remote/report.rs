@@ -183,6 +183,35 @@ impl Report {
     pub fn to_markdown(&self) -> String {
         markdown(self)
     }
+
+    /// Box plots of the latencies (`crate::suite::chart`): one panel per transport and
+    /// encoding, one box per workload and client count (a colour per K).
+    pub fn chart_svg(&self) -> String {
+        use crate::suite::chart::{svg, Series};
+        use crate::suite::report::InstructionResult;
+        let series: Vec<(String, Vec<InstructionResult>)> = self
+            .config
+            .clients
+            .iter()
+            .map(|&k| {
+                let boxes = self
+                    .points
+                    .iter()
+                    .filter(|p| p.clients == k)
+                    .filter_map(|p| {
+                        let group = format!("{} {}", p.transport.name(), p.encoding);
+                        p.latency.as_ref().map(|l| InstructionResult::of_summary(&group, "remote", &p.workload, l))
+                    })
+                    .collect();
+                (format!("K = {k}"), boxes)
+            })
+            .collect();
+        let series: Vec<Series<'_>> = series
+            .iter()
+            .map(|(label, results)| Series { label: label.clone(), results: results.iter().collect() })
+            .collect();
+        svg(&series, "Latency by workload and number of clients")
+    }
 }
 
 fn find<'a>(points: &'a [Point], workload: &str, t: Transport, e: Encoding, k: usize) -> Option<&'a Point> {

@@ -143,6 +143,33 @@ pub struct InstructionResult {
 }
 
 impl InstructionResult {
+    /// A box of a chart (`chart::svg`) from timings measured outside a benchmark file: `name`
+    /// in panel `group`, of `suite`, hot.
+    pub fn of_summary(group: &str, suite: &str, name: &str, s: &crate::stats::Summary) -> InstructionResult {
+        InstructionResult {
+            group: group.into(),
+            suite: suite.into(),
+            benchmark: name.into(),
+            name: name.into(),
+            instruction: name.into(),
+            mode: Mode::Hot,
+            count: s.count,
+            min_us: s.min_us,
+            q1_us: s.q1_us,
+            median_us: s.median_us,
+            q3_us: s.q3_us,
+            max_us: s.max_us,
+            p99_us: s.p99_us,
+            mean_us: s.mean_us,
+            failed: 0,
+            errors: Default::default(),
+            expected: "ok".into(),
+            allowed: Vec::new(),
+            unexpected: 0,
+            mean_rows: None,
+        }
+    }
+
     /// The result of `run` under `group` and `suite`; `None` if it has no samples.
     pub fn from_run(group: &str, suite: &str, run: &InstructionRun) -> Option<InstructionResult> {
         if run.samples.is_empty() {
@@ -153,26 +180,16 @@ impl InstructionResult {
         let errors: BTreeMap<String, u64> =
             run.outcomes.iter().filter(|(k, _)| k.as_str() != "ok").map(|(k, v)| (k.clone(), *v)).collect();
         Some(InstructionResult {
-            group: group.to_string(),
-            suite: suite.to_string(),
             benchmark: run.benchmark.clone(),
-            name: run.name.clone(),
             instruction: run.text.clone(),
             mode: run.mode,
-            count: s.count,
-            min_us: s.min_us,
-            q1_us: s.q1_us,
-            median_us: s.median_us,
-            q3_us: s.q3_us,
-            max_us: s.max_us,
-            p99_us: s.p99_us,
-            mean_us: s.mean_us,
             failed: run.failed(),
             errors,
             expected: run.expected.clone().unwrap_or_else(|| "ok".into()),
             allowed: run.allowed.clone(),
             unexpected: run.unexpected(),
             mean_rows: (run.query_totals.1 > 0).then(|| run.query_totals.0 as f64 / run.query_totals.1 as f64),
+            ..InstructionResult::of_summary(group, suite, &run.name, &s)
         })
     }
 
