@@ -12,7 +12,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use espalier_instruction::{Engine, Reply};
+use espalier_instruction::{Engine, QueryResult};
 
 use super::RemoteError;
 
@@ -191,14 +191,9 @@ fn type_key(t: usize) -> String {
     format!("T{t}")
 }
 
-/// Runs [`QUERY`] on `engine` in process and checks its row count against the model's own
-/// count; returns the rows.
-pub fn checked_rows(engine: &Engine, model: &Model) -> Result<espalier_instruction::QueryResult, RemoteError> {
-    let reply =
-        engine.execute_text(QUERY, &Default::default()).map_err(|e| RemoteError::espalier("the GraBaTs query", e))?;
-    let Reply::Query(rows) = reply else {
-        return Err(RemoteError::Invalid(format!("the GraBaTs query: expected rows, got {reply:?}")));
-    };
+/// Checks `rows`, [`QUERY`]'s result on the engine in process, against the model's own count
+/// of singletons.
+pub fn check(model: &Model, rows: &QueryResult) -> Result<(), RemoteError> {
     let expected = model.singletons();
     if rows.total != expected as u64 {
         return Err(RemoteError::Invalid(format!(
@@ -206,7 +201,7 @@ pub fn checked_rows(engine: &Engine, model: &Model) -> Result<espalier_instructi
             rows.total
         )));
     }
-    Ok(rows)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -227,7 +222,8 @@ mod tests {
         let mut done = 0;
         a.fill(&engine, &mut |p| done = p).unwrap();
         assert_eq!(done, 3);
-        let rows = checked_rows(&engine, &a).unwrap();
+        let rows = super::super::model::ModelQuery::new(&engine, "grabats:singleton", QUERY).unwrap().expected;
+        check(&a, &rows).unwrap();
         assert_eq!(rows.rows.len(), a.singletons());
         // A model that differs from the database is caught.
         let mut b = a.clone();
@@ -236,7 +232,7 @@ mod tests {
             .find(|&(p, t)| b.packages[p][t].iter().all(|m| !(m.public && m.is_static && m.returns == Some((p, t)))))
             .unwrap();
         b.packages[p][t].push(Method { public: true, is_static: true, returns: Some((p, t)) });
-        assert!(checked_rows(&engine, &b).unwrap_err().to_string().contains("counting the generated model"));
+        assert!(check(&b, &rows).unwrap_err().to_string().contains("counting the generated model"));
         assert!(Model::generate(0, 1).is_err());
     }
 }
