@@ -45,7 +45,7 @@ impl GraphPeer {
     fn command(self, dir: &Path) -> Command {
         match self {
             GraphPeer::DuckDb | GraphPeer::Kuzu => {
-                let mut c = Command::new(dir.join(".venv/bin/python"));
+                let mut c = Command::new(python(dir));
                 c.arg(dir.join("trainbenchmark.py"));
                 c
             }
@@ -118,12 +118,17 @@ struct ReplyQuery {
     matches: Matches,
 }
 
+/// The Python of the peers directory `dir` (its venv, which `scripts/peers-setup` makes).
+fn python(dir: &Path) -> std::path::PathBuf {
+    dir.join(".venv/bin/python")
+}
+
 /// Whether the peer's driver is installed in the peers directory `dir`; the reason if not.
 pub fn check(peer: GraphPeer, dir: &Path) -> Result<(), PeerError> {
     let unavailable = |reason: String| PeerError::Unavailable { peer: peer.name(), reason };
     let mut probe = match peer {
         GraphPeer::DuckDb | GraphPeer::Kuzu => {
-            let mut c = Command::new(dir.join(".venv/bin/python"));
+            let mut c = Command::new(python(dir));
             c.args(["-c", &format!("import {}", peer.name())]);
             c
         }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use espalier_trainbenchmark::queries::{create_tables, espalier_matches, sql_matches};
+use espalier_trainbenchmark::queries::{espalier_matches, sql_matches, sqlite_of};
 use espalier_trainbenchmark::{csv, generate, read_xmi, Query, Scenario};
 use espalier_transaction::{DatabaseOptions, Durability};
 
@@ -31,8 +31,7 @@ fn official_models_queries_match_sql() {
         let tmp = tempfile::tempdir().unwrap();
         let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
         let engine = espalier_trainbenchmark::create(&tmp.path().join("db"), &model, opts).unwrap();
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        create_tables(&conn, &tables).unwrap();
+        let conn = sqlite_of(&tables).unwrap();
         for q in Query::ALL {
             let ours = espalier_matches(&engine, q).unwrap_or_else(|e| panic!("{prefix} {}: {e}", q.name()));
             let sql = sql_matches(&conn, q).unwrap();

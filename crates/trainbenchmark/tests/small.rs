@@ -4,7 +4,7 @@
 use espalier_trainbenchmark::model::{
     ElementKind, Model, Position, Region, Route, Semaphore, Signal, SwitchPosition, TrackElement,
 };
-use espalier_trainbenchmark::queries::{create_tables, espalier_matches, sql_matches};
+use espalier_trainbenchmark::queries::{espalier_matches, sql_matches, sqlite_of};
 use espalier_trainbenchmark::{generate, Query, Scenario};
 use espalier_transaction::{DatabaseOptions, Durability};
 
@@ -114,8 +114,7 @@ fn hand_built_railway_has_the_worked_out_matches() {
     let model = hand_built();
     let tmp = tempfile::tempdir().unwrap();
     let engine = espalier_trainbenchmark::create(&tmp.path().join("db"), &model, opts()).unwrap();
-    let conn = rusqlite::Connection::open_in_memory().unwrap();
-    create_tables(&conn, &model.tables()).unwrap();
+    let conn = sqlite_of(&model.tables()).unwrap();
     for q in Query::ALL {
         let mut want = expected(q);
         want.sort();
@@ -151,8 +150,7 @@ fn generated_models_beyond_the_official_size_match_sql() {
         assert!(model.size() > one * 3 / 2, "size 2 is about twice size 1: {} and {one}", model.size());
         let tmp = tempfile::tempdir().unwrap();
         let engine = espalier_trainbenchmark::create(&tmp.path().join("db"), &model, opts()).unwrap();
-        let conn = rusqlite::Connection::open_in_memory().unwrap();
-        create_tables(&conn, &model.tables()).unwrap();
+        let conn = sqlite_of(&model.tables()).unwrap();
         let mut total = 0;
         for q in Query::ALL {
             let ours = espalier_matches(&engine, q).unwrap();
@@ -169,14 +167,12 @@ fn a_repair_step_fixes_the_same_matches_in_both() {
     let model = generate(Scenario::Repair, 1);
     let tmp = tempfile::tempdir().unwrap();
     let engine = espalier_trainbenchmark::create(&tmp.path().join("db"), &model, opts()).unwrap();
-    let conn = rusqlite::Connection::open_in_memory().unwrap();
-    create_tables(&conn, &model.tables()).unwrap();
+    let conn = sqlite_of(&model.tables()).unwrap();
     let mut index = Index::new(&model);
     // The hand-built model covers SwitchMonitored, which the official one never matches.
     let small = hand_built();
     let small_engine = espalier_trainbenchmark::create(&tmp.path().join("small"), &small, opts()).unwrap();
-    let small_conn = rusqlite::Connection::open_in_memory().unwrap();
-    create_tables(&small_conn, &small.tables()).unwrap();
+    let small_conn = sqlite_of(&small.tables()).unwrap();
     let mut small_index = Index::new(&small);
     for q in Query::ALL {
         for (engine, conn, index) in [(&engine, &conn, &mut index), (&small_engine, &small_conn, &mut small_index)] {
