@@ -222,7 +222,9 @@ mod tests {
         let mut done = 0;
         a.fill(&engine, &mut |p| done = p).unwrap();
         assert_eq!(done, 3);
-        let rows = super::super::model::ModelQuery::new(&engine, "grabats:singleton", QUERY).unwrap().expected;
+        let espalier_instruction::Reply::Query(rows) = engine.execute_text(QUERY, &Default::default()).unwrap() else {
+            panic!("the query answers rows")
+        };
         check(&a, &rows).unwrap();
         assert_eq!(rows.rows.len(), a.singletons());
         // A model that differs from the database is caught.
