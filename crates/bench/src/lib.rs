@@ -16,6 +16,7 @@
 pub mod core;
 #[cfg(feature = "peers")]
 pub mod floor;
+pub mod graph_peer;
 pub mod interrupt;
 #[cfg(feature = "peers")]
 pub mod peers;

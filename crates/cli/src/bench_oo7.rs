@@ -29,10 +29,10 @@ pub struct Oo7Args {
     /// Seed of the generator (the same seed gives the same database).
     #[arg(long, value_name = "N", default_value_t = SEED)]
     pub seed: u64,
-    /// Run only these operations (repeatable): T1, T6, T8, T9, Q1, Q2, Q3, Q4, Q5, Q7, Q8,
+    /// Run only these operations (repeatable, or comma-separated): T1, T6, T8, T9, Q1, Q2, Q3, Q4, Q5, Q7, Q8,
     /// Q8-coded, T1-one, T1-many, T2a, T2b, T2c, T3a, T3b, T3c, CU, insert, delete (insert and
     /// delete run together). Useful under a profiler.
-    #[arg(long, value_name = "OP")]
+    #[arg(long, value_name = "OP", value_delimiter = ',')]
     pub only: Vec<String>,
     /// CI size: tiny, fanout 3, 1 warm-up, 3 timed runs, 1 cold sample (a few seconds).
     #[arg(long)]
@@ -43,6 +43,9 @@ pub struct Oo7Args {
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// The embedded peers, which run the read-only operations hot (not Q8 coded).
+    #[command(flatten)]
+    pub peers: crate::bench_graph_peers::GraphPeerOptions,
 }
 
 /// Runs the benchmark: progress on stderr, the report on stdout (Markdown, or JSON with the
@@ -61,7 +64,8 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
                 .ok_or_else(|| format!("unknown operation {name:?}; the operations are {}", known.join(", ")))?,
         );
     }
-    let config = if args.quick {
+    let peers = args.peers.peers()?;
+    let mut config = if args.quick {
         Config { dir: args.dir.clone(), progress: !json, only, ..Config::quick() }
     } else {
         Config {
@@ -74,8 +78,12 @@ pub fn run_oo7(args: &Oo7Args, json: bool) -> Result<(), String> {
             only,
             dir: args.dir.clone(),
             progress: !json,
+            ..Config::quick()
         }
     };
+    config.peers = peers;
+    config.peers_dir = args.peers.peers_dir.clone();
+    config.require_peers = args.peers.require_peers;
     let report = run(&config).map_err(|e| e.to_string())?;
     crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
     crate::output::print_report(json, || &report, || report.to_markdown())

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use espalier_trainbenchmark::bench::{run, Config};
-use espalier_trainbenchmark::peers::GraphPeer;
 use espalier_trainbenchmark::{Query, Scenario};
 
 /// Options of `espalier bench trainbenchmark`.
@@ -44,17 +43,9 @@ pub struct TrainBenchmarkArgs {
     /// Directory to make the temporary databases in (default: the system's temp directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Embedded peers to run beside SQLite, comma-separated: duckdb, kuzu, neo4j. Each loads
-    /// the same model from its CSV files, and must find Espalier's matches.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    pub peers: Vec<String>,
-    /// The peers directory: the repository's peers/, where scripts/peers-setup installs their
-    /// drivers (.venv for DuckDB and Kùzu, neo4j/run for Neo4j).
-    #[arg(long, value_name = "DIR", env = "ESPALIER_PEERS_DIR", default_value = "peers")]
-    pub peers_dir: PathBuf,
-    /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
-    #[arg(long)]
-    pub require_peers: bool,
+    /// The embedded peers.
+    #[command(flatten)]
+    pub peers: crate::bench_graph_peers::GraphPeerOptions,
     /// Also write box plots of the timings to FILE as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<std::path::PathBuf>,
@@ -74,13 +65,7 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
     if queries.is_empty() {
         queries = Query::ALL.to_vec();
     }
-    let mut peers = Vec::new();
-    for p in args.peers.iter().filter(|p| !p.trim().is_empty()) {
-        peers.push(
-            GraphPeer::parse(p)
-                .ok_or_else(|| format!("--peers: unknown peer {p:?}; expected duckdb, kuzu or neo4j"))?,
-        );
-    }
+    let peers = args.peers.peers()?;
     let mut config = if args.quick {
         Config { scenario, queries, dir: args.dir.clone(), progress: !json, ..Config::quick() }
     } else {
@@ -99,8 +84,8 @@ pub fn run_trainbenchmark(args: &TrainBenchmarkArgs, json: bool) -> Result<(), S
         }
     };
     config.peers = peers;
-    config.peers_dir = args.peers_dir.clone();
-    config.require_peers = args.require_peers;
+    config.peers_dir = args.peers.peers_dir.clone();
+    config.require_peers = args.peers.require_peers;
     let report = run(&config).map_err(|e| e.to_string())?;
     crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
     crate::output::print_report(json, || &report, || report.to_markdown())

@@ -23,6 +23,8 @@ mod backup;
 #[cfg(feature = "peers")]
 mod bench_cmd;
 #[cfg(feature = "peers")]
+mod bench_graph_peers;
+#[cfg(feature = "peers")]
 mod bench_oo7;
 #[cfg(feature = "peers")]
 mod bench_peers;

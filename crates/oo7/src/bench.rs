@@ -38,7 +38,9 @@ use crate::espalier::Oo7Espalier;
 use crate::generate::new_composites;
 use crate::model::{Oo7, Params, Size};
 use crate::ops::{Answer, Draw, Fingerprint, Op, INSERTED};
+use crate::peers::PeerRun;
 use crate::sqlite;
+use espalier_bench::graph_peer::{GraphPeer, PeerError};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -61,6 +63,12 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Progress bars on stderr.
     pub progress: bool,
+    /// The embedded peers to run the read-only operations on, hot ([`crate::peers`]).
+    pub peers: Vec<GraphPeer>,
+    /// The peers directory, with their drivers installed (`peers/` after `scripts/peers-setup`).
+    pub peers_dir: PathBuf,
+    /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
+    pub require_peers: bool,
 }
 
 /// The default seed.
@@ -79,6 +87,9 @@ impl Config {
             only: Vec::new(),
             dir: None,
             progress: false,
+            peers: Vec::new(),
+            peers_dir: PathBuf::from("peers"),
+            require_peers: false,
         }
     }
 }
@@ -134,6 +145,35 @@ pub struct Report {
     pub reopen_sqlite: Option<Summary>,
     /// Every operation, hot, then cold, then the updates and the structural modifications.
     pub ops: Vec<OpReport>,
+    /// The embedded peers asked for: their hot timings of the read-only operations, or why
+    /// they did not run.
+    pub peers: Vec<PeerReport>,
+}
+
+/// A peer's run of the read-only operations, hot.
+#[derive(Debug, Serialize)]
+pub struct PeerReport {
+    /// `duckdb`, `kuzu` or `neo4j`.
+    pub system: String,
+    /// The version it reported (None if it did not run).
+    pub version: Option<String>,
+    /// Loading the tables, in ms (None if it did not run).
+    pub load_ms: Option<f64>,
+    /// Why it did not run.
+    pub unavailable: Option<String>,
+    /// Each operation's timings, in the order of the hot runs.
+    pub ops: Vec<PeerOpReport>,
+}
+
+/// One operation on a peer.
+#[derive(Debug, Serialize)]
+pub struct PeerOpReport {
+    /// The operation's name ([`Op::name`]).
+    pub op: String,
+    /// The peer's timings.
+    pub timings: Summary,
+    /// The peer's median over Espalier's hot median: above 1, Espalier is faster.
+    pub speedup: f64,
 }
 
 /// One operation in one mode.
@@ -279,9 +319,14 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
 
     let wanted = |op: &Op| c.only.is_empty() || c.only.contains(op);
     let mut ops = Vec::new();
+    let mut answers = Vec::new();
     for op in Op::READS.iter().filter(|op| wanted(op)) {
-        ops.push(hot_read(c, &p, &db, *op)?);
+        let (report, seen) = hot_read(c, &p, &db, *op)?;
+        ops.push(report);
+        answers.push((*op, seen));
     }
+    // Before anything updates: the peers get the database as loaded.
+    let peers = run_peers(c, &p, &db, &ops, &answers)?;
     for op in Op::VARIANTS.iter().filter(|op| wanted(op)) {
         ops.push(variant(c, &p, *op)?);
     }
@@ -332,13 +377,85 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         reopen_espalier: summary(&mut reopened.0),
         reopen_sqlite: summary(&mut reopened.1),
         ops,
+        peers,
     })
 }
 
-fn hot_read(c: &Config, p: &Pair, db: &Oo7, op: Op) -> Result<OpReport, BenchError> {
+/// Runs the read-only operations that ran hot on each peer asked for, each run's answer
+/// checked against Espalier's for the same run.
+fn run_peers(
+    c: &Config,
+    p: &Pair,
+    db: &Oo7,
+    hot: &[OpReport],
+    answers: &[(Op, Vec<Answer>)],
+) -> Result<Vec<PeerReport>, BenchError> {
+    if c.peers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ops: Vec<Op> = answers.iter().map(|(op, _)| *op).filter(|op| crate::peers::OPS.contains(op)).collect();
+    let tables = p.dir.join("peers-csv");
+    std::fs::create_dir_all(&tables).map_err(|e| err("making the peers' directory", e))?;
+    let files = crate::peers::write_tables(&p.theirs, &tables).map_err(BenchError)?;
+    let mut out = Vec::with_capacity(c.peers.len());
+    for &peer in &c.peers {
+        let pb = bar(c, 1, format!("peer {}", peer.name()));
+        let work = p.dir.join(format!("peer-{}", peer.name()));
+        std::fs::create_dir_all(&work).map_err(|e| err("making the peers' directory", e))?;
+        let result = crate::peers::run(peer, &c.peers_dir, db, &files, &work, &ops, c.warmup, c.runs);
+        pb.finish_and_clear();
+        let run: PeerRun = match result {
+            Ok(run) => run,
+            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+                out.push(PeerReport {
+                    system: peer.name().into(),
+                    version: None,
+                    load_ms: None,
+                    unavailable: Some(e.to_string()),
+                    ops: Vec::new(),
+                });
+                continue;
+            }
+            Err(e) => return Err(err("peer", e)),
+        };
+        let mut reports = Vec::with_capacity(run.ops.len());
+        for mut r in run.ops {
+            let ours = answers.iter().find(|(op, _)| *op == r.op).map(|(_, a)| a.as_slice()).unwrap_or_default();
+            for (i, (a, b)) in ours.iter().zip(&r.answers).enumerate() {
+                if a != b {
+                    return Err(BenchError(format!(
+                        "{} run {i}: Espalier answers {} (checksum {}), {} {} (checksum {})",
+                        r.op.name(),
+                        a.count,
+                        a.sum,
+                        run.version,
+                        b.count,
+                        b.sum
+                    )));
+                }
+            }
+            let timings = Summary::of(&mut r.times);
+            let espalier = hot.iter().find(|h| h.op == r.op.name()).map(|h| &h.espalier);
+            let speedup = espalier.map_or(f64::NAN, |e| ratio(&timings, e));
+            reports.push(PeerOpReport { op: r.op.name().to_string(), timings, speedup });
+        }
+        out.push(PeerReport {
+            system: peer.name().into(),
+            version: Some(run.version),
+            load_ms: Some(run.load_ms),
+            unavailable: None,
+            ops: reports,
+        });
+    }
+    Ok(out)
+}
+
+/// The hot runs of a read-only operation in both systems; every run's answer, warm-up first.
+fn hot_read(c: &Config, p: &Pair, db: &Oo7, op: Op) -> Result<(OpReport, Vec<Answer>), BenchError> {
     let pb = bar(c, (c.warmup + c.runs) as u64, format!("hot {}", op.name()));
     let (mut ours, mut theirs) = (Vec::with_capacity(c.runs), Vec::with_capacity(c.runs));
     let mut answer = Answer::default();
+    let mut answers = Vec::with_capacity(c.warmup + c.runs);
     for i in 0..c.warmup + c.runs {
         let draw = Draw::new(db, op, i as u64);
         // Alternate which system goes first, so that neither always runs on a cooler machine.
@@ -351,6 +468,7 @@ fn hot_read(c: &Config, p: &Pair, db: &Oo7, op: Op) -> Result<OpReport, BenchErr
         };
         p.agree(&format!("{} run {i}", op.name()), a, b)?;
         answer = a;
+        answers.push(a);
         if i >= c.warmup {
             ours.push(t);
             theirs.push(u);
@@ -358,7 +476,7 @@ fn hot_read(c: &Config, p: &Pair, db: &Oo7, op: Op) -> Result<OpReport, BenchErr
         pb.inc(1);
     }
     pb.finish_and_clear();
-    Ok(report(op, "hot", answer, &mut ours, &mut theirs))
+    Ok((report(op, "hot", answer, &mut ours, &mut theirs), answers))
 }
 
 /// T1 "one" (every run in one read transaction) or "many" (each run its own).
@@ -617,7 +735,56 @@ impl Report {
              statements); CU's time leaves out its two T1s. Q8 coded is the paper's hand-coded indexed nested \
              loop (each atomic part's doc id probed in the documents' id index) in both.\n",
         );
+        self.peers_markdown(&mut out);
         out
+    }
+
+    /// The peers' table: each read-only operation's hot median and Espalier's speedup.
+    fn peers_markdown(&self, out: &mut String) {
+        use espalier_bench::suite::report::us;
+        use std::fmt::Write as _;
+        if self.peers.is_empty() {
+            return;
+        }
+        out.push_str("\n### Beside the embedded peers (hot)\n\n");
+        for p in self.peers.iter().filter(|p| p.unavailable.is_some()) {
+            let _ = writeln!(out, "{} did not run: {}\n", p.system, p.unavailable.as_deref().unwrap_or(""));
+        }
+        let ran: Vec<&PeerReport> = self.peers.iter().filter(|p| p.version.is_some()).collect();
+        if ran.is_empty() {
+            return;
+        }
+        for p in &ran {
+            let _ = writeln!(
+                out,
+                "{} loaded the tables in {:.0} ms.",
+                p.version.as_deref().unwrap_or(&p.system),
+                p.load_ms.unwrap_or(f64::NAN)
+            );
+        }
+        out.push_str("\n| operation | Espalier |");
+        for p in &ran {
+            let _ = write!(out, " {} | speedup |", p.version.as_deref().unwrap_or(&p.system));
+        }
+        out.push_str("\n|---|---:|");
+        out.push_str(&"---:|---:|".repeat(ran.len()));
+        out.push('\n');
+        for r in self.ops.iter().filter(|r| r.mode == "hot") {
+            let cells: Vec<String> = ran
+                .iter()
+                .filter_map(|p| p.ops.iter().find(|o| o.op == r.op))
+                .map(|o| format!("{} | {:.2}×", us(o.timings.median_us), o.speedup))
+                .collect();
+            if cells.len() == ran.len() {
+                let _ = writeln!(out, "| {} | {} | {} |", r.op, us(r.espalier.median_us), cells.join(" | "));
+            }
+        }
+        out.push_str(
+            "\nMedians in µs; speedup = the peer's median / Espalier's. Every run's answer was compared with \
+             Espalier's. DuckDB runs SQLite's SQL on the same tables; Kùzu and Neo4j run Cypher on a property \
+             graph built from them (crates/oo7/src/peers.rs); each peer's time includes its driver's fetching \
+             of the rows (Python for DuckDB and Kùzu, Java for Neo4j).\n",
+        );
     }
 }
 
@@ -634,10 +801,22 @@ impl Report {
         };
         let ours: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.espalier)).collect();
         let theirs: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.sqlite)).collect();
-        let series = [
+        let peers: Vec<(String, Vec<InstructionResult>)> = self
+            .peers
+            .iter()
+            .filter_map(|p| Some((p.version.clone()?, p)))
+            .map(|(v, p)| {
+                (v, p.ops.iter().map(|o| InstructionResult::of_summary("hot", "oo7", &o.op, &o.timings)).collect())
+            })
+            .collect();
+        let mut series = vec![
             Series { label: "Espalier".into(), results: ours.iter().collect() },
             Series { label: "SQLite".into(), results: theirs.iter().collect() },
         ];
-        svg(&series, &format!("OO7 {}, fanout {}: Espalier beside SQLite", self.size.name(), self.fanout))
+        series.extend(
+            peers.iter().map(|(label, results)| Series { label: label.clone(), results: results.iter().collect() }),
+        );
+        let peers = if self.peers.iter().any(|p| p.version.is_some()) { " and the embedded peers" } else { "" };
+        svg(&series, &format!("OO7 {}, fanout {}: Espalier beside SQLite{peers}", self.size.name(), self.fanout))
     }
 }

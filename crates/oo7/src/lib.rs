@@ -19,6 +19,7 @@ pub mod generate;
 pub mod load;
 pub mod model;
 pub mod ops;
+pub mod peers;
 pub mod schema;
 pub mod sqlite;
 

@@ -29,7 +29,7 @@ pub enum SqliteError {
 
 type Result<T> = std::result::Result<T, SqliteError>;
 
-const TABLES: &str = "
+pub(crate) const TABLES: &str = "
 CREATE TABLE module (id INTEGER PRIMARY KEY, type TEXT NOT NULL, build_date INTEGER NOT NULL,
     design_root INTEGER NOT NULL);
 CREATE TABLE manual (id INTEGER PRIMARY KEY, module INTEGER NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL,
@@ -78,13 +78,15 @@ SELECT count(p.root_part) FROM asm JOIN components_priv c ON c.assembly = asm.id
 JOIN composite_part p ON p.id = c.part";
 
 const MANUAL: &str = "SELECT text FROM manual";
-const Q1: &str = "SELECT x, y, build_date FROM atomic_part WHERE id = ?1";
-const Q2: &str = "SELECT id FROM atomic_part WHERE build_date BETWEEN ?1 AND ?2";
-const Q4: &str = "SELECT c.assembly FROM document d JOIN components_priv c ON c.part = d.part WHERE d.title = ?1";
-const Q5: &str = "SELECT DISTINCT a.id FROM assembly a JOIN components_priv c ON c.assembly = a.id
+pub(crate) const Q1: &str = "SELECT x, y, build_date FROM atomic_part WHERE id = ?1";
+pub(crate) const Q2: &str = "SELECT id FROM atomic_part WHERE build_date BETWEEN ?1 AND ?2";
+pub(crate) const Q4: &str =
+    "SELECT c.assembly FROM document d JOIN components_priv c ON c.part = d.part WHERE d.title = ?1";
+pub(crate) const Q5: &str = "SELECT DISTINCT a.id FROM assembly a JOIN components_priv c ON c.assembly = a.id
     JOIN composite_part p ON p.id = c.part WHERE p.build_date > a.build_date";
-const Q7: &str = "SELECT id FROM atomic_part";
-const Q8: &str = "SELECT count(*), coalesce(sum(a.id), 0) FROM atomic_part a JOIN document d ON d.id = a.doc_id";
+pub(crate) const Q7: &str = "SELECT id FROM atomic_part";
+pub(crate) const Q8: &str =
+    "SELECT count(*), coalesce(sum(a.id), 0) FROM atomic_part a JOIN document d ON d.id = a.doc_id";
 
 /// Creates the tables and fills them with `db`, in one transaction, then `ANALYZE`.
 pub fn create_tables(conn: &Connection, db: &Oo7) -> Result<()> {
