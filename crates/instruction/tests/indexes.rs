@@ -107,6 +107,21 @@ fn the_planner_binds_by_the_index_that_answers_the_condition() {
     assert_eq!(plan(&e, q)[0], "bind o by index 'Order Amount' ('Amount' from 5 to …)");
     assert_eq!(rows(&e, q), vec!["[[\"c3\",\"o1\"]]"]);
 
+    // A join: each client probes the orders' amount index with its age (both sides are
+    // indexed; one is scanned), rather than every order being read for each client.
+    exec(&e, &client("c4", "Cyd", "d@x", 7));
+    let q = "collection match c in . 'Clients' o in . 'Clients' . 'Orders' \
+             where c number : 'Age' == o number : 'Amount' select 'c' -> c 'o' -> o";
+    let p = plan(&e, q);
+    assert!(p[0].ends_with("(scan)"), "{p:#?}");
+    assert!(
+        p[1] == "bind o by index 'Order Amount' ('Amount' == c 'Age')"
+            || p[1] == "bind c by index 'Client Age' ('Age' == o 'Amount')",
+        "{p:#?}"
+    );
+    assert_eq!(rows(&e, q), vec!["[\"c4\",[\"c3\",\"o1\"]]"]);
+    exec(&e, "update ( 'Clients' -> dictionary \"c4\" remove )");
+
     // Not answerable by an index: `!=`, a range on an equality index, a keyed path.
     for q in [
         "collection match c in . 'Clients' where c text : 'Name' != \"Bob\" select 'k' -> c",
@@ -273,6 +288,17 @@ fn queries() -> Vec<String> {
     }
     out.push(c("c ? 'Tier' * 'Gold'"));
     out.push(c("c stategroup : 'Tier' == 'Basic'"));
+    // Joins: each order (or client) probes the other side's index with its own value.
+    out.push(
+        "collection match c in . 'Clients' o in . 'Clients' . 'Orders' where c number : 'Age' == o number : 'Amount' \
+         select 'k' -> c 'o' -> o"
+            .to_string(),
+    );
+    out.push(
+        "collection match c in . 'Clients' d in . 'Clients' where d text : 'Name' == c + 'Contact' text : 'E-mail' \
+         select 'k' -> c 'd' -> d"
+            .to_string(),
+    );
     out.push(o("o ? 'Status' * 'Done'"));
     out.push(o("o stategroup : 'Status' == 'Open'"));
     out

@@ -265,3 +265,22 @@ fn every_operation_answers_as_computed_independently_in_both_systems() {
     assert_eq!(ours.fingerprint().unwrap(), before);
     assert_eq!(sqlite::fingerprint(&theirs).unwrap(), before);
 }
+
+/// Q8 joins every atomic part to the document its doc id names through the documents' id
+/// index (one probe per part), not by reading every part for each document.
+#[test]
+fn q8_probes_the_documents_index_once_per_atomic_part() {
+    let db = tiny();
+    let dir = tempfile::tempdir().unwrap();
+    let options = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let engine = espalier_oo7::create(&dir.path().join("e"), &db, options).unwrap();
+    let instr = espalier_instruction::parse_instruction(
+        espalier_oo7::espalier::Q8,
+        espalier_instruction::parse::ParseOptions::CLIENT,
+    )
+    .unwrap();
+    let lines = engine.check(&instr, None).unwrap().explain(engine.schema()).unwrap();
+    let text = lines.join("\n");
+    assert!(lines[0].starts_with("bind ap from root") && lines[0].ends_with("(reads its table)"), "{text}");
+    assert!(lines[1].starts_with("bind doc by index") && lines[1].contains("== ap"), "{text}");
+}

@@ -136,6 +136,9 @@ pub enum MatchOp {
 pub enum IndexProbe {
     /// Values equal to the value in this slot.
     Equal(usize),
+    /// Values equal to this term's value on variables bound before (a join: each bound row
+    /// probes the index once instead of the other side being scanned for it).
+    EqualTerm(MatchTerm),
     /// Stategroups in one of these states.
     States(Vec<StateIndex>),
     /// Texts starting with the text in this slot.

@@ -458,7 +458,7 @@ impl<'g> Exec<'g, '_> {
             }
             MatchOp::Index { var, index, probe } => {
                 let ty = self.plan.vars[*var].ty;
-                let flow = self.index_probes(*index, probe, &mut |id| {
+                let flow = self.index_probes(*index, probe, env, &mut |id| {
                     self.tick()?;
                     env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None }));
                     produced.set(produced.get() + 1);
@@ -576,8 +576,18 @@ impl<'g> Exec<'g, '_> {
         &self,
         index: u32,
         probe: &IndexProbe,
+        env: &Env<'g>,
         sink: &mut dyn FnMut(NodeId) -> Result<Flow>,
     ) -> Result<Flow> {
+        // A join's value, read from the variables bound before; none matches nothing (the
+        // condition's filter, which follows, would refuse every row).
+        let joined = match probe {
+            IndexProbe::EqualTerm(t) => match self.leaf(t, env)? {
+                Some(leaf) => Some(leaf),
+                None => return Ok(Flow::Go),
+            },
+            _ => None,
+        };
         let value = |i: usize| match &self.lits[i] {
             Lit::Int(n) => IndexValue::Number(*n),
             Lit::Text(t) => IndexValue::Text(t),
@@ -585,6 +595,12 @@ impl<'g> Exec<'g, '_> {
         };
         let probes: Vec<Probe<'_>> = match probe {
             IndexProbe::Equal(v) => vec![Probe::Equal(value(*v))],
+            IndexProbe::EqualTerm(_) => match &joined {
+                Some(Leaf::Number(n)) => vec![Probe::Equal(IndexValue::Number(*n))],
+                Some(Leaf::Text(t)) => vec![Probe::Equal(IndexValue::Text(t))],
+                // Planned for numbers and texts only.
+                Some(Leaf::State(..) | Leaf::Key(_)) | None => Vec::new(),
+            },
             IndexProbe::States(list) => list.iter().map(|&s| Probe::Equal(IndexValue::State(s))).collect(),
             IndexProbe::Prefix(v) => vec![Probe::Prefix(self.text_lit(*v))],
             IndexProbe::Range { low, high } => {

@@ -80,6 +80,7 @@ impl MatchPlan {
                     let property = &schema.property(decl.property).name;
                     let lookup = match probe {
                         IndexProbe::Equal(v) => format!("'{property}' == {}", self.lit_text(*v)),
+                        IndexProbe::EqualTerm(t) => format!("'{property}' == {}", self.term_text(t, schema)),
                         IndexProbe::States(list) => {
                             let names: Vec<String> =
                                 list.iter().map(|&s| format!("'{}'", schema.state_name(decl.property, s))).collect();

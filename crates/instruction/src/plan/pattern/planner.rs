@@ -39,17 +39,19 @@ impl<'c, 's> PatternChecker<'c, 's> {
         let mut best: Option<IndexChoice> = None;
         for (n, decl) in schema.indexes_of_collection(*collection) {
             let mut equal = None;
+            let mut joined = None;
             let mut states = None;
             let mut prefix = None;
             let (mut low, mut high) = (None, None);
             for (j, p) in pending.iter().enumerate() {
-                if p.vars.len() != 1 || !p.vars.contains(&var) {
+                // On `var` alone, or tying it to variables bound before (a join).
+                if !p.vars.contains(&var) || !p.vars.iter().all(|v| *v == var || bound.contains(v)) {
                     continue;
                 }
                 let Some(use_) = index_use(&p.cond, var, decl.property) else { continue };
                 let fits = matches!(
                     (&use_, decl.kind),
-                    (IndexUse::Equal(_) | IndexUse::States(_), _)
+                    (IndexUse::Equal(_) | IndexUse::EqualTerm(_) | IndexUse::States(_), _)
                         | (IndexUse::Prefix(_), IndexKind::Prefix | IndexKind::Range)
                         | (IndexUse::Low(_) | IndexUse::High(_), IndexKind::Range)
                 );
@@ -58,6 +60,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 }
                 match use_ {
                     IndexUse::Equal(v) if equal.is_none() => equal = Some((v, j)),
+                    IndexUse::EqualTerm(t) if joined.is_none() => joined = Some((t, j)),
                     IndexUse::States(list) if states.is_none() => states = Some((list, j)),
                     IndexUse::Prefix(v) if prefix.is_none() => prefix = Some((v, j)),
                     IndexUse::Low(v) if low.is_none() => low = Some((v, j)),
@@ -65,9 +68,12 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     _ => {}
                 }
             }
-            // The most selective use: equality, then states, then a prefix, then a range.
+            // The most selective use: equality (to a value, then to a bound term), then states,
+            // then a prefix, then a range.
             let (probe, served) = if let Some((v, j)) = equal {
                 (IndexProbe::Equal(v), vec![j])
+            } else if let Some((t, j)) = joined {
+                (IndexProbe::EqualTerm(t), vec![j])
             } else if let Some((list, j)) = states {
                 (IndexProbe::States(list), vec![j])
             } else if let Some((v, j)) = prefix {
@@ -78,7 +84,7 @@ impl<'c, 's> PatternChecker<'c, 's> {
             } else {
                 continue;
             };
-            let rows = if decl.unique && matches!(probe, IndexProbe::Equal(_)) {
+            let rows = if decl.unique && matches!(probe, IndexProbe::Equal(_) | IndexProbe::EqualTerm(_)) {
                 1.0
             } else {
                 (every * served.iter().map(|&j| pending[j].selectivity).product::<f64>()).max(1.0)
@@ -135,6 +141,38 @@ impl<'c, 's> PatternChecker<'c, 's> {
             return 1.0;
         }
         TIE_DISCOUNT.powi(ties.min(MAX_TIES) as i32)
+    }
+
+    /// Scanning `var` (by edge `edge`) while an equality ties it to an unbound variable `w`,
+    /// which an index on `var`'s collection would answer once `w` is bound, makes `w` a scan
+    /// for each of `var`'s rows: a nested loop over every pair. The factor is `w`'s own scan
+    /// cost, so that `w` is bound first and `var` by the index (OO7's Q8: each atomic part
+    /// probes the documents' id index, rather than every part being read for each document).
+    fn join_penalty(
+        &self,
+        var: usize,
+        edge: usize,
+        edges: &[Edge],
+        pending: &[Pending],
+        bound: &BTreeSet<usize>,
+    ) -> f64 {
+        let schema = self.schema();
+        let mut worst: f64 = 1.0;
+        for p in pending.iter().filter(|p| p.vars.len() == 2 && p.vars.contains(&var)) {
+            let Some(&w) = p.vars.iter().find(|v| **v != var) else { continue };
+            if bound.contains(&w) {
+                continue;
+            }
+            let mut with = bound.clone();
+            with.insert(w);
+            if self.index_choice(&edges[edge], &with, std::slice::from_ref(p)).is_none() {
+                continue;
+            }
+            if let Some(other) = edges.iter().find(|o| o.to == w && o.from == Anchor::Root) {
+                worst = worst.max(scan_cost(&other.steps, schema));
+            }
+        }
+        worst
     }
 
     pub(super) fn plan_level(&self, level: Level, outer: &BTreeSet<usize>) -> Block {
@@ -229,7 +267,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
                     .filter(|p| p.vars.contains(&var) && p.vars.iter().all(|v| with.contains(v)))
                     .map(|p| p.selectivity)
                     .product();
-                let cost = cost * keep * self.early_discount(var, i, backward, &edges, &pending, &used, &with);
+                let cost = cost
+                    * keep
+                    * self.early_discount(var, i, backward, &edges, &pending, &used, &with)
+                    * if backward { 1.0 } else { self.join_penalty(var, i, &edges, &pending, &bound) };
                 if best.as_ref().is_none_or(|(c, bv, ..)| cost < *c || (cost == *c && var < *bv)) {
                     best = Some((cost, var, i, backward, None));
                 }
@@ -278,6 +319,8 @@ fn anchor_var_of(a: Anchor) -> Option<usize> {
 /// How a condition on `var` alone could be answered by an index on `property`.
 enum IndexUse {
     Equal(usize),
+    /// Equal to a term on other variables (which the caller knows to be bound).
+    EqualTerm(MatchTerm),
     States(Vec<StateIndex>),
     Prefix(usize),
     Low(usize),
@@ -300,6 +343,20 @@ fn index_use(c: &MatchCondition, var: usize, property: PropertyId) -> Option<Ind
                 Comparison::Gt | Comparison::Ge => Some(IndexUse::Low(*v)),
                 Comparison::Lt | Comparison::Le => Some(IndexUse::High(*v)),
                 Comparison::Ne => None,
+            }
+        }
+        // `var 'p' == w 'q'` (either way round), `w` another variable.
+        MatchCondition::Compare { left, op: Comparison::Eq, right, how: Compared::Number | Compared::Text } => {
+            let other = if is_leaf_of(left, var, property) {
+                right
+            } else if is_leaf_of(right, var, property) {
+                left
+            } else {
+                return None;
+            };
+            match other {
+                MatchTerm::Leaf { var: w, .. } if *w != var => Some(IndexUse::EqualTerm(other.clone())),
+                _ => None,
             }
         }
         MatchCondition::Prefix { term, prefix } if is_leaf_of(term, var, property) => Some(IndexUse::Prefix(*prefix)),
