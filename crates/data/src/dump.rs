@@ -40,8 +40,6 @@ pub const PENDING_PREFIX: &[u8] = b"pending/";
 /// `deferred/ · sequence (BE)` → JSON `{"owner", "property", "key", "node"}`.
 pub const DEFERRED_PREFIX: &[u8] = b"deferred/";
 
-/// Change records are dropped once this many pile up during an import (see [`import`]).
-const CHANGE_DRAIN: usize = 10_000;
 /// Unresolved references listed in one error.
 const MAX_LISTED: usize = 20;
 
@@ -311,6 +309,8 @@ pub fn import(
             "the database is not empty: a dump can only be imported into a freshly created database",
         ));
     }
+    // An import's change set would be as large as the dump, and nobody reads it.
+    graph.set_record_changes(false);
     let bytes = Cell::new(0u64);
     let counting = Counting { inner: input, count: &bytes, next_report: PROGRESS_BYTES, progress };
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(1 << 16, counting));
@@ -330,7 +330,7 @@ pub fn import(
     drop(de);
     ctx.place_deferred()?;
     ctx.resolve_pending()?;
-    ctx.g.take_changes(0);
+    ctx.g.set_record_changes(true);
     let stats = ImportStats { nodes: ctx.nodes, references: ctx.references, bytes: bytes.get(), version };
     Ok(stats)
 }
@@ -424,12 +424,6 @@ impl Ctx<'_, '_, '_> {
             None => problem.to_string(),
         };
         DumpError::Invalid { message, line, column }
-    }
-
-    fn drain_changes(&mut self) {
-        if self.g.pending_changes().len() >= CHANGE_DRAIN {
-            self.g.take_changes(0);
-        }
     }
 
     /// Adds the matrix entries parked because their keys pointed forward. Repeats while it
@@ -545,7 +539,6 @@ impl Ctx<'_, '_, '_> {
                 Ok(t) if lines.is_empty() => {
                     self.g.set_reference(node, property, t.id)?;
                     self.parked.remove(&k);
-                    self.drain_changes();
                 }
                 Ok(_) => {
                     start = k;
@@ -718,7 +711,6 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_, '_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.ctx.nodes += 1;
-        self.ctx.drain_changes();
         let schema = self.ctx.g.schema;
         let nt = schema.node_type(self.node.ty);
         let mut seen = vec![false; nt.properties.len()];

@@ -734,3 +734,30 @@ fn check_survives_a_record_of_unknown_type() {
     // s1's route into ["south", "c"] now points at a damaged record.
     assert_problem(&r.problems, &["points to record", "which is not an entry of 'Cities'"]);
 }
+
+/// A bulk load without change records (`set_record_changes(false)`) writes exactly what the
+/// same writes with records write; only the change set is left empty.
+#[test]
+fn writes_without_change_records_write_the_same_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = create(&dir.path().join("a"), SCHEMA);
+    let p = props(recorded.schema());
+    let changes = recorded
+        .write(|g| -> Result<usize, E> {
+            fill(g, &p)?;
+            Ok(g.pending_changes().len())
+        })
+        .unwrap();
+    assert!(changes.value > 0);
+    let quiet = create(&dir.path().join("b"), SCHEMA);
+    let changes = quiet
+        .write(|g| -> Result<usize, E> {
+            g.set_record_changes(false);
+            fill(g, &p)?;
+            Ok(g.pending_changes().len())
+        })
+        .unwrap();
+    assert_eq!(changes.value, 0);
+    assert_eq!(dump(&recorded).0, dump(&quiet).0);
+    assert!(check_db(&quiet).problems.is_empty());
+}

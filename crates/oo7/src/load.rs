@@ -11,21 +11,12 @@ use crate::model::{Oo7, Shape};
 use crate::schema::Props;
 use crate::LoadError;
 
-/// Drop the change records every this many writes: a bulk load's change set would be as large
-/// as the database (as the Train Benchmark's loader does).
-const CHANGES_KEPT: usize = 10_000;
-
 /// Writes `db` into an empty OO7 database (inside `Database::write`).
 pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
     let p = Props::resolve(g.schema)?;
     let root = NodeRef::ROOT;
-    let mut writes = 0usize;
-    let mut tick = |g: &mut WriteGraph<'_, '_>| {
-        writes += 1;
-        if writes.is_multiple_of(CHANGES_KEPT) {
-            g.take_changes(0);
-        }
-    };
+    // A bulk load's change set would be as large as the database, and nobody reads it.
+    g.set_record_changes(false);
     let mut parts: HashMap<u64, NodeRef> = HashMap::with_capacity(db.composites.len());
     for c in &db.composites {
         let cn = g.add_entry(root, p.composite_parts, EntryKey::Text(&c.id.to_string()))?;
@@ -42,7 +33,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
             g.set_number(an, p.y, a.y)?;
             g.set_number(an, p.doc_id, a.doc_id)?;
             atoms.insert(a.id, an);
-            tick(g);
         }
         let atom = |id: u64| atoms.get(&id).copied().ok_or(LoadError::Dangling("atomic part", id));
         for a in &c.atoms {
@@ -51,7 +41,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
                 let link = g.add_entry(an, p.to, EntryKey::Target(atom(t.to)?.id))?;
                 g.set_text(link, p.conn_type, &t.kind)?;
                 g.set_number(link, p.length, t.length)?;
-                tick(g);
             }
         }
         g.set_reference(cn, p.root_part, atom(c.root_part)?.id)?;
@@ -63,7 +52,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
         g.set_number(dn, p.doc_id_of_doc, d.id as i64)?;
         g.set_text(dn, p.doc_text, &d.text)?;
         g.set_reference(dn, p.part, part(d.part)?.id)?;
-        tick(g);
     }
     let m = &db.module;
     let mn = g.add_entry(root, p.modules, EntryKey::Text(&m.id.to_string()))?;
@@ -82,7 +70,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
         g.set_text(an, p.asm_type, &a.kind)?;
         g.set_number(an, p.asm_build_date, a.build_date)?;
         asm.insert(a.id, an);
-        tick(g);
     }
     let assembly = |id: u64| asm.get(&id).copied().ok_or(LoadError::Dangling("assembly", id));
     for a in &m.assemblies {
@@ -93,7 +80,6 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
                 for (matrix, list) in [(p.private, private), (p.shared, shared)] {
                     for c in list {
                         g.add_entry(base, matrix, EntryKey::Target(part(*c)?.id))?;
-                        tick(g);
                     }
                 }
             }
@@ -101,13 +87,12 @@ pub fn write(g: &mut WriteGraph<'_, '_>, db: &Oo7) -> Result<(), LoadError> {
                 let complex = choose(g, an, p.kind, p.complex)?;
                 for s in subs {
                     g.add_entry(complex, p.subs, EntryKey::Target(assembly(*s)?.id))?;
-                    tick(g);
                 }
             }
         }
     }
     g.set_reference(mn, p.design_root, assembly(m.design_root)?.id)?;
-    g.take_changes(0);
+    g.set_record_changes(true);
     Ok(())
 }
 

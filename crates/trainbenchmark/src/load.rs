@@ -10,10 +10,6 @@ use espalier_schema::{NodeTypeId, PropertyId, PropertyKind, Schema, StateIndex, 
 use crate::model::{ElementKind, Model};
 use crate::LoadError;
 
-/// Drop the change records every this many writes: a bulk load's change set would be as
-/// large as the model (as the dump importer does).
-const CHANGES_KEPT: usize = 10_000;
-
 /// The railway schema's properties and states, resolved once by name.
 pub struct Railway {
     /// The root's `'Regions'` dictionary.
@@ -159,15 +155,14 @@ pub fn write_reporting(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(), LoadError> {
     let r = Railway::resolve(g.schema)?;
+    // A bulk load's change set would be as large as the model, and nobody reads it.
+    g.set_record_changes(false);
     let total = writes(model);
     let root = NodeRef::ROOT;
     let mut nodes: HashMap<u64, NodeRef> = HashMap::new();
     let mut writes = 0usize;
-    let mut tick = |g: &mut WriteGraph<'_, '_>| {
+    let mut tick = || {
         writes += 1;
-        if writes.is_multiple_of(CHANGES_KEPT) {
-            g.take_changes(0);
-        }
         if writes.is_multiple_of(1024) {
             progress(writes, total);
         }
@@ -177,7 +172,7 @@ pub fn write_reporting(
         let rn = g.add_entry(root, r.regions, EntryKey::Text(&key(region.id)))?;
         for s in &region.sensors {
             nodes.insert(*s, g.add_entry(rn, r.sensors, EntryKey::Text(&key(*s)))?);
-            tick(g);
+            tick();
         }
         for e in &region.elements {
             let en = g.add_entry(rn, r.elements, EntryKey::Text(&key(e.id)))?;
@@ -197,7 +192,7 @@ pub fn write_reporting(
                     choose(g, sn, r.current_position, current_position.name())?;
                 }
             }
-            tick(g);
+            tick();
         }
     }
     let node = |id: u64| nodes.get(&id).copied().ok_or(LoadError::Dangling(id));
@@ -206,11 +201,11 @@ pub fn write_reporting(
             let en = node(e.id)?;
             for s in &e.monitored_by {
                 g.add_entry(en, r.monitored_by, EntryKey::Target(node(*s)?.id))?;
-                tick(g);
+                tick();
             }
             for t in &e.connects_to {
                 g.add_entry(en, r.connects_to, EntryKey::Target(node(*t)?.id))?;
-                tick(g);
+                tick();
             }
         }
     }
@@ -227,16 +222,16 @@ pub fn write_reporting(
         }
         for s in &route.requires {
             g.add_entry(rn, r.requires, EntryKey::Target(node(*s)?.id))?;
-            tick(g);
+            tick();
         }
         for p in &route.follows {
             let pn = g.add_entry(rn, r.follows, EntryKey::Text(&key(p.id)))?;
             choose(g, pn, r.position, p.position.name())?;
             g.set_reference(pn, r.target, node(p.target)?.id)?;
-            tick(g);
+            tick();
         }
     }
-    g.take_changes(0);
+    g.set_record_changes(true);
     progress(total, total);
     Ok(())
 }

@@ -176,6 +176,8 @@ pub fn build_dataset(
     let mut stats = DatasetStats::default();
     // First request: the root's own values and states; its collections become fills.
     let first = engine.database().write(|g: &mut WriteGraph<'_, '_>| -> Result<Vec<Fill<'_>>, BuildError> {
+        // A build's change records are not needed by anyone (and would be as large as it).
+        g.set_record_changes(false);
         let mut fills = Vec::new();
         let mut rng = SplitMix::new(root_stream);
         ctx.fill(g, NodeRef::ROOT, &suite.init, &mut rng, root_stream, &mut fills)?;
@@ -190,6 +192,7 @@ pub fn build_dataset(
         assert!(stats.commits < max_requests, "dataset build does not progress");
         let committed =
             engine.database().write(|g: &mut WriteGraph<'_, '_>| -> Result<(Vec<Fill<'_>>, u64), BuildError> {
+                g.set_record_changes(false);
                 let mut work = stack.clone();
                 let made = ctx.step(g, &mut work, options.batch)?;
                 Ok((work, made))
@@ -248,10 +251,6 @@ impl<'s> Ctx<'s> {
             nested.reverse();
             stack.extend(nested);
             made += 1;
-            // The change records of a build are not needed by anyone; keep memory flat.
-            if g.pending_changes().len() >= 4096 {
-                g.take_changes(0);
-            }
         }
         Ok(made)
     }

@@ -119,10 +119,12 @@ impl WriteGraph<'_, '_> {
         record::write_u64(&mut rec, record::slot(self.schema, d), new as u64)?;
         self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::Number(old), IndexValue::Number(new))?;
-        let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
-        let change =
-            Change::Number { node: self.path(node)?, property: self.schema.property(d).name.clone(), old, new };
-        self.changes.push(change);
+        if self.record_changes {
+            let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
+            let change =
+                Change::Number { node: self.path(node)?, property: self.schema.property(d).name.clone(), old, new };
+            self.changes.push(change);
+        }
         // Conditions may test this number; aggregates go over stored numbers only.
         self.number_changed(holder, d, old, new)
     }
@@ -139,14 +141,16 @@ impl WriteGraph<'_, '_> {
         record::write_u64(&mut rec, at, u64::from(new))?;
         self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::State(old), IndexValue::State(new))?;
-        let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
-        let path = self.path(node)?;
-        self.changes.push(Change::StateSwitched {
-            node: path,
-            stategroup: self.schema.property(d).name.clone(),
-            old: states[old as usize].name.clone(),
-            new: states[new as usize].name.clone(),
-        });
+        if self.record_changes {
+            let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
+            let path = self.path(node)?;
+            self.changes.push(Change::StateSwitched {
+                node: path,
+                stategroup: self.schema.property(d).name.clone(),
+                old: states[old as usize].name.clone(),
+                new: states[new as usize].name.clone(),
+            });
+        }
         Ok(())
     }
 
