@@ -18,6 +18,8 @@ pub mod core;
 pub mod floor;
 pub mod interrupt;
 #[cfg(feature = "peers")]
+pub mod mix;
+#[cfg(feature = "peers")]
 pub mod peers;
 #[cfg(feature = "peers")]
 pub mod remote;
