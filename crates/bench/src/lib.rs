@@ -19,6 +19,8 @@ pub mod floor;
 pub mod graph_peer;
 pub mod interrupt;
 #[cfg(feature = "peers")]
+pub mod mix;
+#[cfg(feature = "peers")]
 pub mod peers;
 #[cfg(feature = "peers")]
 pub mod remote;

@@ -25,6 +25,7 @@ pub const VERBS: &[&str] = &["collection", "command", "explain", "get", "help", 
 
 /// The other words of the instruction language.
 pub const KEYWORDS: &[&str] = &[
+    "after",
     "and",
     "asc",
     "avg",
@@ -34,6 +35,7 @@ pub const KEYWORDS: &[&str] = &[
     "dictionary",
     "distinct",
     "exists",
+    "from",
     "group",
     "in",
     "index",

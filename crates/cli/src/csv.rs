@@ -269,6 +269,7 @@ fn query_page(
             .collect(),
         limit: Some(PAGE),
         offset: Some(offset),
+        start: None,
     });
     let plan = engine.check(&query, None).map_err(|e| CsvError::Other(format!("reading '{collection}': {e}")))?;
     match engine.run(&plan, &HashMap::new(), None) {

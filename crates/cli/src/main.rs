@@ -25,6 +25,8 @@ mod bench_cmd;
 #[cfg(feature = "peers")]
 mod bench_graph_peers;
 #[cfg(feature = "peers")]
+mod bench_mix;
+#[cfg(feature = "peers")]
 mod bench_oo7;
 #[cfg(feature = "peers")]
 mod bench_peers;
@@ -534,6 +536,19 @@ espalier --json bench remote-model --encoding msgpack,json > remote-model.json"
     #[cfg(feature = "peers")]
     RemoteModel(bench_remote_model::RemoteModelArgs),
 
+    /// Seed 004's transactional mix: YCSB-style batches with and without transactions on
+    /// Espalier's server, PostgreSQL (REPEATABLE READ) and SQLite, K = 1 … 64 clients.
+    #[command(
+        long_about = "Seed 004's evaluation of what transactions cost (CoherentPaaS D10.4, §3.5.3): a YCSB table (--size records of ten 100-byte fields) under batches of --ops operations — read, update, insert, scan of up to --scan records from a key, read-modify-write, in the --mix proportions (20% each) — that K clients run in a closed loop, once without transactions (each operation alone) and once with (each batch one transaction), on Espalier's server (a free 127.0.0.1 port), PostgreSQL at REPEATABLE READ (a private server) and SQLite (WAL, a connection per client). Aborted transactions are retried and counted. Every reply is checked, and after each point the table must have changed by exactly what was acknowledged. The report gives batches per second, latency quartiles, the throughput loss and latency increase of transactions (target: at most 10%) and Espalier beside its peers. Markdown on standard output (JSON with --json), --svg for a chart; exit status 1 on a wrong reply, a failed batch or a state mismatch.\n\n\
+Examples:\n\n    \
+espalier bench mix --quick\n    \
+espalier bench mix --size 100000 --clients 1,4,16,64 --peers postgres,sqlite --svg mix.svg\n    \
+espalier --durability none bench mix --peers none --mix 50,0,0,50,0\n    \
+espalier --json bench mix --quick > mix.json"
+    )]
+    #[cfg(feature = "peers")]
+    Mix(bench_mix::MixArgs),
+
     /// `espalier bench FILE|DIR… [OPTIONS]` is short for `espalier bench run FILE|DIR…`.
     #[command(external_subcommand)]
     File(Vec<OsString>),
@@ -778,6 +793,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Remote(args)) => bench_remote::run(&args, g).map_err(Failure::Other),
         #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::RemoteModel(args)) => bench_remote_model::run(&args, g).map_err(Failure::Other),
+        #[cfg(feature = "peers")]
+        Command::Bench(BenchCommand::Mix(args)) => bench_mix::run(&args, g).map_err(Failure::Other),
         Command::Serve(args) => serve::serve(g, &args),
     };
     if result.is_err() {

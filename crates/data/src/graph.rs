@@ -303,10 +303,24 @@ impl<'a> Graph<'a> {
         owner: NodeRef,
         property: PropertyId,
     ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeView<'a>)>> + 'a> {
+        self.entry_views_from(owner, property, &[])
+    }
+
+    /// The entries of a collection whose key is `from` or after it (as bytes), in key order
+    /// with their records: one descent of the key index, then a walk along its leaves that
+    /// reads only as far as the caller takes.
+    pub fn entry_views_from(
+        &self,
+        owner: NodeRef,
+        property: PropertyId,
+        from: &[u8],
+    ) -> Result<impl Iterator<Item = Result<(&'a [u8], NodeView<'a>)>> + 'a> {
         let g = *self;
-        Ok(self.entries(owner, property)?.map(move |item| {
-            let (k, node) = item?;
-            Ok((k, NodeView { schema: g.schema, node, record: g.record(node.id)? }))
+        let ty = self.entry_type(property);
+        let iter = self.entries_of(property)?.entries_from(owner.id.row(), from);
+        Ok(iter.map(move |e| {
+            let node = NodeRef { id: NodeId::new(ty, e.row), ty };
+            Ok((e.key, NodeView { schema: g.schema, node, record: g.record(node.id)? }))
         }))
     }
 

@@ -161,12 +161,39 @@ pub struct Query {
     /// From the context node through collections (no keys): every entry reached is a row.
     /// Empty: the context node itself is the only candidate row.
     pub select: Path,
+    /// `from "k"` / `after "k"`: a key-range read of the collection path's first dictionary
+    /// that starts at a key and, with a `limit`, stops once the page is full.
+    pub start: Option<Start>,
     /// The columns of each row, with their filters.
     pub projections: Vec<Located<Projection>>,
     /// `limit N`: at most this many rows are returned.
     pub limit: Option<u64>,
     /// `offset N`: this many matching rows are skipped first.
     pub offset: Option<u64>,
+}
+
+/// Where a key-range read starts in the collection path's first dictionary (keys compare as
+/// bytes, the order entries are read in).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// `from "k"`: the entries whose key is `k` or after it.
+    From(Located<Value>),
+    /// `after "k"`: the entries whose key comes after `k` (the next page after a row's key).
+    After(Located<Value>),
+}
+
+impl Start {
+    /// The key the range starts at.
+    pub fn key(&self) -> &Located<Value> {
+        match self {
+            Start::From(k) | Start::After(k) => k,
+        }
+    }
+
+    /// Whether an entry with the key itself is left out (`after`).
+    pub fn exclusive(&self) -> bool {
+        matches!(self, Start::After(_))
+    }
 }
 
 /// `'alias' -> steps kind : 'property' [filter]`

@@ -10,7 +10,7 @@ use espalier_schema::cursor::Cursor;
 use espalier_schema::lexer::{tokenize, Token, TokenKind};
 use espalier_schema::{Diagnostic, Span};
 
-use crate::ast::{Comparison, Filter, Instruction, Item, Located, Op, Path, Projection, Query, Value};
+use crate::ast::{Comparison, Filter, Instruction, Item, Located, Op, Path, Projection, Query, Start, Value};
 use crate::validate::{rule, validate, Invalid};
 use step::StepKind;
 
@@ -498,13 +498,28 @@ impl<'a> Parser<'a> {
         while let Some(step) = self.step(StepKind::Collection)? {
             select.push(step);
         }
+        let start = self.start()?;
         let mut projections = Vec::new();
         while matches!(self.cur.peek().kind, TokenKind::Name(_)) {
             projections.push(self.projection()?);
         }
         let limit = if self.cur.eat_word("limit") { Some(self.count("limit")?) } else { None };
         let offset = if self.cur.eat_word("offset") { Some(self.count("offset")?) } else { None };
-        Ok(Query { path, select, projections, limit, offset })
+        Ok(Query { path, select, start, projections, limit, offset })
+    }
+
+    /// `[from value | after value]` after a collection path.
+    fn start(&mut self) -> ParseResult<Option<Start>> {
+        let exclusive = if self.cur.eat_word("from") {
+            false
+        } else if self.cur.eat_word("after") {
+            true
+        } else {
+            return Ok(None);
+        };
+        let at = self.cur.peek().span;
+        let key = Located { item: self.value()?, span: at };
+        Ok(Some(if exclusive { Start::After(key) } else { Start::From(key) }))
     }
 
     fn count(&mut self, what: &str) -> ParseResult<u64> {
@@ -680,6 +695,9 @@ pub fn clear_spans(instr: &mut Instruction) {
         Instruction::Query(q) => {
             path(&mut q.path);
             path(&mut q.select);
+            if let Some(Start::From(k) | Start::After(k)) = &mut q.start {
+                k.span = Span::default();
+            }
             for pr in &mut q.projections {
                 pr.span = Span::default();
                 path(&mut pr.item.path);

@@ -228,6 +228,20 @@ pub(crate) struct QueryPlan {
     pub limit: Option<u64>,
     /// This many matching rows are skipped first (0 when not given).
     pub offset: u64,
+    /// `from` / `after`: where the read of the first dictionary of `select` starts.
+    pub start: Option<StartPlan>,
+}
+
+/// A checked `from "k"` / `after "k"`: the walk seeks `key` in the key index of the
+/// dictionary at `select[depth]` and, with a limit, stops once the page is full.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StartPlan {
+    /// The index in `select` of the collection path's first dictionary step.
+    pub depth: usize,
+    /// The key (a text, a number as its decimal text, or a parameter).
+    pub key: Value,
+    /// `after`: an entry with the key itself is left out.
+    pub exclusive: bool,
 }
 
 /// A checked projection: the leaf it reads and the filter on it.
@@ -639,7 +653,32 @@ impl<'s> Checker<'s> {
         for proj in &q.projections {
             projections.push(self.projection(row_type, &proj.item, proj.span)?);
         }
-        Ok(QueryPlan { path, select, row_type, projections, limit: q.limit, offset: q.offset.unwrap_or(0) })
+        let start = match &q.start {
+            None => None,
+            Some(start) => Some(self.start(start, &select, span)?),
+        };
+        Ok(QueryPlan { path, select, row_type, projections, limit: q.limit, offset: q.offset.unwrap_or(0), start })
+    }
+
+    /// `from` / `after` applies to the first collection step of the collection path, which
+    /// must be a dictionary (a matrix's keys are rows, not texts in order).
+    fn start(&self, start: &ast::Start, select: &[StepPlan], span: Span) -> Result<StartPlan, CheckError> {
+        let key = start.key();
+        let word = if start.exclusive() { "after" } else { "from" };
+        let Some((depth, property)) = select.iter().enumerate().find_map(|(i, s)| match s {
+            StepPlan::Entry { property, .. } => Some((i, *property)),
+            _ => None,
+        }) else {
+            return err(span, format!("`{word}` needs a collection path with a dictionary (`.`) step to start in"));
+        };
+        if !matches!(self.schema.property(property).kind, PropertyKind::Dictionary { .. }) {
+            return err(
+                key.span,
+                format!("`{word}` starts a dictionary's keys; the collection path's first collection is a matrix"),
+            );
+        }
+        self.value_fits(&key.item, ParamKind::Text, key.span, &format!("`{word}`"))?;
+        Ok(StartPlan { depth, key: key.item.clone(), exclusive: start.exclusive() })
     }
 
     fn projection(&self, row: NodeTypeId, proj: &ast::Projection, span: Span) -> Result<ProjectionPlan, CheckError> {

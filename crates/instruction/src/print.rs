@@ -29,6 +29,10 @@ fn write_instruction(out: &mut String, instr: &Instruction) {
             write_path(out, &q.path);
             out.push_str(" select");
             write_path(out, &q.select);
+            if let Some(start) = &q.start {
+                out.push_str(if start.exclusive() { " after " } else { " from " });
+                write_value(out, &start.key().item);
+            }
             for p in &q.projections {
                 write_projection(out, &p.item);
             }

@@ -344,12 +344,43 @@ pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> R
             })
             .collect::<Result<_, InstructionError>>()?
     };
+    let start = match &q.start {
+        None => None,
+        Some(s) => Some(Begin { depth: s.depth, key: b.text(&s.key)?.into_bytes(), exclusive: s.exclusive }),
+    };
+    let walk = Walk { filters, start };
     let mut out =
         QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
     let mut key: Vec<KeyPart<'_>> = Vec::new();
-    visit(nav, q, &filters, context, context_view, 0, &mut key, &mut out, &mut visited, b.cancel)?;
+    visit(nav, q, &walk, context, context_view, 0, &mut key, &mut out, &mut visited, b.cancel)?;
     Ok(out)
+}
+
+/// What a collection query's walk resolved before it began: filter values and the start key.
+struct Walk {
+    /// One slot per projection, or none at all when nothing is filtered.
+    filters: Vec<Option<Resolved>>,
+    /// `from` / `after`, its key resolved.
+    start: Option<Begin>,
+}
+
+/// A resolved `from` / `after`.
+struct Begin {
+    /// The index in the collection path of the dictionary step it starts.
+    depth: usize,
+    /// The key's bytes (the order of the key index).
+    key: Vec<u8>,
+    /// `after`: the key itself is left out.
+    exclusive: bool,
+}
+
+impl Walk {
+    /// A key-range read with a limit stops once its page is full: its total is then the
+    /// matching rows read so far, not all of them.
+    fn page_full(&self, q: &QueryPlan, out: &QueryResult) -> bool {
+        self.start.is_some() && q.limit.is_some_and(|l| out.rows.len() as u64 >= l)
+    }
 }
 
 /// One part of a row's key while the walk is under it. A matrix entry's key is its target's
@@ -381,7 +412,7 @@ fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>]) -> Result<Vec<String>, In
 fn visit<'g>(
     nav: &Nav<'g>,
     q: &QueryPlan,
-    filters: &[Option<Resolved>],
+    walk: &Walk,
     node: NodeRef,
     view: Option<NodeView<'g>>,
     depth: usize,
@@ -399,12 +430,12 @@ fn visit<'g>(
         if must_stop(cancel, *visited) {
             return Err(cancelled());
         }
-        return row(nav, q, filters, node, view, key, out);
+        return row(nav, q, &walk.filters, node, view, key, out);
     }
     match &q.select[depth] {
         StepPlan::Group(p) => {
             let group_view = view.map(|v| v.group(*p));
-            visit(nav, q, filters, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
+            visit(nav, q, walk, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
         }
         StepPlan::State { property, state, .. } => {
             let (current, child) = match view {
@@ -412,19 +443,27 @@ fn visit<'g>(
                 None => nav.graph.state(node, *property)?,
             };
             if current == *state {
-                visit(nav, q, filters, child, None, depth + 1, key, out, visited, cancel)?;
+                visit(nav, q, walk, child, None, depth + 1, key, out, visited, cancel)?;
             }
             Ok(())
         }
         StepPlan::Reference { property } => {
             let target = nav.reference_step(node, view, *property)?;
-            visit(nav, q, filters, target, None, depth + 1, key, out, visited, cancel)
+            visit(nav, q, walk, target, None, depth + 1, key, out, visited, cancel)
         }
         StepPlan::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
-            // Each row's record comes with the scan of the owner's Entries rows.
-            for entry in nav.graph.entry_views(node, *property)? {
+            // Each row's record comes with the scan of the owner's Entries rows; a key range
+            // seeks its first key and stops once the page is full.
+            let start = walk.start.as_ref().filter(|s| s.depth == depth);
+            let from = start.map_or(&[][..], |s| s.key.as_slice());
+            let mut entries = nav.graph.entry_views_from(node, *property, from)?;
+            while !walk.page_full(q, out) {
+                let Some(entry) = entries.next() else { break };
                 let (raw, entry) = entry?;
+                if start.is_some_and(|s| s.exclusive && raw == from) {
+                    continue;
+                }
                 let before = key.len();
                 if matrix {
                     key.push(KeyPart::Target { id: nav.graph.matrix_target_of(*property, raw)?, property: *property });
@@ -432,7 +471,7 @@ fn visit<'g>(
                     // Borrowed from the snapshot: no allocation for rows outside the page.
                     key.push(KeyPart::Text(String::from_utf8_lossy(raw)));
                 }
-                visit(nav, q, filters, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
+                visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
                 key.truncate(before);
             }
             Ok(())

@@ -92,6 +92,9 @@ pub(crate) mod rule {
         format!("`repeat {min} to {max}`: the most is below the least (need MIN <= MAX <= {MAX_REPEAT})")
     }
 
+    pub const START_KEY: &str =
+        "`from` / `after` takes one key of the collection path's first dictionary: a text, a number or a $parameter";
+
     /// `collection`: "dictionary" or "matrix".
     pub fn collection_key(collection: &str, name: &str) -> String {
         format!(
@@ -171,6 +174,13 @@ impl Validator {
                 for s in &q.select {
                     if let Step::Dictionary { name, key: Some(_) } | Step::Matrix { name, key: Some(_) } = &s.item {
                         return invalid(s.span, rule::collection_key(collection_word(&s.item), name));
+                    }
+                }
+                if let Some(start) = &q.start {
+                    let key = start.key();
+                    match &key.item {
+                        Value::Compound(_) => return invalid(key.span, rule::START_KEY),
+                        v => self.value(v, key.span)?,
                     }
                 }
                 for p in &q.projections {

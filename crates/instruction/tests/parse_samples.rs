@@ -336,6 +336,7 @@ fn b_6_5_many_references_and_b_4_queries() {
         })],
         limit: Some(10),
         offset: None,
+        start: None,
     });
     assert_eq!(got, want);
 

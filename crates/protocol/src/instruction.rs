@@ -177,12 +177,26 @@ pub struct Query {
     pub path: Path,
     /// From the context node through collections.
     pub select: Path,
+    /// `from "k"` / `after "k"`: where the read of the collection path's first dictionary
+    /// starts (absent: at its first key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Start>,
     /// The columns of each row, with their filters.
     pub projections: Vec<Located<Projection>>,
     /// `limit N`
     pub limit: Option<u64>,
     /// `offset N`
     pub offset: Option<u64>,
+}
+
+/// Where a key-range read starts: `{"from": value}` or `{"after": value}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// `from "k"`: the key itself and the keys after it.
+    From(Value),
+    /// `after "k"`: the keys after it.
+    After(Value),
 }
 
 /// `'alias' -> steps kind : 'property' [filter]`

@@ -73,6 +73,9 @@ fn the_syntax_tree_round_trips_through_the_wire_form() {
         "collection match o in . 'Orders' c in o > 'Client' where o number : 'Total' >= 3 and not c == o \
          select distinct 'c' -> c 'n' -> count ( ) order by 'n' desc limit 3",
         "transaction ( command 'pulse' ( 'machine' -> \"M1\" ), get . 'Machines' : $m )",
+        "collection select . 'Orders' from \"o5\" 'q' -> number : 'Total' limit 300",
+        "collection . 'Shops' : \"s\" select . 'Orders' . 'Lines' after $last 'q' -> number : 'Quantity' limit 3 offset 1",
+        "transaction ( collection select . 'Orders' after 17 'q' -> number : 'Total' limit 1 )",
     ];
     for text in texts {
         let mut instr = parse_instruction(text, ParseOptions::CLIENT).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -83,4 +86,28 @@ fn the_syntax_tree_round_trips_through_the_wire_form() {
         assert_eq!(parse_json(&json).unwrap(), instr, "{json}");
     }
     assert_eq!(Value::Random(Some(0)), serde_json::from_str(r#"{"random":0}"#).unwrap());
+}
+
+/// A key-range start is `{"from": value}` or `{"after": value}`; a query without one has no
+/// `start` field on the wire (older clients' frames decode unchanged), and a benchmark word
+/// in it is refused with its place.
+#[test]
+fn a_key_range_start_is_an_optional_wire_field() {
+    let json = r#"{"query":{"path":[],"select":[{"dictionary":{"name":"Orders","key":null}}],"start":{"after":{"text":"o5"}},"projections":[],"limit":10,"offset":null}}"#;
+    let want =
+        parse_instruction("collection select . 'Orders' after \"o5\" limit 10", ParseOptions::CLIENT).map(|mut i| {
+            clear_spans(&mut i);
+            i
+        });
+    assert_eq!(parse_json(json).unwrap(), want.unwrap());
+    let bytes = rmp_serde::to_vec_named(&serde_json::from_str::<serde_json::Value>(json).unwrap()).unwrap();
+    let wire: Instruction = rmp_serde::from_slice(&bytes).unwrap();
+    assert_eq!(serde_json::to_string(&wire).unwrap(), json);
+    let plain = parse_instruction("collection select . 'Orders' limit 10", ParseOptions::CLIENT).unwrap();
+    assert!(!serde_json::to_string(&Instruction::from(&plain)).unwrap().contains("start"));
+    let refused = parse_json(
+        r#"{"query":{"path":[],"select":[],"start":{"from":"index"},"projections":[],"limit":null,"offset":null}}"#,
+    )
+    .expect_err("a benchmark word");
+    assert!(refused.to_string().contains("`index` is only allowed in benchmark files"), "{refused}");
 }

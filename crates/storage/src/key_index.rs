@@ -953,7 +953,7 @@ impl KeyIndex {
 
     /// `owner`'s entries from the first key ≥ `from` on, in key order (the next page of a
     /// collection after the key `from`, say).
-    pub fn entries_from<'a>(&'a self, owner: u32, from: &'a [u8]) -> Range<'a> {
+    pub fn entries_from(&self, owner: u32, from: &[u8]) -> Range<'_> {
         let mut range = self.seek(owner, from);
         range.bound = Bound::Owner(owner);
         range

@@ -7,7 +7,7 @@ use espalier_schema::Span;
 
 use super::{
     Clause, Column, ColumnExpr, Comparison, Condition, Filter, Instruction, Item, LeafKind, Located, Op, OrderKey,
-    Pattern, PatternKey, PatternStep, Projection, Query, Refused, Step, Term, UpKind, Value,
+    Pattern, PatternKey, PatternStep, Projection, Query, Refused, Start, Step, Term, UpKind, Value,
 };
 
 type Result<T> = std::result::Result<T, Refused>;
@@ -267,6 +267,7 @@ impl ToAst for Query {
         Ok(ast::Query {
             path: self.path.to_ast().at("path")?,
             select: self.select.to_ast().at("select")?,
+            start: self.start.to_ast().at("start")?,
             projections: self.projections.to_ast().at("projections")?,
             limit: self.limit,
             offset: self.offset,
@@ -280,9 +281,33 @@ impl ToWire for ast::Query {
         Query {
             path: self.path.to_wire(),
             select: self.select.to_wire(),
+            start: self.start.to_wire(),
             projections: self.projections.to_wire(),
             limit: self.limit,
             offset: self.offset,
+        }
+    }
+}
+
+impl ToAst for Start {
+    type Ast = ast::Start;
+    fn to_ast(&self) -> Result<ast::Start> {
+        let located = |v: &Value, at: &str| -> Result<ast::Located<ast::Value>> {
+            Ok(ast::Located { item: v.to_ast().at(at)?, span: Span::default() })
+        };
+        Ok(match self {
+            Start::From(v) => ast::Start::From(located(v, "from")?),
+            Start::After(v) => ast::Start::After(located(v, "after")?),
+        })
+    }
+}
+
+impl ToWire for ast::Start {
+    type Wire = Start;
+    fn to_wire(&self) -> Start {
+        match self {
+            ast::Start::From(v) => Start::From(v.item.to_wire()),
+            ast::Start::After(v) => Start::After(v.item.to_wire()),
         }
     }
 }
