@@ -53,6 +53,10 @@ pub struct MixArgs {
     /// Also write box plots of the batch latencies to FILE as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Also draw batches per second against the number of clients to FILE as SVG (without and
+    /// with transactions, a line per system).
+    #[arg(long, value_name = "FILE")]
+    pub throughput_svg: Option<PathBuf>,
 }
 
 /// The library configuration these options describe.
@@ -114,6 +118,7 @@ pub fn run(args: &MixArgs, global: &Global) -> Result<(), String> {
     let config = config(args, global)?;
     let report = mix::run(&config, &|m| eprintln!("mix: {m}")).map_err(|e| e.to_string())?;
     crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
+    crate::output::write_svg(args.throughput_svg.as_deref(), || report.throughput_svg())?;
     crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())?;
     let problems = report.problems();
     if problems > 0 {

@@ -99,6 +99,10 @@ pub struct ClientOptions {
     /// default: the system's temp directory). Everything made there is deleted at the end.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Also draw throughput against the number of clients to FILE as SVG (a panel per
+    /// workload or query, a line per transport and encoding).
+    #[arg(long, value_name = "FILE")]
+    pub throughput_svg: Option<PathBuf>,
 }
 
 impl ClientOptions {
@@ -178,6 +182,7 @@ pub fn run(args: &RemoteArgs, global: &Global) -> Result<(), String> {
     let mut config = config(args, global)?;
     config.progress = true;
     let report = remote::run(&config).map_err(|e| e.to_string())?;
+    crate::output::write_svg(args.clients.throughput_svg.as_deref(), || report.throughput_svg())?;
     crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())?;
     let wrong = report.wrong();
     if wrong > 0 {

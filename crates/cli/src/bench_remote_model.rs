@@ -160,6 +160,7 @@ pub fn run(args: &RemoteModelArgs, global: &Global) -> Result<(), String> {
     }
     let report = model::run(&config, databases).map_err(|e| e.to_string())?;
     crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;
+    crate::output::write_svg(args.clients.throughput_svg.as_deref(), || report.throughput_svg())?;
     crate::output::print_report(global.json, || report.to_json(), || report.to_markdown())?;
     let wrong = report.wrong();
     if wrong > 0 {

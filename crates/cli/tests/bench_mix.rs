@@ -13,6 +13,8 @@ fn quick_mix_runs_without_and_with_transactions_and_checks_every_table() {
     std::fs::create_dir(&work).expect("work dir");
     let (work_arg, svg) = (work.display().to_string(), d.join("mix.svg"));
     let svg_arg = svg.display().to_string();
+    let lines = d.join("throughput.svg");
+    let lines_arg = lines.display().to_string();
     let args = [
         "--durability",
         "none",
@@ -32,6 +34,8 @@ fn quick_mix_runs_without_and_with_transactions_and_checks_every_table() {
         &work_arg,
         "--svg",
         &svg_arg,
+        "--throughput-svg",
+        &lines_arg,
     ];
     let o = run(d, &args);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -45,6 +49,8 @@ fn quick_mix_runs_without_and_with_transactions_and_checks_every_table() {
     }
     assert_eq!(json["costs"].as_array().map(Vec::len), Some(2));
     assert!(std::fs::read_to_string(&svg).expect("chart").starts_with("<svg"));
+    let lines = std::fs::read_to_string(&lines).expect("throughput chart");
+    assert_eq!(lines.matches("<polyline").count(), 4, "two systems in each mode: {lines}");
     assert_eq!(std::fs::read_dir(&work).expect("read dir").count(), 0, "temporary databases deleted");
 
     for (bad, says) in [

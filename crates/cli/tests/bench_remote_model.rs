@@ -36,6 +36,8 @@ fn quick_run_measures_every_model_query_with_zero_wrong_replies() {
 
     let svg = d.join("chart.svg");
     let svg_arg = svg.display().to_string();
+    let lines = d.join("throughput.svg");
+    let lines_arg = lines.display().to_string();
     let o = run(
         d,
         &[
@@ -50,11 +52,15 @@ fn quick_run_measures_every_model_query_with_zero_wrong_replies() {
             "singleton",
             "--svg",
             &svg_arg,
+            "--throughput-svg",
+            &lines_arg,
         ],
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let chart = std::fs::read_to_string(&svg).expect("the chart");
     assert!(chart.starts_with("<svg") && chart.contains("grabats:singleton") && chart.contains("K = 2"), "{chart}");
+    let lines = std::fs::read_to_string(&lines).expect("the throughput chart");
+    assert!(lines.contains("<polyline") && lines.contains("at 2 clients"), "{lines}");
     let markdown = text(&o.stdout);
     assert!(markdown.contains("Medians in ms (coefficient of dispersion)"), "{markdown}");
     assert!(markdown.contains("| grabats:singleton | "), "{markdown}");

@@ -297,6 +297,29 @@ impl Report {
     }
 }
 
+impl Report {
+    /// Throughput against clients (`crate::suite::chart::throughput`): a panel without and
+    /// one with transactions, a line per system.
+    pub fn throughput_svg(&self) -> String {
+        use crate::suite::chart::throughput::{svg, Line, Panel};
+        let panels: Vec<Panel> = [false, true]
+            .into_iter()
+            .map(|transactions| {
+                let mut lines: Vec<Line> = Vec::new();
+                for p in self.points.iter().filter(|p| p.transactions == transactions) {
+                    let label = p.system.name().to_string();
+                    match lines.iter_mut().find(|l| l.label == label) {
+                        Some(l) => l.points.push((p.clients, p.batches_per_s)),
+                        None => lines.push(Line { label, points: vec![(p.clients, p.batches_per_s)] }),
+                    }
+                }
+                Panel { title: mode(transactions).to_string(), lines }
+            })
+            .collect();
+        svg(&panels, "Transactional mix: batches per second by number of clients", "batches")
+    }
+}
+
 fn mode(transactions: bool) -> &'static str {
     if transactions {
         "transactions"

@@ -214,6 +214,31 @@ impl Report {
     }
 }
 
+impl Report {
+    /// Throughput against clients (`crate::suite::chart::throughput`): a panel per workload,
+    /// a line per transport, encoding and compression.
+    pub fn throughput_svg(&self) -> String {
+        use crate::suite::chart::throughput::{svg, Line, Panel};
+        let mut panels: Vec<Panel> = Vec::new();
+        for p in &self.points {
+            let label = format!("{} {} {}", p.transport.name(), p.encoding, p.compression.as_str());
+            let at = match panels.iter().position(|x| x.title == p.workload) {
+                Some(i) => i,
+                None => {
+                    panels.push(Panel { title: p.workload.clone(), lines: Vec::new() });
+                    panels.len() - 1
+                }
+            };
+            let lines = &mut panels[at].lines;
+            match lines.iter_mut().find(|l| l.label == label) {
+                Some(l) => l.points.push((p.clients, p.ops_per_sec)),
+                None => lines.push(Line { label, points: vec![(p.clients, p.ops_per_sec)] }),
+            }
+        }
+        svg(&panels, "Throughput by number of clients", "requests")
+    }
+}
+
 fn find<'a>(points: &'a [Point], workload: &str, t: Transport, e: Encoding, k: usize) -> Option<&'a Point> {
     points.iter().find(|p| p.workload == workload && p.transport == t && p.encoding == e && p.clients == k)
 }

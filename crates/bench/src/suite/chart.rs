@@ -4,6 +4,8 @@
 //! the minimum to p99 and a small circle marks the maximum (the thesis's R plots drew
 //! whiskers at 1.5 IQR; only these order statistics are kept, so the whisker shows p99).
 
+pub mod throughput;
+
 use std::fmt::Write as _;
 
 use super::report::{InstructionResult, Report};
