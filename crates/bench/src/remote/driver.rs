@@ -195,6 +195,18 @@ pub fn check(expect: &Expect, transport: Transport, m: &Message) -> Result<Optio
             )),
             other => Err(format!("expected rows, got {} {}", m.kind, clip_reply(other.as_ref()))),
         },
+        Expect::Replies(want) => match &m.result {
+            Some(Reply::Transaction(got))
+                if got.len() == want.len()
+                    && got.iter().zip(want).all(|(g, w)| matches!(g, Reply::Query(g) if g == w)) =>
+            {
+                Ok(None)
+            }
+            Some(Reply::Transaction(got)) => {
+                Err(format!("a transaction of {} replies differs from the {} results expected", got.len(), want.len()))
+            }
+            other => Err(format!("expected a transaction's replies, got {} {}", m.kind, clip_reply(other.as_ref()))),
+        },
         Expect::Done { changes } => match &m.result {
             Some(Reply::Done { version, changes: c }) if c == changes => Ok(Some(*version)),
             Some(Reply::Done { changes: c, .. }) => Err(format!("the write made {c} changes, expected {changes}")),
