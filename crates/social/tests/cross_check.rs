@@ -55,3 +55,13 @@ fn a_wrong_answer_is_caught() {
     let got = answer(q, a, &results(q, built.espalier.run(q, Via::Query, a).unwrap()).unwrap(), &built.net).unwrap();
     assert_ne!(got, sql.run(q, b).unwrap());
 }
+
+#[test]
+fn a_count_mismatch_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut built = build(Size::Tiny, 3, dir.path()).unwrap();
+    espalier_social::bench::check_counts(&built.net, &built.espalier, &built.sqlite).unwrap();
+    built.net.params.messages += 1;
+    let e = espalier_social::bench::check_counts(&built.net, &built.espalier, &built.sqlite).unwrap_err();
+    assert!(e.to_string().contains("count mismatch: 801 messages"), "{e}");
+}
