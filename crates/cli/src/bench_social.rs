@@ -114,6 +114,12 @@ pub fn run(args: &SocialArgs, global: &Global) -> Result<(), String> {
     let size_name = args.size.clone().unwrap_or_else(|| if args.quick { "tiny" } else { "paper" }.into());
     let size = Size::parse(&size_name).ok_or_else(|| format!("--size: {size_name:?} is not tiny or paper"))?;
     let only = chosen(args)?;
+    if args.invocations.is_some_and(|n| n > social::MAX_INVOCATIONS) || args.untimed > social::MAX_INVOCATIONS {
+        return Err(format!("--invocations and --untimed: at most {}", social::MAX_INVOCATIONS));
+    }
+    if args.pool == 0 || args.pool > espalier_social::remote::MAX_POOL {
+        return Err(format!("--pool: {} is not between 1 and {}", args.pool, espalier_social::remote::MAX_POOL));
+    }
     // Every remote configuration is checked before the in-process run spends its time.
     let mut configs = Vec::new();
     if !args.no_remote {

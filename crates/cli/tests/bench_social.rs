@@ -67,6 +67,8 @@ fn usage_errors_name_the_option() {
         (&["bench", "social", "--quick", "--query", "fof-9"][..], "--query"),
         (&["bench", "social", "--quick", "--peers", "neo4j"][..], "--peers"),
         (&["bench", "social", "--quick", "--compressions", "lz4"][..], "--compression"),
+        (&["bench", "social", "--quick", "--invocations", "2000000"][..], "--invocations"),
+        (&["bench", "social", "--quick", "--pool", "0"][..], "--pool"),
     ] {
         let o = run(dir.path(), args);
         assert!(!o.status.success(), "{args:?} succeeded");

@@ -18,6 +18,10 @@ use crate::model::{DegreeStats, Network, Size};
 use crate::queries::{draws, Query};
 use crate::sqlite::{self, SocialSqlite};
 
+/// Most invocations (timed or untimed) of one query a run may ask for: the draws are made
+/// before the run and held in memory.
+pub const MAX_INVOCATIONS: usize = 1_000_000;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -273,6 +277,12 @@ fn ms(d: Duration) -> f64 {
 /// Runs the benchmark; fails if a database cannot be built, a query fails, or the two systems
 /// disagree on an answer — never for a slow one.
 pub fn run(c: &Config) -> Result<Report, BenchError> {
+    if c.invocations.unwrap_or(0) > MAX_INVOCATIONS || c.warmup > MAX_INVOCATIONS {
+        return Err(BenchError(format!(
+            "at most {MAX_INVOCATIONS} invocations and as many untimed ones per query (asked: {:?} and {})",
+            c.invocations, c.warmup
+        )));
+    }
     let base = c.dir.clone().unwrap_or_else(std::env::temp_dir);
     let tmp = tempfile::Builder::new()
         .prefix("espalier-bench-social-")

@@ -19,6 +19,9 @@ use crate::sqlite::SocialSqlite;
 /// Distinct invocations per workload that the clients pick among, unless told otherwise.
 pub const POOL: usize = 64;
 
+/// Most distinct invocations per workload: each is run in process and held with its reply.
+pub const MAX_POOL: usize = 100_000;
+
 /// The prefix of a declared command's workload name.
 pub const COMMAND_PREFIX: &str = "cmd:";
 
@@ -33,6 +36,9 @@ pub fn database(
     pool: usize,
     seed: u64,
 ) -> Result<ModelDatabase, RemoteError> {
+    if pool > MAX_POOL {
+        return Err(RemoteError::Invalid(format!("--pool: {pool} is more than {MAX_POOL}")));
+    }
     let mut theirs = SocialSqlite::new(sqlite).map_err(|e| RemoteError::Invalid(e.to_string()))?;
     let mut workloads = Vec::new();
     for &q in queries {
