@@ -649,6 +649,14 @@ mod tests {
         changed.rows[0].values[0] = serde_json::json!(2);
         assert!(check(&want, Transport::Ws, &result(Reply::Query(changed))).unwrap_err().contains("values differ"));
 
+        // A transaction of queries: every member's rows, in order.
+        let want = Expect::Replies(vec![rows(1), rows(2)]);
+        let both = |a, b| result(Reply::Transaction(vec![Reply::Query(rows(a)), Reply::Query(rows(b))]));
+        assert_eq!(check(&want, Transport::Ws, &both(1, 2)), Ok(None));
+        assert!(check(&want, Transport::Ws, &both(2, 1)).is_err());
+        assert!(check(&want, Transport::Ws, &result(Reply::Transaction(vec![Reply::Query(rows(1))]))).is_err());
+        assert!(check(&want, Transport::Ws, &result(Reply::Query(rows(1)))).is_err());
+
         let want = Expect::Done { changes: 1 };
         assert_eq!(check(&want, Transport::Ws, &result(Reply::Done { version: 9, changes: 1 })), Ok(Some(9)));
         assert!(check(&want, Transport::Ws, &result(Reply::Done { version: 9, changes: 2 })).is_err());
