@@ -111,7 +111,11 @@ fn trainbenchmark(dir: &Path, size: u32, queries: &[Query]) -> Result<ModelDatab
         out.push(query);
     }
     progress.finish_and_clear();
-    Ok(ModelDatabase { name: format!("Train Benchmark (repair, size {size})"), engine, queries: out })
+    Ok(ModelDatabase {
+        name: format!("Train Benchmark (repair, size {size})"),
+        engine,
+        queries: out.into_iter().map(Into::into).collect(),
+    })
 }
 
 /// Generates the GraBaTs model of `types` type declarations in `dir` and checks the singleton
@@ -128,7 +132,7 @@ fn grabats_database(dir: &Path, types: usize, seed: u64) -> Result<ModelDatabase
     grabats::check(&model, &query.expected).map_err(|e| e.to_string())?;
     let name =
         format!("GraBaTs ({} types, {} methods, {} singletons)", model.types(), model.methods(), model.singletons());
-    Ok(ModelDatabase { name, engine, queries: vec![query] })
+    Ok(ModelDatabase { name, engine, queries: vec![query.into()] })
 }
 
 /// Runs the benchmark: progress on stderr, the report on stdout (Markdown, or JSON with

@@ -34,6 +34,8 @@ mod bench_peers;
 mod bench_remote;
 #[cfg(feature = "peers")]
 mod bench_remote_model;
+#[cfg(feature = "peers")]
+mod bench_social;
 mod bench_suite;
 #[cfg(feature = "peers")]
 mod bench_trainbenchmark;
@@ -420,6 +422,20 @@ espalier --json bench oo7 --size small > oo7.json")]
     #[cfg(feature = "peers")]
     Oo7(bench_oo7::Oo7Args),
 
+    /// Seed 001's social network: the appendix's 18 queries beside SQLite, then over the
+    /// server under K clients, as queries and as declared commands.
+    #[command(
+        long_about = "Generates the social network of Holzschuher & Peinl (2014) from a seed: 2,011 people with friends (mean 25, median 12, at least 1, at most 667, 90% under 65), 26,982 messages in inbox and sent collections, 25,365 activities, 2,000 addresses, 200 groups and 100 organisations (--size paper; tiny is 60 people, for CI). Loads it into Espalier and into SQLite and runs every query of the paper's appendix in both, one invocation at a time, the paper's number of times (2000, 200 or 20): group members, a person's groups, friend and group recommendations, friends of friends at 2 and 3 levels (not already friends), shortest path, inbox, message collections, profile, friends, activities, friends' newest activities, and the batches of ten. The three queries the paper made stored procedures also run as commands declared in the schema. Every answer is checked against SQLite's, and the counts against the generator's; a difference fails the run.\n\n\
+Then, unless --no-remote, each query and command is served on a free 127.0.0.1 port and sent as one request by K = 1, 2, 4, … 64 clients (--clients), in each --encoding (msgpack, json) and for each of --compressions (none, deflate), every reply compared with the in-process result (bench remote-model's method). The report gives medians per query and system with the ratio, and per query and K the median, dispersion and throughput. Markdown on standard output (JSON with --json); box plots with --svg.\n\n\
+Examples:\n\n    \
+espalier bench social --quick\n    \
+espalier bench social --size paper --no-remote\n    \
+espalier bench social --size paper --clients 1,4,16,64 --encoding msgpack,json --svg social.svg\n    \
+espalier --json bench social --query fof-3,shortest-path > social.json"
+    )]
+    #[cfg(feature = "peers")]
+    Social(bench_social::SocialArgs),
+
     /// Run benchmark files: a model, an `initialize` part and `repeat` parts (suites B1–B7).
     #[command(long_about = "Runs benchmark files written in the benchmark language of the thesis \
 (docs/benchmark-language.md; the suites B1-B7 of its appendix B are in benchmarks/). For each file: \
@@ -716,7 +732,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
     }
     if !std::path::Path::new(first).exists() {
         return Err(Failure::other(format!(
-            "no bench command or file named {:?} (commands: core, trainbenchmark, oo7, run, compare, peers, remote, remote-model; \
+            "no bench command or file named {:?} (commands: core, trainbenchmark, oo7, social, run, compare, peers, remote, remote-model; \
              see `espalier bench --help`)",
             first.to_string_lossy()
         )));
@@ -728,7 +744,7 @@ fn parse(mut args: Vec<OsString>) -> Result<Cli, Failure> {
 }
 
 /// The `bench` commands of the `peers` feature.
-const PEER_COMMANDS: [&str; 6] = ["core", "trainbenchmark", "oo7", "peers", "remote", "remote-model"];
+const PEER_COMMANDS: [&str; 7] = ["core", "trainbenchmark", "oo7", "social", "peers", "remote", "remote-model"];
 
 fn main() -> ExitCode {
     let mut cli = match parse(std::env::args_os().collect()) {
@@ -783,6 +799,8 @@ fn main() -> ExitCode {
         }
         #[cfg(feature = "peers")]
         Command::Bench(BenchCommand::Oo7(args)) => bench_oo7::run_oo7(&args, g.json).map_err(Failure::Other),
+        #[cfg(feature = "peers")]
+        Command::Bench(BenchCommand::Social(args)) => bench_social::run(&args, g).map_err(Failure::Other),
         Command::Bench(BenchCommand::Run(args)) => exit_code(bench_suite::run(&args, g)),
         // `parse` made it `bench run FILE…`.
         Command::Bench(BenchCommand::File(_)) => unreachable!("bench FILE is parsed as bench run FILE"),

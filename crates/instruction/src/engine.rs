@@ -187,7 +187,16 @@ impl Engine {
         crate::validate(instr).map_err(|e| invalid(source, e))?;
         let params = None;
         let checker = Checker { schema: self.db.schema(), params: &params };
-        checker.check(instr, Span::default()).map_err(|e| located(source, e))
+        let mut plan = checker.check(instr, Span::default()).map_err(|e| located(source, e))?;
+        // A command whose body only reads is a stored procedure: it runs on a snapshot and
+        // answers with rows, as its queries would (only the engine knows the bodies).
+        if let PlanKind::Command { name, read_only, .. } = &mut plan.kind {
+            *read_only = self
+                .commands
+                .get(name.as_str())
+                .is_some_and(|c| !c.plans.is_empty() && c.plans.iter().all(Plan::is_read_only));
+        }
+        Ok(plan)
     }
 
     /// The registered queries (hooked into the commits from the first call).
@@ -340,6 +349,19 @@ impl Engine {
                     .map(|(i, m)| self.read(nav, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))
                     .collect::<Result<_, _>>()?,
             )),
+            PlanKind::Command { name, args, read_only: true } => {
+                let cmd = self
+                    .commands
+                    .get(name)
+                    .ok_or_else(|| InstructionError::value(format!("unknown command '{name}'")))?;
+                let params = command_params(args, b)?;
+                let mut inner = Bindings { params: &params, cancel: b.cancel };
+                let mut last = None;
+                for plan in &cmd.plans {
+                    last = Some(self.read(nav, plan, &mut inner)?);
+                }
+                last.ok_or_else(|| InstructionError::value(format!("command '{name}' has no body")))
+            }
             PlanKind::Update { .. } | PlanKind::Command { .. } => unreachable!("read-only plans only"),
         }
     }
@@ -388,20 +410,12 @@ impl Engine {
                 apply(g, node, items, false, b)?;
                 Ok(Reply::Done { version: 0, changes: 0 })
             }
-            PlanKind::Command { name, args } => {
+            PlanKind::Command { name, args, .. } => {
                 let cmd = self
                     .commands
                     .get(name)
                     .ok_or_else(|| InstructionError::value(format!("unknown command '{name}'")))?;
-                let mut params = HashMap::with_capacity(args.len());
-                for (arg, value) in args {
-                    let v = match value {
-                        Value::Text(t) => ParamValue::Text(t.clone()),
-                        Value::Param(_) => b.text(value).map(ParamValue::Text)?,
-                        other => ParamValue::Int(b.number(other)?),
-                    };
-                    params.insert(arg.clone(), v);
-                }
+                let params = command_params(args, b)?;
                 let mut inner = Bindings { params: &params, cancel: None };
                 for plan in &cmd.plans {
                     self.write(g, plan, &mut inner)?;
@@ -416,6 +430,23 @@ impl Engine {
             )),
         }
     }
+}
+
+/// A command call's arguments as the parameters of its body.
+fn command_params(
+    args: &[(String, Value)],
+    b: &mut Bindings<'_>,
+) -> Result<HashMap<String, ParamValue>, InstructionError> {
+    let mut params = HashMap::with_capacity(args.len());
+    for (arg, value) in args {
+        let v = match value {
+            Value::Text(t) => ParamValue::Text(t.clone()),
+            Value::Param(_) => b.text(value).map(ParamValue::Text)?,
+            other => ParamValue::Int(b.number(other)?),
+        };
+        params.insert(arg.clone(), v);
+    }
+    Ok(params)
 }
 
 /// A committed request's reply with its version and change count.

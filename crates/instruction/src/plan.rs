@@ -73,6 +73,10 @@ pub(crate) enum PlanKind {
         name: String,
         /// Each parameter's name and value.
         args: Vec<(String, Value)>,
+        /// Whether every instruction of the body only reads (set by `Engine::check`, which
+        /// knows the compiled bodies): such a command runs on a snapshot, like a query, and
+        /// answers with its last instruction's reply (a stored procedure).
+        read_only: bool,
     },
     /// A transaction: its members, run in order, all or nothing.
     Transaction(Vec<Member>),
@@ -89,12 +93,14 @@ pub(crate) struct Member {
 }
 
 impl Plan {
-    /// Whether the plan only reads (queries and `get`, or a transaction of nothing else).
+    /// Whether the plan only reads (queries and `get`, a command whose body only reads, or a
+    /// transaction of nothing else).
     pub fn is_read_only(&self) -> bool {
         match &self.kind {
             PlanKind::Query(_) | PlanKind::Match(_) | PlanKind::Get { .. } => true,
             PlanKind::Transaction(list) => list.iter().all(|m| m.plan.is_read_only()),
-            PlanKind::Update { .. } | PlanKind::Command { .. } => false,
+            PlanKind::Command { read_only, .. } => *read_only,
+            PlanKind::Update { .. } => false,
         }
     }
 
@@ -346,7 +352,7 @@ impl<'s> Checker<'s> {
                         return err(span, format!("command '{name}' needs parameter '{p}'"));
                     }
                 }
-                Ok(Plan { kind: PlanKind::Command { name: name.clone(), args: args.clone() } })
+                Ok(Plan { kind: PlanKind::Command { name: name.clone(), args: args.clone(), read_only: false } })
             }
             Instruction::Transaction(list) => {
                 let members = list

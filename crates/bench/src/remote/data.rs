@@ -112,6 +112,8 @@ pub enum Expect {
     },
     /// A query's whole result.
     Rows(QueryResult),
+    /// A transaction of queries: each member's whole result, in order.
+    Replies(Vec<QueryResult>),
     /// A committed write with this many changes.
     Done {
         /// The number of changes.
@@ -129,6 +131,10 @@ impl Expect {
             Expect::Rows(mut q) => {
                 q.total = q.total.wrapping_add(1);
                 Expect::Rows(q)
+            }
+            Expect::Replies(mut list) => {
+                list.push(QueryResult { total: 0, columns: Vec::new(), rows: Vec::new() });
+                Expect::Replies(list)
             }
             Expect::Done { changes } => Expect::Done { changes: changes + 1 },
         }

@@ -195,6 +195,18 @@ pub fn check(expect: &Expect, transport: Transport, m: &Message) -> Result<Optio
             )),
             other => Err(format!("expected rows, got {} {}", m.kind, clip_reply(other.as_ref()))),
         },
+        Expect::Replies(want) => match &m.result {
+            Some(Reply::Transaction(got))
+                if got.len() == want.len()
+                    && got.iter().zip(want).all(|(g, w)| matches!(g, Reply::Query(g) if g == w)) =>
+            {
+                Ok(None)
+            }
+            Some(Reply::Transaction(got)) => {
+                Err(format!("a transaction of {} replies differs from the {} results expected", got.len(), want.len()))
+            }
+            other => Err(format!("expected a transaction's replies, got {} {}", m.kind, clip_reply(other.as_ref()))),
+        },
         Expect::Done { changes } => match &m.result {
             Some(Reply::Done { version, changes: c }) if c == changes => Ok(Some(*version)),
             Some(Reply::Done { changes: c, .. }) => Err(format!("the write made {c} changes, expected {changes}")),
@@ -636,6 +648,14 @@ mod tests {
         let mut changed = rows(1);
         changed.rows[0].values[0] = serde_json::json!(2);
         assert!(check(&want, Transport::Ws, &result(Reply::Query(changed))).unwrap_err().contains("values differ"));
+
+        // A transaction of queries: every member's rows, in order.
+        let want = Expect::Replies(vec![rows(1), rows(2)]);
+        let both = |a, b| result(Reply::Transaction(vec![Reply::Query(rows(a)), Reply::Query(rows(b))]));
+        assert_eq!(check(&want, Transport::Ws, &both(1, 2)), Ok(None));
+        assert!(check(&want, Transport::Ws, &both(2, 1)).is_err());
+        assert!(check(&want, Transport::Ws, &result(Reply::Transaction(vec![Reply::Query(rows(1))]))).is_err());
+        assert!(check(&want, Transport::Ws, &result(Reply::Query(rows(1)))).is_err());
 
         let want = Expect::Done { changes: 1 };
         assert_eq!(check(&want, Transport::Ws, &result(Reply::Done { version: 9, changes: 1 })), Ok(Some(9)));

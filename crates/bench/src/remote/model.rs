@@ -43,14 +43,63 @@ impl ModelQuery {
     }
 }
 
-/// A database built by the caller and the queries to run on it.
+/// A workload of a model database: requests with parameters, each with the reply the engine
+/// gives in process; the clients pick among them at random.
+#[derive(Debug, Clone)]
+pub struct ModelWorkload {
+    /// The workload's name in the report.
+    pub name: String,
+    /// Its operations, one request each.
+    pub ops: Vec<Operation>,
+}
+
+impl From<ModelQuery> for ModelWorkload {
+    fn from(q: ModelQuery) -> ModelWorkload {
+        let step =
+            Step { call: Call::Execute { text: q.text, params: Params::new() }, expect: Expect::Rows(q.expected) };
+        ModelWorkload { name: q.name, ops: vec![Operation { steps: vec![step] }] }
+    }
+}
+
+impl ModelWorkload {
+    /// `text` with each of `calls`' parameter values, each run on `engine` in process for the
+    /// reply the server's must equal: rows, or a transaction's rows member by member.
+    pub fn new(engine: &Engine, name: &str, text: &str, calls: Vec<Params>) -> Result<ModelWorkload, RemoteError> {
+        let mut ops = Vec::with_capacity(calls.len());
+        for params in calls {
+            let values: HashMap<_, _> = params.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let reply = engine.execute_text(text, &values).map_err(|e| RemoteError::espalier(name, e))?;
+            let expect = match reply {
+                Reply::Query(q) => Expect::Rows(q),
+                Reply::Transaction(list) => Expect::Replies(
+                    list.into_iter()
+                        .map(|r| match r {
+                            Reply::Query(q) => Ok(q),
+                            other => Err(RemoteError::Invalid(format!("{name}: a member answered {other:?}"))),
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => return Err(RemoteError::Invalid(format!("{name}: expected rows, got {other:?}"))),
+            };
+            ops.push(Operation {
+                steps: vec![Step { call: Call::Execute { text: text.to_string(), params }, expect }],
+            });
+        }
+        if ops.is_empty() {
+            return Err(RemoteError::Invalid(format!("{name}: no invocations")));
+        }
+        Ok(ModelWorkload { name: name.to_string(), ops })
+    }
+}
+
+/// A database built by the caller and the workloads to run on it.
 pub struct ModelDatabase {
     /// The data set's name, for progress messages: `trainbenchmark`, `grabats`.
     pub name: String,
     /// The database, built and checked.
     pub engine: Engine,
     /// Its queries.
-    pub queries: Vec<ModelQuery>,
+    pub queries: Vec<ModelWorkload>,
 }
 
 /// Serves each database in turn and measures each of its queries at every client count,
@@ -80,11 +129,7 @@ pub fn run(config: &Config, databases: Vec<ModelDatabase>) -> Result<Report, Rem
         let server = ServedDatabase::serve(DatasetKind::Model, database.engine, &config)?;
         for query in database.queries {
             let workload = Workload::Model(query.name);
-            let step = Step {
-                call: Call::Execute { text: query.text, params: Params::new() },
-                expect: Expect::Rows(query.expected),
-            };
-            let prepared = Prepared { ops: vec![Operation { steps: vec![step] }] }.for_config(&config);
+            let prepared = Prepared { ops: query.ops }.for_config(&config);
             let (p, v) = measure(&server, &workload, &prepared, &config, &client_rt, &pb)?;
             points.extend(p);
             verifications.extend(v);
@@ -111,7 +156,7 @@ mod tests {
         model.fill(&engine, &mut |_| {}).unwrap();
         let query = ModelQuery::new(&engine, "grabats:singleton", grabats::QUERY).unwrap();
         assert_eq!(query.expected.total, model.singletons() as u64);
-        ModelDatabase { name: "grabats".into(), engine, queries: vec![query] }
+        ModelDatabase { name: "grabats".into(), engine, queries: vec![query.into()] }
     }
 
     #[test]

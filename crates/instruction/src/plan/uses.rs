@@ -86,7 +86,7 @@ fn plan<'p>(schema: &Schema, p: &'p Plan, out: &mut Vec<ValueUse<'p>>) {
         }
         PlanKind::Get { path, .. } => steps(path, out),
         PlanKind::Match(_) => {}
-        PlanKind::Command { name, args } => {
+        PlanKind::Command { name, args, .. } => {
             let declared = schema.command(name).map(|c| c.params.as_slice()).unwrap_or_default();
             for (arg, value) in args {
                 let kind = declared.iter().find(|(p, _)| p == arg).map(|(_, k)| *k);

@@ -1,0 +1,77 @@
+//! `espalier bench social --quick` end to end: the tiny network in process beside SQLite,
+//! then over a server on a free 127.0.0.1 port — every query and the three commands, both
+//! encodings, with and without compression — every reply checked; and its usage errors.
+
+mod common;
+
+use common::{run, text};
+
+#[test]
+fn quick_run_checks_every_query_in_process_and_over_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().join("work");
+    std::fs::create_dir(&d).expect("work dir");
+    let dir_arg = d.display().to_string();
+    let svg = dir.path().join("social.svg");
+    let svg_arg = svg.display().to_string();
+    let args = [
+        "--json",
+        "bench",
+        "social",
+        "--quick",
+        "--requests",
+        "6",
+        "--clients",
+        "1,2",
+        "--encoding",
+        "msgpack,json",
+        "--compressions",
+        "none,deflate",
+        "--dir",
+        &dir_arg,
+        "--svg",
+        &svg_arg,
+    ];
+    let o = run(dir.path(), &args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+    let ops = json["in_process"]["ops"].as_array().expect("in-process ops");
+    assert_eq!(ops.len(), 18 + 3, "eighteen queries and three commands");
+    assert_eq!(json["in_process"]["counts"]["people"].as_u64(), Some(60));
+    let remote = json["remote"].as_array().expect("remote runs");
+    assert_eq!(remote.len(), 2, "none and deflate");
+    for r in remote {
+        let points = r["report"]["points"].as_array().expect("points");
+        // 21 workloads × 2 encodings × K = 1, 2.
+        assert_eq!(points.len(), 21 * 2 * 2, "{}", r["compression"]);
+        for p in points {
+            assert_eq!((p["failed"].as_u64(), p["wrong"].as_u64()), (Some(0), Some(0)), "{p}");
+            assert_eq!(p["operations"].as_u64(), Some(6), "{p}");
+        }
+        let names: Vec<&str> = points.iter().filter_map(|p| p["workload"].as_str()).collect();
+        for w in ["cmd:friend-recommendations", "cmd:fof-2", "cmd:fof-3", "shortest-path", "profiles-10"] {
+            assert!(names.contains(&w), "{w} missing");
+        }
+    }
+    assert_eq!(std::fs::read_dir(&d).expect("read dir").count(), 0, "nothing left in --dir");
+    let chart = std::fs::read_to_string(&svg).expect("the chart");
+    assert!(chart.starts_with("<svg") && chart.contains("fof-3"), "{chart}");
+    assert!(dir.path().join("social-remote-deflate.svg").exists());
+}
+
+#[test]
+fn usage_errors_name_the_option() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (args, want) in [
+        (&["bench", "social", "--quick", "--size", "huge"][..], "--size"),
+        (&["bench", "social", "--quick", "--query", "fof-9"][..], "--query"),
+        (&["bench", "social", "--quick", "--peers", "neo4j"][..], "--peers"),
+        (&["bench", "social", "--quick", "--compressions", "lz4"][..], "--compression"),
+        (&["bench", "social", "--quick", "--invocations", "2000000"][..], "--invocations"),
+        (&["bench", "social", "--quick", "--pool", "0"][..], "--pool"),
+    ] {
+        let o = run(dir.path(), args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
+    }
+}

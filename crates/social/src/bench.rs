@@ -1,0 +1,440 @@
+//! The in-process run: Espalier beside SQLite on the same network, each query invoked as
+//! many times as the paper's appendix says (or `invocations`), the two systems one after the
+//! other on each draw, and every answer cross-checked (the run fails on the first
+//! disagreement). Espalier runs with durability none and SQLite with WAL and
+//! `synchronous = OFF`, as the OO7 run; reads only, so neither writes during the timings.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use espalier_bench::stats::Summary;
+use espalier_transaction::{DatabaseOptions, Durability};
+use indicatif::{ProgressBar, ProgressStyle};
+use rusqlite::Connection;
+use serde::Serialize;
+
+use crate::espalier::{answer, results, SocialEspalier, Via};
+use crate::model::{DegreeStats, Network, Size};
+use crate::queries::{draws, Query};
+use crate::sqlite::{self, SocialSqlite};
+
+/// Most invocations (timed or untimed) of one query a run may ask for: the draws are made
+/// before the run and held in memory.
+pub const MAX_INVOCATIONS: usize = 1_000_000;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The network's size.
+    pub size: Size,
+    /// The generator's seed (and the draws').
+    pub seed: u64,
+    /// Invocations per query; `None`: the paper's (2000, 200 or 20) at paper size, a
+    /// twentieth of them (at least 5) at tiny size.
+    pub invocations: Option<usize>,
+    /// Untimed invocations per query and system before the timed ones.
+    pub warmup: usize,
+    /// Only these queries (all when empty).
+    pub only: Vec<Query>,
+    /// Where the temporary databases go (the system's temp directory when `None`).
+    pub dir: Option<PathBuf>,
+    /// Progress bars on stderr.
+    pub progress: bool,
+}
+
+impl Config {
+    /// CI size: the tiny network, a few invocations each.
+    pub fn quick() -> Config {
+        Config {
+            size: Size::Tiny,
+            seed: crate::SEED,
+            invocations: None,
+            warmup: 2,
+            only: Vec::new(),
+            dir: None,
+            progress: false,
+        }
+    }
+
+    /// The invocations of `q` this run makes.
+    pub fn invocations_of(&self, q: Query) -> usize {
+        match (self.invocations, self.size) {
+            (Some(n), _) => n.max(1),
+            (None, Size::Paper) => q.paper_invocations(),
+            (None, Size::Tiny) => (q.paper_invocations() / 20).max(5),
+        }
+    }
+
+    /// The queries this run makes.
+    pub fn queries(&self) -> Vec<Query> {
+        if self.only.is_empty() {
+            Query::ALL.to_vec()
+        } else {
+            Query::ALL.into_iter().filter(|q| self.only.contains(q)).collect()
+        }
+    }
+}
+
+/// A run that could not be made, or found the systems disagreeing.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BenchError(pub String);
+
+fn err(what: &str, e: impl std::fmt::Display) -> BenchError {
+    BenchError(format!("{what}: {e}"))
+}
+
+/// The in-process report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The network's size.
+    pub size: Size,
+    /// The generator's seed.
+    pub seed: u64,
+    /// People, messages, activities, addresses, groups, organisations.
+    pub counts: Counts,
+    /// Friends per person.
+    pub degrees: DegreeStats,
+    /// Generating the network, in ms.
+    pub generate_ms: f64,
+    /// Loading it into Espalier, in ms.
+    pub load_espalier_ms: f64,
+    /// Loading it into SQLite (with ANALYZE), in ms.
+    pub load_sqlite_ms: f64,
+    /// One row per query (and per declared command).
+    pub ops: Vec<OpReport>,
+}
+
+/// The network's counts.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Counts {
+    /// People.
+    pub people: usize,
+    /// Messages.
+    pub messages: usize,
+    /// Activities.
+    pub activities: usize,
+    /// Addresses.
+    pub addresses: usize,
+    /// Groups.
+    pub groups: usize,
+    /// Organisations.
+    pub organisations: usize,
+}
+
+impl Counts {
+    /// The counts of `net`.
+    pub fn of(net: &Network) -> Counts {
+        Counts {
+            people: net.people.len(),
+            messages: net.messages.len(),
+            activities: net.activity_count(),
+            addresses: net.addresses.len(),
+            groups: net.groups.len(),
+            organisations: net.organisations.len(),
+        }
+    }
+}
+
+/// One query's timings in both systems.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpReport {
+    /// The query's name; a declared command's is followed by ` (command)`.
+    pub query: String,
+    /// Timed invocations.
+    pub invocations: usize,
+    /// Rows per invocation, on average (the same in both systems).
+    pub mean_rows: f64,
+    /// Espalier's time per invocation.
+    pub espalier: Summary,
+    /// SQLite's time per invocation.
+    pub sqlite: Summary,
+    /// SQLite's median over Espalier's: above 1, Espalier is faster.
+    pub ratio: f64,
+}
+
+fn bar(progress: bool, len: u64) -> ProgressBar {
+    if !progress {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {elapsed_precise}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+/// Opens (or creates) the SQLite file as the benchmark uses it.
+pub fn open_sqlite(path: &Path) -> Result<Connection, BenchError> {
+    let e = |x| err("opening SQLite", x);
+    let conn = Connection::open(path).map_err(e)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(BenchError(format!("SQLite refused WAL mode (got {mode})")));
+    }
+    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
+    Ok(conn)
+}
+
+/// The database options of the in-process run.
+pub fn options() -> DatabaseOptions {
+    DatabaseOptions { durability: Durability::None, ..Default::default() }
+}
+
+/// The seed of `q`'s draws: the run's seed and the query, so each query has its own.
+pub fn draw_seed(seed: u64, q: Query) -> u64 {
+    seed ^ (q as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Both systems built on one network: what the in-process run and the remote one share.
+pub struct Built {
+    /// The network.
+    pub net: Network,
+    /// It in Espalier.
+    pub espalier: SocialEspalier,
+    /// It in SQLite.
+    pub sqlite: Connection,
+    /// Generating, loading Espalier, loading SQLite (ms).
+    pub times: (f64, f64, f64),
+}
+
+/// Generates the network of `size` from `seed` and loads it into Espalier and SQLite under
+/// `dir`.
+pub fn build(size: Size, seed: u64, dir: &Path) -> Result<Built, BenchError> {
+    let t = Instant::now();
+    let net = crate::generate(size, seed).map_err(|e| err("generating", e))?;
+    let generate_ms = ms(t.elapsed());
+    let t = Instant::now();
+    let engine = crate::create(&dir.join("espalier"), &net, options()).map_err(|e| err("loading Espalier", e))?;
+    let espalier = SocialEspalier::new(engine).map_err(|e| err("checking the queries", e))?;
+    let load_espalier_ms = ms(t.elapsed());
+    let t = Instant::now();
+    let mut conn = open_sqlite(&dir.join("sqlite.db"))?;
+    sqlite::load(&mut conn, &net).map_err(|e| err("loading SQLite", e))?;
+    let load_sqlite_ms = ms(t.elapsed());
+    check_counts(&net, &espalier, &conn)?;
+    Ok(Built { net, espalier, sqlite: conn, times: (generate_ms, load_espalier_ms, load_sqlite_ms) })
+}
+
+/// What is counted in both databases: (name, Espalier pattern, SQL).
+const COUNTS: [(&str, &str, &str); 8] = [
+    ("people", "collection match x in . 'People' select 'n' -> count ( )", "SELECT COUNT(*) FROM person"),
+    ("messages", "collection match x in . 'Messages' select 'n' -> count ( )", "SELECT COUNT(*) FROM message"),
+    (
+        "activities",
+        "collection match x in . 'People' . 'Activities' select 'n' -> count ( )",
+        "SELECT COUNT(*) FROM activity",
+    ),
+    ("addresses", "collection match x in . 'Addresses' select 'n' -> count ( )", "SELECT COUNT(*) FROM address"),
+    ("groups", "collection match x in . 'Groups' select 'n' -> count ( )", "SELECT COUNT(*) FROM grp"),
+    (
+        "organisations",
+        "collection match x in . 'Organisations' select 'n' -> count ( )",
+        "SELECT COUNT(*) FROM organisation",
+    ),
+    (
+        "friendship entries",
+        "collection match x in . 'People' f in x > 'Friends' select 'n' -> count ( )",
+        "SELECT COUNT(*) FROM friend",
+    ),
+    (
+        "group memberships",
+        "collection match x in . 'People' g in x > 'Groups' select 'n' -> count ( )",
+        "SELECT COUNT(*) FROM member",
+    ),
+];
+
+/// Fails unless both databases hold exactly what the generator made: the paper's counts (for
+/// the size), friendship entries and memberships.
+pub fn check_counts(net: &Network, espalier: &SocialEspalier, conn: &Connection) -> Result<(), BenchError> {
+    let p = net.params;
+    let friendships: usize = net.people.iter().map(|x| x.friends.len()).sum();
+    let memberships: usize = net.people.iter().map(|x| x.groups.len()).sum();
+    let wanted = [p.people, p.messages, p.activities, p.addresses, p.groups, p.organisations, friendships, memberships];
+    for ((name, pattern, sql), want) in COUNTS.into_iter().zip(wanted) {
+        let ours = match espalier.engine().execute_text(pattern, &Default::default()) {
+            Ok(espalier_instruction::Reply::Query(q)) => {
+                q.rows.first().and_then(|r| r.values.first()).and_then(serde_json::Value::as_u64)
+            }
+            Ok(_) => None,
+            Err(e) => return Err(err(&format!("counting {name} in Espalier"), e)),
+        };
+        let theirs: i64 =
+            conn.query_row(sql, [], |r| r.get(0)).map_err(|e| err(&format!("counting {name} in SQLite"), e))?;
+        if ours != Some(want as u64) || theirs != want as i64 {
+            return Err(BenchError(format!(
+                "count mismatch: {want} {name} generated, Espalier holds {ours:?}, SQLite {theirs}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Runs the benchmark; fails if a database cannot be built, a query fails, or the two systems
+/// disagree on an answer — never for a slow one.
+pub fn run(c: &Config) -> Result<Report, BenchError> {
+    if c.invocations.unwrap_or(0) > MAX_INVOCATIONS || c.warmup > MAX_INVOCATIONS {
+        return Err(BenchError(format!(
+            "at most {MAX_INVOCATIONS} invocations and as many untimed ones per query (asked: {:?} and {})",
+            c.invocations, c.warmup
+        )));
+    }
+    let base = c.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("espalier-bench-social-")
+        .tempdir_in(&base)
+        .map_err(|e| err(&format!("making a temporary directory in {}", base.display()), e))?;
+    let built = build(c.size, c.seed, tmp.path())?;
+    let mut theirs = SocialSqlite::new(&built.sqlite).map_err(|e| err("preparing the SQL", e))?;
+    let queries = c.queries();
+    let pb = bar(c.progress, queries.iter().map(|q| c.invocations_of(*q) as u64).sum());
+    let mut ops = Vec::new();
+    for q in queries {
+        pb.set_prefix(q.name());
+        let n = c.invocations_of(q);
+        let all = draws(&built.net, n + c.warmup, draw_seed(c.seed, q));
+        let (warm, timed) = all.split_at(c.warmup.min(all.len()));
+        let vias: &[Via] = if q.command().is_some() { &[Via::Query, Via::Command] } else { &[Via::Query] };
+        for d in warm {
+            for &via in vias {
+                built.espalier.run(q, via, d).map_err(|e| err("Espalier", e))?;
+            }
+            theirs.run(q, d).map_err(|e| err("SQLite", e))?;
+        }
+        let mut ours: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); vias.len()];
+        let mut sql = Vec::with_capacity(n);
+        let mut rows = 0usize;
+        for (i, d) in timed.iter().enumerate() {
+            let t = Instant::now();
+            let want = theirs.run(q, d).map_err(|e| err("SQLite", e))?;
+            sql.push(t.elapsed());
+            rows += want.rows.len();
+            // The query and its command take turns going first: the second of two runs on
+            // the same draw finds the caches warm.
+            let mut order: Vec<(&Via, &mut Vec<Duration>)> = vias.iter().zip(ours.iter_mut()).collect();
+            if i % 2 == 1 {
+                order.reverse();
+            }
+            for (&via, times) in order {
+                let t = Instant::now();
+                let reply = built.espalier.run(q, via, d).map_err(|e| err("Espalier", e))?;
+                times.push(t.elapsed());
+                let got =
+                    results(q, reply).and_then(|r| answer(q, d, &r, &built.net)).map_err(|e| err("Espalier", e))?;
+                if got != want {
+                    return Err(BenchError(format!(
+                        "{} for {d:?}: Espalier answers {} rows (total {}), SQLite {} rows (total {}); first rows {:?} and {:?}",
+                        q.name(),
+                        got.rows.len(),
+                        got.total,
+                        want.rows.len(),
+                        want.total,
+                        got.rows.first(),
+                        want.rows.first()
+                    )));
+                }
+            }
+            pb.inc(1);
+        }
+        if sql.is_empty() {
+            continue;
+        }
+        let sqlite = Summary::of(&mut sql);
+        for (&via, mut times) in vias.iter().zip(ours) {
+            let espalier = Summary::of(&mut times);
+            let query = if via == Via::Command { format!("{} (command)", q.name()) } else { q.name().to_string() };
+            let ratio = if espalier.median_us > 0.0 { sqlite.median_us / espalier.median_us } else { f64::INFINITY };
+            ops.push(OpReport {
+                query,
+                invocations: n,
+                mean_rows: rows as f64 / n as f64,
+                espalier,
+                sqlite: sqlite.clone(),
+                ratio,
+            });
+        }
+    }
+    pb.finish_and_clear();
+    let (generate_ms, load_espalier_ms, load_sqlite_ms) = built.times;
+    Ok(Report {
+        size: c.size,
+        seed: c.seed,
+        counts: Counts::of(&built.net),
+        degrees: built.net.degrees(),
+        generate_ms,
+        load_espalier_ms,
+        load_sqlite_ms,
+        ops,
+    })
+}
+
+impl Report {
+    /// The report as Markdown: the network, then one table row per query.
+    pub fn to_markdown(&self) -> String {
+        use espalier_bench::suite::report::us;
+        use std::fmt::Write as _;
+        let c = &self.counts;
+        let d = &self.degrees;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Social network, {} size (seed {}): {} people, {} messages, {} activities, {} addresses, {} groups, \
+             {} organisations; {} friendships, friends per person mean {:.1}, median {}, min {}, max {}, {:.0}% \
+             under 65. Generated in {:.0} ms; loaded in {:.0} ms into Espalier (durability none), {:.0} ms into \
+             SQLite (WAL, synchronous=OFF).\n",
+            self.size.name(),
+            self.seed,
+            c.people,
+            c.messages,
+            c.activities,
+            c.addresses,
+            c.groups,
+            c.organisations,
+            d.friendships,
+            d.mean,
+            d.median,
+            d.min,
+            d.max,
+            d.under_65 * 100.0,
+            self.generate_ms,
+            self.load_espalier_ms,
+            self.load_sqlite_ms
+        );
+        out.push_str(
+            "In process, one invocation at a time; medians per invocation in µs; ratio = SQLite / Espalier \
+             (above 1, Espalier is faster). Every answer is cross-checked.\n\n",
+        );
+        out.push_str("| query | invocations | rows | Espalier | SQLite | ratio |\n|---|---:|---:|---:|---:|---:|\n");
+        for r in &self.ops {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.1} | {} | {} | {:.2}× |",
+                r.query,
+                r.invocations,
+                r.mean_rows,
+                us(r.espalier.median_us),
+                us(r.sqlite.median_us),
+                r.ratio
+            );
+        }
+        out
+    }
+
+    /// Box plots per query (`espalier_bench::suite::chart`): one box per query and system.
+    pub fn chart_svg(&self) -> String {
+        use espalier_bench::suite::chart::{svg, Series};
+        use espalier_bench::suite::report::InstructionResult;
+        let result = |r: &OpReport, s: &Summary| InstructionResult::of_summary("hot", "social", &r.query, s);
+        let ours: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.espalier)).collect();
+        let theirs: Vec<InstructionResult> = self.ops.iter().map(|r| result(r, &r.sqlite)).collect();
+        let series = [
+            Series { label: "Espalier".into(), results: ours.iter().collect() },
+            Series { label: "SQLite".into(), results: theirs.iter().collect() },
+        ];
+        svg(&series, &format!("Social network ({}): Espalier beside SQLite, in process", self.size.name()))
+    }
+}
