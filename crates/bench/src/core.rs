@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use espalier_instruction::plan::Plan;
 use espalier_instruction::{parse::ParseOptions, parse_instruction, Engine, ParamValue, Reply, Row};
 use espalier_transaction::{DatabaseOptions, Durability};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rusqlite::{params, Connection};
@@ -392,17 +392,7 @@ fn lit(s: &str) -> String {
 }
 
 fn bar(c: &Config, len: u64, prefix: &str) -> ProgressBar {
-    if !c.progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{prefix:>18} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(prefix.to_string());
-    pb
+    crate::progress::bar(c.progress, len, prefix, "{prefix:>18} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
 }
 
 struct Espalier {

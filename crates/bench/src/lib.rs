@@ -22,6 +22,7 @@ pub mod interrupt;
 pub mod mix;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod progress;
 #[cfg(feature = "peers")]
 pub mod remote;
 pub mod stats;

@@ -7,9 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use espalier_bench::progress;
 use espalier_bench::stats::Summary;
 use espalier_transaction::{DatabaseOptions, Durability};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -153,27 +154,13 @@ pub struct OpReport {
     pub ratio: f64,
 }
 
-fn bar(progress: bool, len: u64) -> ProgressBar {
-    if !progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {elapsed_precise}") {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb
+fn bar(show: bool, len: u64) -> ProgressBar {
+    progress::bar(show, len, "", progress::STEPS)
 }
 
 /// Opens (or creates) the SQLite file as the benchmark uses it.
 pub fn open_sqlite(path: &Path) -> Result<Connection, BenchError> {
-    let e = |x| err("opening SQLite", x);
-    let conn = Connection::open(path).map_err(e)?;
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(BenchError(format!("SQLite refused WAL mode (got {mode})")));
-    }
-    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
-    Ok(conn)
+    espalier_bench::peers::sqlite::open_benchmark_file(path).map_err(BenchError)
 }
 
 /// The database options of the in-process run.

@@ -29,12 +29,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use espalier_bench::progress;
 use espalier_bench::stats::Summary;
 use espalier_instruction::parse::ParseOptions;
 use espalier_instruction::plan::Plan;
 use espalier_instruction::{parse_instruction, Engine};
 use espalier_transaction::{DatabaseOptions, Durability};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -217,28 +218,11 @@ pub struct RepairReport {
 }
 
 fn bar(c: &Config, len: u64, prefix: String) -> ProgressBar {
-    if !c.progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} {elapsed_precise}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(prefix);
-    pb
+    progress::bar(c.progress, len, &prefix, progress::STEPS)
 }
 
 fn open_sqlite(path: &Path) -> Result<Connection, BenchError> {
-    let e = |x| err("opening SQLite", x);
-    let conn = Connection::open(path).map_err(e)?;
-    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(BenchError(format!("SQLite refused WAL mode (got {mode})")));
-    }
-    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
-    Ok(conn)
+    espalier_bench::peers::sqlite::open_benchmark_file(path).map_err(BenchError)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -25,7 +25,7 @@ use espalier_instruction::plan::Plan;
 use espalier_instruction::{parse_instruction, Engine, Reply};
 use espalier_schema::PropertyKind;
 use espalier_transaction::DatabaseOptions;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -374,17 +374,12 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 fn bar(progress: bool, len: u64, prefix: &str) -> ProgressBar {
-    if !progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template(
+    crate::progress::bar(
+        progress,
+        len,
+        prefix,
         "{prefix:>18} [{bar:40}] {human_pos}/{human_len} {per_sec:>12} {elapsed_precise} eta {eta}",
-    ) {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb.set_prefix(prefix.to_string());
-    pb
+    )
 }
 
 /// Espalier and the peers, loaded with the same data.

@@ -217,3 +217,17 @@ impl SqlConn for SqlitePeer {
         Ok(n as u64)
     }
 }
+
+/// Opens (or creates) a suite's SQLite file as the in-process benchmarks (OO7, the Train
+/// Benchmark, the social network) use it: WAL, `synchronous=OFF` (beside Espalier's durability
+/// `none`), a page cache of up to 1 GiB. The error says what failed.
+pub fn open_benchmark_file(path: &Path) -> Result<Connection, String> {
+    let e = |x: rusqlite::Error| format!("opening SQLite at {}: {x}", path.display());
+    let conn = Connection::open(path).map_err(e)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(e)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("SQLite refused WAL mode (got {mode})"));
+    }
+    conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
+    Ok(conn)
+}

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub use espalier_protocol::{Compression, Encoding};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::peers::{DurabilityPairing, PeerError};
@@ -436,17 +436,12 @@ impl Config {
 }
 
 fn bar(progress: bool, len: u64) -> ProgressBar {
-    if !progress {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    if let Ok(style) =
-        ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} points {elapsed_precise} eta {eta}  {msg}")
-    {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb.set_prefix("remote");
-    pb
+    crate::progress::bar(
+        progress,
+        len,
+        "remote",
+        "{prefix:>10} [{bar:30}] {pos}/{len} points {elapsed_precise} eta {eta}  {msg}",
+    )
 }
 
 fn load_average() -> Option<f64> {

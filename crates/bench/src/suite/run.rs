@@ -23,7 +23,7 @@ use espalier_instruction::plan::Plan;
 use espalier_instruction::{Engine, ParamValue, Reply};
 use espalier_schema::PropertyId;
 use espalier_transaction::{Database, DatabaseOptions, Durability};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
 use super::dataset::{mix, SplitMix};
@@ -239,17 +239,7 @@ pub fn scaled_repeat(n: u64, f: f64) -> u64 {
 }
 
 fn bar(show: bool, len: u64, prefix: String) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len);
-    pb.set_style(
-        ProgressStyle::with_template("{prefix:>28} [{bar:36}] {pos}/{len} {elapsed_precise} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    pb.set_prefix(prefix);
-    pb
+    crate::progress::bar(show, len, &prefix, "{prefix:>28} [{bar:36}] {pos}/{len} {elapsed_precise} eta {eta}")
 }
 
 /// One benchmark ready to run.
