@@ -16,7 +16,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use espalier_instruction::ast::{Instruction, Item, LeafKind, Located, Op, Projection, Query, Step, Value};
+use espalier_instruction::ast::{Instruction, Item, LeafKind, Located, Op, Projection, Query, Start, Step, Value};
 use espalier_instruction::{Engine, Reply};
 use espalier_schema::{PropertyKind, Schema};
 
@@ -240,23 +240,29 @@ fn loc<T>(item: T) -> Located<T> {
 /// The keys of a root collection now in the database.
 fn existing_keys(engine: &Engine, collection: &str) -> Result<HashSet<String>, CsvError> {
     let mut keys = HashSet::new();
-    let mut offset = 0;
+    let mut last: Option<String> = None;
     loop {
-        let rows = query_page(engine, collection, &[], offset)?;
+        let rows = query_page(engine, collection, &[], last.as_deref())?;
         let n = rows.rows.len() as u64;
-        keys.extend(rows.rows.into_iter().filter_map(|r| r.key.into_iter().next()));
-        offset += n;
-        if n < PAGE {
+        let before = keys.len();
+        for key in rows.rows.into_iter().filter_map(|r| r.key.into_iter().next()) {
+            last = Some(key.clone());
+            keys.insert(key);
+        }
+        // A page that adds no key would repeat forever: entries have distinct keys.
+        if n < PAGE || keys.len() == before {
             return Ok(keys);
         }
     }
 }
 
+/// One page of a root collection's entries after key `after` (from the first without one): a
+/// key-range read, so each page costs its own rows, not the rows before it.
 fn query_page(
     engine: &Engine,
     collection: &str,
     projections: &[(String, LeafKind)],
-    offset: u64,
+    after: Option<&str>,
 ) -> Result<espalier_instruction::QueryResult, CsvError> {
     let query = Instruction::Query(Query {
         path: vec![],
@@ -268,8 +274,8 @@ fn query_page(
             })
             .collect(),
         limit: Some(PAGE),
-        offset: Some(offset),
-        start: None,
+        offset: None,
+        start: after.map(|k| Start::After(loc(Value::Text(k.to_string())))),
     });
     let plan = engine.check(&query, None).map_err(|e| CsvError::Other(format!("reading '{collection}': {e}")))?;
     match engine.run(&plan, &HashMap::new(), None) {
@@ -601,12 +607,14 @@ pub fn export_dir(
             let mut out = BufWriter::with_capacity(1 << 16, tmp.as_file_mut());
             let header: Vec<&str> = std::iter::once("key").chain(columns.iter().map(|(n, _)| n.as_str())).collect();
             write_record(&mut out, header.iter().copied()).map_err(fail)?;
-            let mut offset = 0;
+            let mut last: Option<String> = None;
             loop {
-                let page = query_page(engine, &p.name, &columns, offset)?;
+                let page = query_page(engine, &p.name, &columns, last.as_deref())?;
                 let n = page.rows.len() as u64;
+                let previous = last.clone();
                 for row in page.rows {
                     let key = row.key.into_iter().next().unwrap_or_default();
+                    last = Some(key.clone());
                     let values: Vec<String> = row.values.iter().map(cell).collect();
                     write_record(&mut out, std::iter::once(key.as_str()).chain(values.iter().map(String::as_str)))
                         .map_err(fail)?;
@@ -614,8 +622,8 @@ pub fn export_dir(
                 rows += n;
                 exported += n;
                 progress(exported);
-                offset += n;
-                if n < PAGE {
+                // A full page whose last key did not move on would repeat forever.
+                if n < PAGE || last == previous {
                     break;
                 }
             }
