@@ -709,7 +709,10 @@ impl Tables {
         for (i, leaves) in &written.leaves {
             timed(&mut |w| w.swap_in_mapped_leaves(&snapshot, &file, *i, leaves));
         }
-        timed(&mut |w| w.strings.swap_in_mapped_texts(&snapshot.strings, mapped.clone()));
+        timed(&mut |w| {
+            w.strings.swap_in_mapped_texts(&snapshot.strings, mapped.clone());
+            0
+        });
         Ok(Some(Checkpointed {
             log_version: snapshot.log_version,
             bytes: written.bytes,

@@ -102,6 +102,15 @@ impl Blobs {
         }
     }
 
+    /// Whether `self` and `other` are the same version (they share their root): constant time.
+    pub fn same(&self, other: &Blobs) -> bool {
+        match (&self.root, &other.root) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) && self.height == other.height,
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
     /// Every (id, text), by id. Bounded by the map's size; each call walks it whole.
     pub fn iter(&self) -> Vec<(u32, &Arc<Text>)> {
         let mut out = Vec::new();

@@ -202,26 +202,31 @@ impl StringsWriter {
     /// After a checkpoint wrote `snapshot`'s heap texts and made `mapped` (which places every
     /// text of `snapshot`): the writer reads its texts through `mapped`, and drops from the
     /// heap each text that is still the one `snapshot` had (identity, not bytes: a text stored
-    /// since under a reused id stays). Returns the texts dropped from the heap.
-    pub fn swap_in_mapped_texts(&mut self, snapshot: &StringsVersion, mapped: MappedTexts) -> usize {
+    /// since under a reused id stays).
+    pub fn swap_in_mapped_texts(&mut self, snapshot: &StringsVersion, mapped: MappedTexts) {
+        self.mapped = mapped;
+        if self.blobs.same(&snapshot.blobs) {
+            // No text stored or freed since the snapshot (the usual case): all of them go, in
+            // constant time under the writer's lock.
+            self.blobs = Blobs::default();
+            return;
+        }
+        // Otherwise a walk of the heap texts, under the writer's lock (one slice).
         let written = snapshot.blobs.iter();
         let before = self.blobs.iter();
         let mut kept = Blobs::default();
-        let mut dropped = 0;
         let mut w = written.iter().peekable();
         // Both lists are by id: one merge.
         for (id, text) in before {
             while w.peek().is_some_and(|(wid, _)| *wid < id) {
                 w.next();
             }
-            match w.peek() {
-                Some((wid, was)) if *wid == id && std::sync::Arc::ptr_eq(was, text) => dropped += 1,
-                _ => kept.set(id, Some(text.clone())),
+            let written = matches!(w.peek(), Some((wid, was)) if *wid == id && std::sync::Arc::ptr_eq(was, text));
+            if !written {
+                kept.set(id, Some(text.clone()));
             }
         }
         self.blobs = kept;
-        self.mapped = mapped;
-        dropped
     }
 
     /// How many slots hold string `id`, as the writer sees it.
