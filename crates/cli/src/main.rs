@@ -107,8 +107,8 @@ pub struct Global {
     /// ESPALIER_DURABILITY, read by `main` (a bad value is named with the variable).
     #[arg(skip)]
     pub durability_env: Option<DurabilityArg>,
-    /// The in-memory bound, in MiB: a checkpoint starts whenever the table pages and key index
-    /// nodes written since the last one grew by this much, and what it wrote is then read from
+    /// The in-memory bound, in MiB: a checkpoint starts whenever the table pages, key index
+    /// nodes and texts written since the last one grew by this much, and what it wrote is then read from
     /// the checkpoint files, mapped (docs/storage.md, "Larger than memory"). Also
     /// ESPALIER_MEMORY_BOUND; `serve` also reads `memory_bound` in espalier.toml. Default: 256.
     #[arg(

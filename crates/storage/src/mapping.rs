@@ -84,8 +84,9 @@ pub fn mapped_bytes() -> usize {
 }
 
 /// Memory the storage layer holds on its heap: table pages and directory nodes (the
-/// huge-page arena's blocks in use) and key index nodes. Strings and meta values are not
-/// counted (they live in memory until the design's mapped string heap is built).
+/// huge-page arena's blocks in use, the string table's counts among them), key index nodes,
+/// and the texts stored since the last checkpoint. Not counted: the writer's hash table of
+/// the strings (about 10 bytes a string) and meta values.
 pub fn heap_bytes() -> usize {
-    crate::table::arena_bytes() + crate::key_index::heap_bytes()
+    crate::table::arena_bytes() + crate::key_index::heap_bytes() + crate::tables::text_heap_bytes()
 }

@@ -20,6 +20,7 @@ mod blobs;
 pub mod checkpoint;
 pub mod redo;
 mod strings;
+pub mod texts;
 mod writer;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ use crate::log::{LogError, LogOptions, LogReader, LogWriter, Tail};
 use crate::table::{RowError, TableVersion, TableWriter, MAX_ROW_WIDTH};
 use crate::{DirLock, Durability, Holder, LockError};
 
+pub use blobs::text_heap_bytes;
 pub use redo::DecodeError;
 pub use strings::{StringError, StringsVersion};
 pub use writer::{Savepoint, Writer};
@@ -345,8 +347,9 @@ pub struct Tables {
     shape: Shape,
     catalog: Vec<u8>,
     recovered: Recovered,
-    /// Held while a checkpoint is written (one at a time); the log version of the last one.
-    checkpointing: Mutex<u64>,
+    /// Held while a checkpoint is written (one at a time): the log version of the last one,
+    /// and where the texts lie in the checkpoint files.
+    checkpointing: Mutex<(u64, checkpoint::TextState)>,
     /// Log bytes (since open) the last checkpoint covers.
     checkpointed_bytes: AtomicU64,
 }
@@ -514,6 +517,7 @@ impl Tables {
         let Manifest { shape, catalog, checkpoint } = manifest;
         let (mut tables, mut indexes) = empty_structures(&shape);
         let mut strings = strings::StringsWriter::default();
+        let mut texts = checkpoint::TextState::default();
         let mut meta = BTreeMap::new();
         let mut version = 0;
         if checkpoint > 0 {
@@ -530,6 +534,11 @@ impl Tables {
             if let Some(loaded) = loaded {
                 tables = loaded.tables;
                 indexes = loaded.indexes;
+                // Format 3: the strings are mapped; format 2 gave them as operations above.
+                if let Some(l) = loaded.strings {
+                    texts = l.state;
+                    strings = strings::StringsWriter::from_checkpoint(l.counts, texts.mapped(), &l.hashes);
+                }
             }
             if covered != checkpoint {
                 return Err(TablesError::Checkpoint {
@@ -599,7 +608,7 @@ impl Tables {
             shape,
             catalog,
             recovered: Recovered { commits, log_bytes: end.bytes, torn, checkpoint },
-            checkpointing: Mutex::new(checkpoint),
+            checkpointing: Mutex::new((checkpoint, texts)),
             checkpointed_bytes: AtomicU64::new(0),
         })
     }
@@ -643,22 +652,45 @@ impl Tables {
     /// deletes the log segments and the checkpoint it replaces. Commits go on meanwhile: it
     /// reads an immutable snapshot. `None` if nothing was committed since the last checkpoint.
     pub fn checkpoint(&self) -> Result<Option<Checkpointed>, TablesError> {
-        let mut last = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        let (last, texts) = &mut *guard;
         let snapshot = self.snapshot();
         if snapshot.log_version <= *last {
             return Ok(None);
         }
-        let written = checkpoint::write(&self.dir, &snapshot, snapshot.log_version, self.shape.tables.len())?;
-        write_atomic(&self.dir, MANIFEST, &encode_manifest(&self.shape, &self.catalog, snapshot.log_version))?;
+        let saved = texts.save();
+        let written = checkpoint::write(&self.dir, &snapshot, snapshot.log_version, self.shape.tables.len(), texts)?;
+        let switched = crate::mapping::MappedFile::open(&written.path, written.generation)
+            .map_err(io(&written.path))
+            .and_then(|file| {
+                write_atomic(&self.dir, MANIFEST, &encode_manifest(&self.shape, &self.catalog, snapshot.log_version))?;
+                Ok(file)
+            });
+        let file = switched.inspect_err(|_| {
+            // The manifest names the previous checkpoint, whose files are all still there (or
+            // the new one, if only the directory's fsync failed: the same data). Either way
+            // the texts' places go back to the previous one's: nothing was swapped, so the
+            // next checkpoint writes everything this one did again.
+            texts.restore(&saved);
+        })?;
         *last = snapshot.log_version;
         self.checkpointed_bytes.store(snapshot.log_bytes, Ordering::Release);
         let segments_deleted = crate::log::truncate_before(&self.dir, snapshot.log_version + 1)?;
         checkpoint::remove_others(&self.dir, &written.files)?;
-        // The pages and leaves just written now have a mapped copy: the writer swaps them in
-        // (a pause of pointer swaps, timed), so that their heap memory can go.
-        // In slices, so that commits go on between them: the swaps compare identities, so a
-        // page or leaf that a commit changed in between is simply not swapped.
-        let file = crate::mapping::MappedFile::open(&written.path, written.generation).map_err(io(&written.path))?;
+        // The text directory's pages are the checkpoint's own: swapped at once. Then the
+        // writer reads the texts just written through it and drops their heap copies.
+        let owner: Arc<dyn crate::table::StableBytes> = file.clone();
+        let dir_written = texts.dir.current().clone();
+        for w in &written.dir_pages {
+            let mapped = crate::table::Page::mapped(owner.clone(), w.offset as usize, dir_written.layout(), w.crc);
+            if let (Some(was), Some(mapped)) = (dir_written.page(w.page), mapped) {
+                texts.dir.swap_in_mapped(w.page, was, mapped);
+            }
+        }
+        drop(dir_written);
+        texts.files.insert(written.generation, file.clone());
+        texts.files.retain(|g, _| texts.live.contains_key(g));
+        let mapped = texts.mapped();
         let (mut swapped, mut swap_pause) = (0, std::time::Duration::ZERO);
         let mut timed = |swap: &mut dyn FnMut(&mut Writer) -> usize| {
             let mut w = self.writer();
@@ -677,6 +709,10 @@ impl Tables {
         for (i, leaves) in &written.leaves {
             timed(&mut |w| w.swap_in_mapped_leaves(&snapshot, &file, *i, leaves));
         }
+        timed(&mut |w| {
+            w.strings.swap_in_mapped_texts(&snapshot.strings, mapped.clone());
+            0
+        });
         Ok(Some(Checkpointed {
             log_version: snapshot.log_version,
             bytes: written.bytes,

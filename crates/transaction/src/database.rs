@@ -26,11 +26,11 @@ pub struct DatabaseOptions {
     /// last one: the log, and so the time recovery takes, stays about this large.
     pub checkpoint_log_bytes: u64,
     /// The in-memory bound: a checkpoint is written (in the background) once the storage
-    /// layer's heap (table pages and key index nodes written since the last checkpoint,
+    /// layer's heap (table pages, key index nodes and texts written since the last checkpoint,
     /// `espalier_storage::mapping::heap_bytes`) grew by this much since the last one. The
     /// checkpoint maps what it wrote and the heap copies go, so the data can be larger than
-    /// memory. Past twice this growth, writes wait for the running checkpoint. Strings stay in
-    /// memory. The heap is counted per process, for all its databases.
+    /// memory. Past twice this growth, writes wait for the running checkpoint. The writer's hash
+    /// table of the strings (about 10 bytes a string) stays in memory. The heap is counted per process, for all its databases.
     pub memory_bytes: u64,
 }
 

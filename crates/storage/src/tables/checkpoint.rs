@@ -2,33 +2,45 @@
 //! that recovery starts from it, the log before it can go, and data larger than memory lives
 //! in the OS page cache (`docs/storage.md`, "Checkpoints").
 //!
-//! # File (format 2)
+//! # File (format 3)
 //!
 //! `DIR/checkpoint-<log version, 20 digits>.ckpt`; the log version it covers is the file's
 //! **generation**.
 //!
-//! - magic `ESPCKP02`, the log version (u64 LE);
-//! - **page images**: every table page and every key index leaf that was on the heap (written
-//!   since the last checkpoint), each at a 64-byte boundary. A page or leaf that is mapped from
-//!   an older checkpoint file is not written again: the catalog names its place there. When
-//!   less than half of the older files' bytes are still named, everything is written (the
-//!   older files then go);
-//! - **redo chunks** ([`super::redo`] operations, as format 1 below): every string and its
-//!   count, the meta values, the version. Strings stay in memory;
-//! - the **catalog**: per table its row width, end, live rows and pages (page number, file,
-//!   offset, crc32c of the page); per key index its entry count and leaves in key order (file,
-//!   offset, words, crc32c); the older files it names, with their sizes;
+//! - magic `ESPCKP03`, the log version (u64 LE);
+//! - **page images**: every page of the tables, of the string table's counts (a table of
+//!   8-byte rows, after the schema's tables) and every key index leaf that was on the heap
+//!   (written since the last checkpoint), each at a 64-byte boundary. A page or leaf that is
+//!   mapped from an older checkpoint file is not written again: the catalog names its place
+//!   there. When less than half of the older files' bytes (pages, leaves and live texts) are
+//!   still named, everything is written (the older files then go);
+//! - the **text region**: a record ([`super::texts`]: length, id, crc32c, bytes) for each text
+//!   stored since the last checkpoint (every text on a rewrite);
+//! - the pages of the **text directory** (a table of 16-byte rows: id → generation, offset,
+//!   the last table) that changed, as above;
+//! - **redo chunks** ([`super::redo`] operations, as format 1 below): the meta values and the
+//!   version;
+//! - the **catalog**: per table (the schema's, the counts, the text directory) its row width,
+//!   end, live rows and pages (page number, file, offset, crc32c of the page); per key index
+//!   its entry count and leaves in key order (file, offset, words, crc32c); the older files it
+//!   names, with their sizes; the text regions that hold live texts (file, offset, length);
 //! - a trailer: the redo chunks' offset, the catalog's offset, length and crc32c, `ESPCKEND`.
 //!
-//! Recovery reads every page and leaf it names (a sequential read, not through the mapping,
-//! so that it leaves nothing resident in the process), checks each crc32c, a page's live
-//! bits and a leaf's structure ([`crate::key_index::check_leaf`]), then maps the files and
-//! reads through the mappings from then on.
+//! Recovery reads every page and leaf it names and every text region (a sequential read, not
+//! through the mapping, so that it leaves nothing resident in the process), checks each
+//! crc32c, a page's live bits, a leaf's structure ([`crate::key_index::check_leaf`]) and that
+//! every live string has its record, hashes the live texts for the writer's lookup, then maps
+//! the files and reads through the mappings from then on.
+//!
+//! Format 2 (`ESPCKP02`, earlier builds): as format 3 without the counts, the text region, the
+//! text directory and the catalog's text regions; the strings (every text and its count) are
+//! redo chunks. It is read, its strings loaded into memory, and the next checkpoint writes
+//! format 3 (with every text, all being on the heap).
 //!
 //! Format 1 (`ESPCKP01`, earlier builds): the magic, the log version, then only redo chunks
 //! (each a length u32 LE, its crc32c, the bytes; a zero length ends them) that rebuild the
 //! snapshot from nothing; it is read, loaded into memory, and the next checkpoint writes
-//! format 2.
+//! format 3.
 //!
 //! # Switching in
 //!
@@ -44,6 +56,7 @@
 
 mod catalog;
 mod load;
+mod texts;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -51,16 +64,20 @@ use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
 
 use super::redo::{Op, RedoBuf};
-use super::{Read, Snapshot, TablesError};
+use super::{Snapshot, TablesError};
 use crate::key_index::{LeafCopy, LeafImage};
+use crate::table::TableVersion;
 use catalog::{Catalog, IndexCatalog, LeafPlace, PagePlace, TableCatalog, Trailer};
 
 pub use load::{load, read, Loaded};
+pub use texts::{SavedTexts, TextState};
 
 /// Format 1's magic: redo chunks only.
 const MAGIC_V1: &[u8; 8] = b"ESPCKP01";
-/// Format 2's magic: page images, redo chunks, catalog, trailer.
-const MAGIC: &[u8; 8] = b"ESPCKP02";
+/// Format 2's magic: page images, redo chunks (with the strings), catalog, trailer.
+const MAGIC_V2: &[u8; 8] = b"ESPCKP02";
+/// Format 3's magic: page images, texts, redo chunks, catalog with text regions, trailer.
+const MAGIC: &[u8; 8] = b"ESPCKP03";
 /// Bytes of operations per chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Largest chunk a reader accepts (an operation past a chunk's budget still ends it).
@@ -95,6 +112,9 @@ pub struct Written {
     pub leaves: BTreeMap<u32, HashMap<usize, LeafCopy>>,
     /// Every checkpoint file the new one names, itself included: the others can go.
     pub files: Vec<u64>,
+    /// Pages of the text directory written to the file (table number: none), which the
+    /// checkpoint swaps in its own [`TextState`].
+    pub dir_pages: Vec<WrittenPage>,
 }
 
 /// A table page a checkpoint wrote to its own file.
@@ -119,12 +139,21 @@ impl Written {
 
 /// Writes `snapshot` (covering the log through `log_version`) to its checkpoint file in `dir`,
 /// durably: the pages and leaves that are not mapped from an older checkpoint file (all of
-/// them when less than half of the older files is still in use).
-pub fn write(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: usize) -> Result<Written, TablesError> {
+/// them when less than half of the older files is still in use) and the texts on the heap;
+/// `texts` is updated to place them (and left as it was if the checkpoint fails).
+pub fn write(
+    dir: &Path,
+    snapshot: &Snapshot,
+    log_version: u64,
+    shape_tables: usize,
+    texts: &mut TextState,
+) -> Result<Written, TablesError> {
     let tmp = dir.join(file_name(log_version)).with_extension("tmp");
-    write_file(dir, snapshot, log_version, shape_tables).inspect_err(|_| {
+    let saved = texts.save();
+    write_file(dir, snapshot, log_version, shape_tables, texts).inspect_err(|_| {
         // A half-written checkpoint would hold space the next attempt needs (a full disk).
         let _ = std::fs::remove_file(&tmp);
+        texts.restore(&saved);
     })
 }
 
@@ -171,11 +200,49 @@ fn word_bytes(words: &[u64]) -> &[u8] {
     bytes
 }
 
-fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: usize) -> Result<Written, TablesError> {
+/// The pages of `table` (table number `t`) into `out`, or their places in older files when
+/// `keep` gives them; returns its catalog.
+fn write_table(
+    out: &mut Out,
+    table: &TableVersion,
+    pages: &[u32],
+    t: u32,
+    generation: u64,
+    rewrite: bool,
+    written: &mut Vec<WrittenPage>,
+) -> Result<TableCatalog, TablesError> {
+    let mut tc = TableCatalog { width: table.width() as u32, end: table.end(), live: table.len(), pages: Vec::new() };
+    for &p in pages {
+        let Some(page) = table.page(p) else { continue };
+        let place = match page.file_place().filter(|_| !rewrite) {
+            Some(pl) => PagePlace { page: p, file: pl.file, offset: pl.offset, crc: pl.crc },
+            None => {
+                let offset = out.align()?;
+                let crc = crc32c::crc32c(page.bytes());
+                out.write(page.bytes())?;
+                written.push(WrittenPage { table: t, page: p, offset, crc });
+                PagePlace { page: p, file: generation, offset, crc }
+            }
+        };
+        tc.pages.push(place);
+    }
+    Ok(tc)
+}
+
+fn write_file(
+    dir: &Path,
+    snapshot: &Snapshot,
+    log_version: u64,
+    shape_tables: usize,
+    texts: &mut TextState,
+) -> Result<Written, TablesError> {
     let path = dir.join(file_name(log_version));
     let tmp = path.with_extension("tmp");
-    let tables = &snapshot.tables[..shape_tables.min(snapshot.tables.len())];
-    // Which older files the snapshot's mapped pages and leaves are in, and how much of each.
+    // The schema's tables, then the string table's counts.
+    let mut tables: Vec<&TableVersion> = snapshot.tables[..shape_tables.min(snapshot.tables.len())].iter().collect();
+    tables.push(snapshot.strings.counts());
+    // Which older files the snapshot's mapped pages, leaves and texts are in, and how much of
+    // each is in use.
     let mut named: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     // Walked once: the sizes of the older files' parts in use decide what is written.
     let pages: Vec<Vec<u32>> = tables.iter().map(|t| t.present_pages()).collect();
@@ -196,11 +263,22 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
             }
         }
     }
+    let dir_pages_before = texts.dir.current().present_pages();
+    for &p in &dir_pages_before {
+        if let Some(place) = texts.dir.current().page(p).and_then(|page| page.file_place()) {
+            let e = named.entry(place.file).or_insert((0, place.file_len));
+            e.0 += texts.dir.current().layout().page_bytes() as u64;
+        }
+    }
+    for (&g, &live) in &texts.live {
+        if let Some(file) = texts.files.get(&g) {
+            named.entry(g).or_insert((0, file.len() as u64)).0 += live;
+        }
+    }
     let (live, size) = named.values().fold((0, 0), |(l, s), &(live, size)| (l + live, s + size));
     // Rewrite everything once the older files are mostly dead: disk stays within about twice
     // the data, and each byte is rewritten a bounded number of times.
     let rewrite = live * 2 < size;
-    let keep = |place: Option<crate::table::FilePlace>| if rewrite { None } else { place };
 
     let file = File::create(&tmp).map_err(io(&tmp))?;
     let mut out = Out { file: BufWriter::with_capacity(1 << 20, file), at: 0, tmp: tmp.clone() };
@@ -209,29 +287,13 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
     let mut written = Written { generation: log_version, ..Written::default() };
     let mut catalog = Catalog::default();
     for (t, (table, pages)) in tables.iter().zip(&pages).enumerate() {
-        let mut tc =
-            TableCatalog { width: table.width() as u32, end: table.end(), live: table.len(), pages: Vec::new() };
-        for &p in pages {
-            let Some(page) = table.page(p) else { continue };
-            let place = match keep(page.file_place()) {
-                Some(pl) => PagePlace { page: p, file: pl.file, offset: pl.offset, crc: pl.crc },
-                None => {
-                    let offset = out.align()?;
-                    let crc = crc32c::crc32c(page.bytes());
-                    out.write(page.bytes())?;
-                    written.pages.push(WrittenPage { table: t as u32, page: p, offset, crc });
-                    PagePlace { page: p, file: log_version, offset, crc }
-                }
-            };
-            tc.pages.push(place);
-        }
-        catalog.tables.push(tc);
+        catalog.tables.push(write_table(&mut out, table, pages, t as u32, log_version, rewrite, &mut written.pages)?);
     }
     for (i, (index, index_leaves)) in snapshot.indexes.iter().zip(&leaves).enumerate() {
         let mut ic = IndexCatalog { len: index.len(), leaves: Vec::new() };
         for leaf in index_leaves {
             let words = leaf.words.len() as u32;
-            let place = match keep(leaf.place) {
+            let place = match leaf.place.filter(|_| !rewrite) {
                 Some(pl) => LeafPlace { file: pl.file, offset: pl.offset, words, crc: pl.crc },
                 None => {
                     let offset = out.align()?;
@@ -247,25 +309,44 @@ fn write_file(dir: &Path, snapshot: &Snapshot, log_version: u64, shape_tables: u
         }
         catalog.indexes.push(ic);
     }
+
+    texts::write_texts(&mut out, snapshot, log_version, rewrite, texts)?;
+    let dir_table = texts.dir.current().clone();
+    let dir_pages = dir_table.present_pages();
+    let dir_number = tables.len() as u32;
+    catalog.tables.push(write_table(
+        &mut out,
+        &dir_table,
+        &dir_pages,
+        dir_number,
+        log_version,
+        rewrite,
+        &mut written.dir_pages,
+    )?);
+    // The older files still named: by a page or leaf written in place, or by a live text.
+    texts.live.retain(|_, live| *live > 0);
+    texts.regions.retain(|g, _| texts.live.contains_key(g));
     if !rewrite {
-        catalog.files = named.iter().map(|(&file, &(_, size))| (file, size)).collect();
+        let mut in_use: BTreeMap<u64, u64> = BTreeMap::new();
+        let places = catalog.tables.iter().flat_map(|t| t.pages.iter().map(|p| p.file));
+        let leaf_places = catalog.indexes.iter().flat_map(|i| i.leaves.iter().map(|l| l.file));
+        for g in places.chain(leaf_places).chain(texts.live.keys().copied()) {
+            if let Some(&(_, size)) = named.get(&g) {
+                in_use.insert(g, size);
+            }
+        }
+        catalog.files = in_use.into_iter().collect();
     }
+    catalog.texts = Some(texts.regions.iter().map(|(&g, &(offset, len))| (g, offset, len)).collect());
     written.files = catalog.files.iter().map(|&(f, _)| f).chain([log_version]).collect();
 
     let redo_offset = out.at;
     let mut buf = RedoBuf::default();
-    for (id, count, bytes) in snapshot.strings.iter() {
-        let id = id as u32;
-        buf.push(Op::StringStored { id, bytes });
-        if count != 1 {
-            buf.push(Op::StringCount { id, count });
-        }
-        out.chunk(&mut buf, false)?;
-    }
     for (name, value) in snapshot.meta.iter() {
         buf.push(Op::Meta { name, value });
+        out.chunk(&mut buf, false)?;
     }
-    buf.push(Op::Version(snapshot.version()));
+    buf.push(Op::Version(snapshot.version));
     out.chunk(&mut buf, true)?;
     out.write(&[0; 8])?;
 

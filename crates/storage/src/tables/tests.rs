@@ -577,7 +577,7 @@ fn a_flipped_byte_in_an_older_checkpoint_file_refuses_to_open() {
 }
 
 #[test]
-fn a_checkpoint_of_the_first_format_is_loaded_and_the_next_is_written_in_the_second() {
+fn a_checkpoint_of_the_first_format_is_loaded_and_the_next_is_written_in_the_third() {
     let dir = tempfile::tempdir().unwrap();
     drop(Tables::create(dir.path(), shape(), b"catalog", options()).unwrap());
     // A format-1 file as earlier builds wrote it: redo chunks that rebuild the snapshot.
@@ -614,9 +614,198 @@ fn a_checkpoint_of_the_first_format_is_loaded_and_the_next_is_written_in_the_sec
     let done = db.checkpoint().unwrap().unwrap();
     drop(db);
     let bytes = std::fs::read(dir.path().join(checkpoint::file_name(done.log_version))).unwrap();
-    assert_eq!(&bytes[..8], b"ESPCKP02");
+    assert_eq!(&bytes[..8], b"ESPCKP03");
     assert_eq!(checkpoint_files(dir.path()).len(), 1);
     let db = Tables::open(dir.path(), shape(), options()).unwrap();
     let snap = db.snapshot();
     assert_eq!(read_all(&*snap, snap.strings()), expected);
+}
+
+/// The strings as (id, count, text), by id.
+fn strings_of(s: &StringsVersion) -> Vec<(u64, u64, Vec<u8>)> {
+    s.iter().map(|(id, c, b)| (id, c, b.to_vec())).collect()
+}
+
+#[test]
+fn texts_survive_checkpoints_and_reopening_and_are_read_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+    let text = |i: u32| format!("text number {i} {}", "x".repeat((i % 50) as usize)).into_bytes();
+    let mut ids = Vec::new();
+    {
+        let mut w = db.writer();
+        for i in 0..3000 {
+            ids.push(w.acquire(&text(i)).unwrap());
+        }
+        w.acquire(&text(1)).unwrap();
+        w.commit(1).unwrap();
+    }
+    let first = db.checkpoint().unwrap().unwrap();
+    let snap = db.snapshot();
+    assert_eq!(snap.strings().heap_texts_len(), 3000, "the snapshot checkpointed keeps its heap texts");
+    let before = strings_of(snap.strings());
+    drop(snap);
+    {
+        let w = db.writer();
+        assert_eq!(w.string_table().heap_texts_len(), 0, "the writer reads them from the file");
+        assert_eq!(w.string(ids[7]), Some(&text(7)[..]));
+    }
+    // A snapshot from before the next changes and checkpoints keeps reading its texts.
+    let held = db.snapshot();
+    {
+        let mut w = db.writer();
+        for &id in &ids[..1500] {
+            w.release(id).unwrap();
+        }
+        w.release(ids[1]).unwrap();
+        w.commit(2).unwrap();
+    }
+    {
+        // Freed ids are reused by new texts, which must win over the places in the file.
+        let mut w = db.writer();
+        for i in 5000..5600 {
+            w.acquire(&text(i)).unwrap();
+        }
+        w.commit(3).unwrap();
+    }
+    let second = db.checkpoint().unwrap().unwrap();
+    assert!(second.log_version > first.log_version);
+    let now = strings_of(db.snapshot().strings());
+    assert_eq!(strings_of(held.strings()), before);
+    for round in 0..3u32 {
+        // Changing most texts makes the older files mostly dead: a checkpoint rewrites all.
+        {
+            let mut w = db.writer();
+            for i in 0..1000 {
+                // Frees text 1500 + i if it is still there (the first round).
+                let id = w.acquire(&text(1500 + i)).unwrap();
+                w.release(id).unwrap();
+                if w.string_count(id).is_some() {
+                    w.release(id).unwrap();
+                }
+                w.acquire(&text(10_000 * (round + 1) + i)).unwrap();
+            }
+            w.commit(4 + u64::from(round)).unwrap();
+        }
+        db.checkpoint().unwrap().unwrap();
+        assert_eq!(strings_of(held.strings()), before, "round {round}");
+        assert_eq!(held.string(ids[7]), Some(&text(7)[..]));
+        let mut w = db.writer();
+        for i in 0..1000 {
+            let id = w.acquire(&text(10_000 * (round + 1) + i)).unwrap();
+            w.release(id).unwrap();
+        }
+        w.commit(100 + u64::from(round)).unwrap();
+    }
+    drop(held);
+    let files = checkpoint_files(dir.path());
+    assert!(files.len() <= 2, "the dead texts made a checkpoint rewrite everything: {files:?}");
+    assert_ne!(strings_of(db.snapshot().strings()), now);
+    let expected = strings_of(db.snapshot().strings());
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(strings_of(snap.strings()), expected);
+    assert_eq!(snap.strings().heap_texts_len(), 0, "open loads no text");
+    drop(snap);
+    // The writer finds the texts it did not load: a hold on an old one counts, not stores.
+    {
+        let mut w = db.writer();
+        let id = w.acquire(&text(2999)).unwrap();
+        assert_eq!(id, ids[2999], "found by its hash");
+        assert_eq!(w.string_count(id), Some(2));
+        w.commit(200).unwrap();
+    }
+    db.checkpoint().unwrap().unwrap();
+    let expected = strings_of(db.snapshot().strings());
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    assert_eq!(strings_of(db.snapshot().strings()), expected);
+    assert_eq!(db.snapshot().strings().heap_texts_len(), 0);
+}
+
+#[test]
+fn a_flipped_byte_in_a_text_of_a_checkpoint_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+    {
+        let mut w = db.writer();
+        for i in 0..100 {
+            w.acquire(format!("a text to damage {i}").as_bytes()).unwrap();
+        }
+        w.commit(1).unwrap();
+    }
+    let done = db.checkpoint().unwrap().unwrap();
+    drop(db);
+    let path = dir.path().join(checkpoint::file_name(done.log_version));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let needle = b"a text to damage 42";
+    let at = bytes.windows(needle.len()).position(|w| w == needle).expect("the text is in the file");
+    bytes[at + 3] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let e = Tables::open(dir.path(), shape(), options()).unwrap_err();
+    assert!(matches!(e, TablesError::Checkpoint { .. }), "{e}");
+    assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn a_checkpoint_of_the_second_format_is_loaded_and_the_next_is_written_in_the_third() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Tables::create(dir.path(), shape(), b"catalog", options()).unwrap());
+    // A format-2 file as earlier builds wrote it, with no pages or leaves: the strings, meta
+    // values and version as redo chunks, a catalog of empty tables and indexes, a trailer.
+    let mut ops = redo::RedoBuf::default();
+    ops.push(redo::Op::StringStored { id: 1, bytes: b"old text" });
+    ops.push(redo::Op::StringCount { id: 1, count: 3 });
+    ops.push(redo::Op::StringStored { id: 2, bytes: b"another" });
+    ops.push(redo::Op::Version(9));
+    let mut file = b"ESPCKP02".to_vec();
+    file.extend_from_slice(&5u64.to_le_bytes());
+    let redo_offset = file.len() as u64;
+    file.extend_from_slice(&(ops.bytes().len() as u32).to_le_bytes());
+    file.extend_from_slice(&crc32c::crc32c(ops.bytes()).to_le_bytes());
+    file.extend_from_slice(ops.bytes());
+    file.extend_from_slice(&[0; 8]);
+    let mut cat = Vec::new();
+    cat.extend_from_slice(&(WIDTHS.len() as u32).to_le_bytes());
+    for w in WIDTHS {
+        for v in [w.max(1), 1, 0, 0] {
+            cat.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    cat.extend_from_slice(&2u32.to_le_bytes());
+    for _ in 0..2 {
+        cat.extend_from_slice(&0u64.to_le_bytes());
+        cat.extend_from_slice(&0u32.to_le_bytes());
+    }
+    cat.extend_from_slice(&0u32.to_le_bytes());
+    let catalog_offset = file.len() as u64;
+    file.extend_from_slice(&cat);
+    file.extend_from_slice(&redo_offset.to_le_bytes());
+    file.extend_from_slice(&catalog_offset.to_le_bytes());
+    file.extend_from_slice(&(cat.len() as u64).to_le_bytes());
+    file.extend_from_slice(&crc32c::crc32c(&cat).to_le_bytes());
+    file.extend_from_slice(&[0; 4]);
+    file.extend_from_slice(b"ESPCKEND");
+    std::fs::write(dir.path().join(checkpoint::file_name(5)), file).unwrap();
+    write_atomic(dir.path(), MANIFEST, &encode_manifest(&shape(), b"catalog", 5)).unwrap();
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let expected = vec![(1, 3, b"old text".to_vec()), (2, 1, b"another".to_vec())];
+    assert_eq!(strings_of(db.snapshot().strings()), expected);
+    assert_eq!(db.snapshot().strings().heap_texts_len(), 2, "format 2's strings are loaded");
+    {
+        let mut w = db.writer();
+        assert_eq!(w.acquire(b"another").unwrap(), 2);
+        w.commit(10).unwrap();
+    }
+    let done = db.checkpoint().unwrap().unwrap();
+    drop(db);
+    let bytes = std::fs::read(dir.path().join(checkpoint::file_name(done.log_version))).unwrap();
+    assert_eq!(&bytes[..8], b"ESPCKP03");
+    assert_eq!(checkpoint_files(dir.path()), vec![checkpoint::file_name(done.log_version)]);
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let snap = db.snapshot();
+    assert_eq!(strings_of(snap.strings()), vec![(1, 3, b"old text".to_vec()), (2, 2, b"another".to_vec())]);
+    assert_eq!(snap.strings().heap_texts_len(), 0);
+    assert_eq!(snap.version(), 10);
 }

@@ -388,7 +388,13 @@ impl Writer {
         let mut swapped = 0;
         for w in pages {
             let (t, p) = (w.table as usize, w.page);
-            let (Some(writer), Some(was)) = (self.tables.get_mut(t), snapshot.tables.get(t)) else { continue };
+            // The table after the schema's is the string table's counts.
+            let (writer, was) = if t == self.tables.len() {
+                (Some(self.strings.counts_mut()), Some(snapshot.strings.counts()))
+            } else {
+                (self.tables.get_mut(t), snapshot.tables.get(t))
+            };
+            let (Some(writer), Some(was)) = (writer, was) else { continue };
             let layout = writer.current().layout();
             let (Some(was), Some(mapped)) =
                 (was.page(p), Page::mapped(owner.clone(), w.offset as usize, layout, w.crc))

@@ -1,5 +1,6 @@
-//! A format-2 checkpoint's catalog and trailer (see the parent module for the file): where
-//! every page and leaf of the snapshot lies, in this file or an older one.
+//! A checkpoint's catalog and trailer (formats 2 and 3; see the parent module for the file):
+//! where every page and leaf of the snapshot lies, in this file or an older one, and (format 3)
+//! where the text records are.
 
 /// The trailer's magic, the file's last eight bytes.
 pub(super) const TRAILER_MAGIC: &[u8; 8] = b"ESPCKEND";
@@ -47,6 +48,10 @@ pub(super) struct Catalog {
     pub indexes: Vec<IndexCatalog>,
     /// The older checkpoint files it names (generation, size).
     pub files: Vec<(u64, u64)>,
+    /// Format 3: the text regions holding live texts (generation, offset, length), this file's
+    /// among them if it wrote texts.
+    /// `None` in format 2, which kept the strings as redo chunks.
+    pub texts: Option<Vec<(u64, u64, u64)>>,
 }
 
 /// Where the parts of a format-2 file are.
@@ -129,12 +134,20 @@ impl Catalog {
             u64s(&mut b, file);
             u64s(&mut b, size);
         }
+        if let Some(texts) = &self.texts {
+            u32s(&mut b, texts.len() as u32);
+            for &(g, offset, len) in texts {
+                for v in [g, offset, len] {
+                    u64s(&mut b, v);
+                }
+            }
+        }
         b
     }
 
-    /// The catalog in `b`; every count is bounded by the bytes left, so a damaged count cannot
-    /// make a large allocation.
-    pub fn decode(b: &[u8]) -> Result<Catalog, String> {
+    /// The catalog in `b` (with text regions if `texts`: format 3); every count is bounded by
+    /// the bytes left, so a damaged count cannot make a large allocation.
+    pub fn decode(b: &[u8], texts: bool) -> Result<Catalog, String> {
         let mut r = Reader { b, at: 0 };
         let mut c = Catalog::default();
         let n = r.count(16)?;
@@ -160,6 +173,14 @@ impl Catalog {
         let n = r.count(16)?;
         for _ in 0..n {
             c.files.push((r.u64()?, r.u64()?));
+        }
+        if texts {
+            let n = r.count(24)?;
+            let mut regions = Vec::with_capacity(n);
+            for _ in 0..n {
+                regions.push((r.u64()?, r.u64()?, r.u64()?));
+            }
+            c.texts = Some(regions);
         }
         if r.at != b.len() {
             return Err(format!("{} bytes after the catalog's end", b.len() - r.at));
@@ -216,13 +237,15 @@ mod tests {
                 leaves: vec![LeafPlace { file: 7, offset: 4160, words: 12, crc: 1 }],
             }],
             files: vec![(3, 8192)],
+            texts: Some(vec![(3, 128, 40)]),
         };
         let b = c.encode();
-        assert_eq!(Catalog::decode(&b).unwrap(), c);
+        assert_eq!(Catalog::decode(&b, true).unwrap(), c);
+        assert!(Catalog::decode(&b, false).is_err(), "format 2 has no text regions");
         let mut bad = b.clone();
         bad[0] = 0xff;
-        assert!(Catalog::decode(&bad).unwrap_err().contains("a count of"));
-        assert!(Catalog::decode(&b[..b.len() - 1]).is_err());
+        assert!(Catalog::decode(&bad, true).unwrap_err().contains("a count of"));
+        assert!(Catalog::decode(&b[..b.len() - 1], true).is_err());
         let t = Trailer { redo_offset: 16, catalog_offset: 100, catalog_len: 20, catalog_crc: 5 };
         assert_eq!(Trailer::decode(&t.encode(), 160).unwrap(), t);
         assert!(Trailer::decode(&t.encode(), 161).is_err());

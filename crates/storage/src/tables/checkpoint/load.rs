@@ -1,7 +1,7 @@
-//! Reading a checkpoint back: verifying every page and leaf it names, mapping its files, and
-//! the redo chunks of both formats.
+//! Reading a checkpoint back: verifying every page, leaf and text record it names, mapping its
+//! files, and the redo chunks of every format.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, Read as _, Seek as _, SeekFrom};
 use std::os::unix::fs::FileExt as _;
@@ -9,10 +9,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::catalog::{Catalog, Trailer, TRAILER};
-use super::{file_name, io, MAGIC, MAGIC_V1, MAX_CHUNK};
+use super::texts::TextState;
+use super::{file_name, io, MAGIC, MAGIC_V1, MAGIC_V2, MAX_CHUNK};
 use crate::key_index::{check_leaf, KeyIndex, KeyIndexWriter, MappedLeaf, NODE_BYTES};
 use crate::mapping::MappedFile;
-use crate::table::{Layout, Page, StableBytes, TableWriter, MAX_ROW};
+use crate::table::{Layout, Page, StableBytes, TableVersion, TableWriter, MAX_ROW};
+use crate::tables::strings::{text_hash, COUNT_WIDTH};
+use crate::tables::texts::{parse_dir_row, parse_header, record_crc, HEADER};
 use crate::tables::TablesError;
 
 /// Most words a leaf of a checkpoint may have: a full node plus its longest key, generously.
@@ -29,7 +32,22 @@ pub struct Loaded {
     pub indexes: Vec<crate::key_index::KeyIndexWriter>,
     /// The checkpoint files it names (generations), its own included.
     pub files: Vec<u64>,
+    /// Format 3: the string table, its texts mapped (format 2 gives them as operations).
+    pub strings: Option<LoadedStrings>,
 }
+
+/// The string table of a format-3 checkpoint.
+pub struct LoadedStrings {
+    /// The counts, their pages mapped.
+    pub counts: TableWriter,
+    /// Where the texts lie (the text directory, its pages mapped, and the files).
+    pub state: TextState,
+    /// (hash, id) of every live text, for the writer's lookup.
+    pub hashes: Vec<(u32, u32)>,
+}
+
+/// Bytes read at a time from a text region.
+const TEXT_WINDOW: usize = 1 << 20;
 
 /// Reads the checkpoint at `path`, verifying every chunk, and hands each chunk of redo
 /// operations to `apply` (format 1: the whole snapshot; format 2: strings, meta values and
@@ -42,7 +60,7 @@ pub fn read(path: &Path, apply: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> 
     let log_version = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
     let start = match &head[..8] {
         m if m == MAGIC_V1 => 16,
-        m if m == MAGIC => trailer(&file, path)?.redo_offset,
+        m if m == MAGIC || m == MAGIC_V2 => trailer(&file, path)?.redo_offset,
         _ => return Err(damaged("not a checkpoint of a known format".into())),
     };
     read_chunks(&file, path, start, apply)?;
@@ -111,8 +129,14 @@ pub fn load(
     let file = File::open(path).map_err(io(path))?;
     let mut head = [0u8; 16];
     file.read_exact_at(&mut head, 0).map_err(|e| damaged(format!("no header: {e}")))?;
-    if &head[..8] != MAGIC {
+    let v3 = &head[..8] == MAGIC;
+    if !v3 && &head[..8] != MAGIC_V2 {
         return Ok((read(path, apply)?, None));
+    }
+    // Format 3 has two tables after the schema's: the strings' counts and the text directory.
+    let mut widths = widths.to_vec();
+    if v3 {
+        widths.extend([COUNT_WIDTH as u32, crate::tables::texts::DIR_WIDTH as u32]);
     }
     let generation = u64::from_le_bytes(head[8..16].try_into().unwrap_or_default());
     let t = trailer(&file, path)?;
@@ -124,7 +148,7 @@ pub fn load(
     if crc32c::crc32c(&cat) != t.catalog_crc {
         return Err(damaged("the catalog does not match its checksum".into()));
     }
-    let catalog = Catalog::decode(&cat).map_err(|why| damaged(format!("the catalog: {why}")))?;
+    let catalog = Catalog::decode(&cat, v3).map_err(|why| damaged(format!("the catalog: {why}")))?;
     if catalog.tables.len() != widths.len() || catalog.indexes.len() != indexes as usize {
         return Err(damaged(format!(
             "{} tables and {} key indexes, the database has {} and {indexes}",
@@ -224,10 +248,97 @@ pub fn load(
         }
         built.push(KeyIndexWriter::from_index(index));
     }
+    let strings = match (&catalog.texts, tables.pop(), tables.pop()) {
+        (Some(regions), Some(dir), Some(counts)) if v3 => {
+            let mut state = TextState { dir, ..TextState::default() };
+            let (hashes, live) = scan_texts(regions, &files, counts.current(), state.dir.current())
+                .map_err(|why| damaged(format!("the texts: {why}")))?;
+            for &(g, offset, len) in regions {
+                if live.contains_key(&g) {
+                    state.regions.insert(g, (offset, len));
+                    state.files.insert(g, files[&g].1.clone());
+                }
+            }
+            state.live = live;
+            Some(LoadedStrings { counts, state, hashes })
+        }
+        (_, dir, counts) => {
+            // Format 2: the tables popped were the schema's.
+            tables.extend(counts);
+            tables.extend(dir);
+            None
+        }
+    };
     read_chunks(&files[&generation].0, path, t.redo_offset, apply)?;
     let mut names: Vec<u64> = files.keys().copied().collect();
     names.sort_unstable();
-    Ok((generation, Some(Loaded { tables, indexes: built, files: names })))
+    Ok((generation, Some(Loaded { tables, indexes: built, files: names, strings })))
+}
+
+/// Reads a text region through a window of [`TEXT_WINDOW`] bytes (`pread`: nothing stays
+/// resident in the process).
+struct Window<'a> {
+    file: &'a File,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Window<'_> {
+    /// The `n` bytes at `at`, none of them past `end`.
+    fn get(&mut self, at: u64, n: usize, end: u64) -> Result<&[u8], String> {
+        let want = at
+            .checked_add(n as u64)
+            .filter(|&e| e <= end)
+            .ok_or_else(|| format!("a record at {at} of {n} bytes runs past the region's end at {end}"))?;
+        if at < self.start || want > self.start + self.buf.len() as u64 {
+            let len = (end - at).min(TEXT_WINDOW.max(n) as u64) as usize;
+            self.buf.resize(len, 0);
+            self.file.read_exact_at(&mut self.buf, at).map_err(|e| format!("reading at {at}: {e}"))?;
+            self.start = at;
+        }
+        let from = (at - self.start) as usize;
+        Ok(&self.buf[from..from + n])
+    }
+}
+
+/// Verifies every record of the text `regions` (generation, offset, length) in `files`, and
+/// returns the (hash, id) of every live text (the directory places it there and `counts` has
+/// it live) and the bytes of live records per file; refuses a live string without its record.
+fn scan_texts(
+    regions: &[(u64, u64, u64)],
+    files: &HashMap<u64, (File, Arc<MappedFile>)>,
+    counts: &TableVersion,
+    dir: &TableVersion,
+) -> Result<(Vec<(u32, u32)>, BTreeMap<u64, u64>), String> {
+    let mut hashes = Vec::with_capacity(counts.len() as usize);
+    let mut live: BTreeMap<u64, u64> = BTreeMap::new();
+    for &(g, offset, len) in regions {
+        let (file, map) = files.get(&g).ok_or_else(|| format!("a region in generation {g}, which is not named"))?;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= map.len() as u64)
+            .ok_or_else(|| format!("a region at {offset} of {len} bytes in generation {g} of {} bytes", map.len()))?;
+        let mut window = Window { file, start: 0, buf: Vec::new() };
+        let mut at = offset;
+        // Bounded by the region: every record takes at least its header.
+        while at < end {
+            let (n, id, crc) = parse_header(window.get(at, HEADER, end)?).ok_or("a short header")?;
+            let bytes = window.get(at + HEADER as u64, n, end)?;
+            if record_crc(id, bytes) != crc {
+                return Err(format!("the record at {at} in generation {g} does not match its checksum"));
+            }
+            let placed = dir.row(id).and_then(parse_dir_row) == Some((g, at));
+            if placed && counts.is_live(id) {
+                hashes.push((text_hash(bytes), id));
+                *live.entry(g).or_default() += (HEADER + n) as u64;
+            }
+            at += (HEADER + n) as u64;
+        }
+    }
+    if hashes.len() != counts.len() as usize {
+        return Err(format!("{} live strings, {} with their text", counts.len(), hashes.len()));
+    }
+    Ok((hashes, live))
 }
 
 /// The live rows of page `page` and the highest of them (0 if none); refuses live bits past
