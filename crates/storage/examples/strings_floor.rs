@@ -2,7 +2,7 @@
 //! memory"): `build DIR N` stores N distinct texts (about 60 bytes each) in a new database and
 //! checkpoints it; `open DIR` opens it in a fresh process, reads every text, stores 1,000 more
 //! and checkpoints again. Each step prints its time and the process's memory (RssAnon and
-//! RssFile from `/proc/self/status`) and the storage heap (`mapping::heap_bytes`).
+//! RssFile from `/proc/self/status`) and the storage heap (`espalier_storage::heap_bytes`).
 //!
 //! `cargo run --release -p espalier-storage --example strings_floor -- build /tmp/sf 2000000`,
 //! then `... -- open /tmp/sf`.
@@ -36,7 +36,7 @@ fn rss() -> String {
             .and_then(|kb| kb.parse::<u64>().ok())
             .map_or(0.0, |kb| kb as f64 / 1024.0)
     };
-    let heap = espalier_storage::mapping::heap_bytes() as f64 / (1 << 20) as f64;
+    let heap = espalier_storage::heap_bytes() as f64 / (1 << 20) as f64;
     format!("RssAnon {:.1} MiB, RssFile {:.1} MiB, storage heap {heap:.1} MiB", field("RssAnon:"), field("RssFile:"))
 }
 

@@ -9,7 +9,8 @@
 //!   operations of a commit, snapshots, the manifest, checkpoints (mapped read-only), recovery.
 //! - [`log`]: the redo log: checksummed records, one write and one `fdatasync` per batch,
 //!   recovery that cuts a torn tail and refuses damage.
-//! - [`mapping`]: checkpoint files mapped read-only, and what memory the layer holds.
+//! - [`mapping`]: checkpoint files mapped read-only and the bytes mapped; [`heap_bytes`]: what
+//!   memory the layer holds.
 //! - [`DirLock`]: one process owns a database directory.
 
 #![warn(missing_docs)]
@@ -24,6 +25,15 @@ pub mod table;
 pub mod tables;
 
 pub use lock::{DirLock, HeldBy, Holder, LockError, LOCK_FILE};
+
+/// Memory the storage layer holds on its heap: table pages and directory nodes (the
+/// huge-page arena's blocks in use, the string table's counts among them), key index nodes,
+/// and the texts stored since the last checkpoint. Not counted: the writer's hash table of
+/// the strings (about 10 bytes a string) and meta values.
+/// (Here, at the root, because it sums what three modules hold.)
+pub fn heap_bytes() -> usize {
+    crate::table::arena_bytes() + crate::key_index::heap_bytes() + crate::tables::text_heap_bytes()
+}
 
 /// What a commit promises once it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

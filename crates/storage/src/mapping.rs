@@ -82,11 +82,3 @@ unsafe impl StableBytes for MappedFile {
 pub fn mapped_bytes() -> usize {
     MAPPED_BYTES.load(Ordering::Relaxed)
 }
-
-/// Memory the storage layer holds on its heap: table pages and directory nodes (the
-/// huge-page arena's blocks in use, the string table's counts among them), key index nodes,
-/// and the texts stored since the last checkpoint. Not counted: the writer's hash table of
-/// the strings (about 10 bytes a string) and meta values.
-pub fn heap_bytes() -> usize {
-    crate::table::arena_bytes() + crate::key_index::heap_bytes() + crate::tables::text_heap_bytes()
-}

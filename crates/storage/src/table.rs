@@ -139,7 +139,7 @@ pub(crate) fn file_place(owner: &dyn StableBytes, data: *const u8, crc: u32) -> 
     Some(FilePlace { file, file_len: bytes.len() as u64, offset: offset as u64, crc })
 }
 
-/// Bytes of table pages and directory nodes on the heap now (see [`crate::mapping::heap_bytes`]).
+/// Bytes of table pages and directory nodes on the heap now (see [`crate::heap_bytes`]).
 pub(crate) fn arena_bytes() -> usize {
     arena::in_use()
 }

@@ -27,7 +27,7 @@ pub struct DatabaseOptions {
     pub checkpoint_log_bytes: u64,
     /// The in-memory bound: a checkpoint is written (in the background) once the storage
     /// layer's heap (table pages, key index nodes and texts written since the last checkpoint,
-    /// `espalier_storage::mapping::heap_bytes`) grew by this much since the last one. The
+    /// `espalier_storage::heap_bytes`) grew by this much since the last one. The
     /// checkpoint maps what it wrote and the heap copies go, so the data can be larger than
     /// memory. Past twice this growth, writes wait for the running checkpoint. The writer's hash
     /// table of the strings (about 10 bytes a string) stays in memory. The heap is counted per process, for all its databases.
@@ -245,7 +245,7 @@ impl Database {
             durability: options.durability,
             checkpoint_log_bytes: options.checkpoint_log_bytes,
             memory_bytes: options.memory_bytes,
-            heap_floor: AtomicU64::new(espalier_storage::mapping::heap_bytes() as u64),
+            heap_floor: AtomicU64::new(espalier_storage::heap_bytes() as u64),
             checkpointer: std::sync::Mutex::new(None),
             checkpoint_retry_at: Arc::default(),
             schema,
@@ -293,7 +293,7 @@ impl Database {
     /// twice the bound. A checkpoint writes only the pages and leaves on the heap (those
     /// mapped from older files are named there), so a bulk load writes its data about once.
     fn maybe_checkpoint(&self) {
-        let heap = espalier_storage::mapping::heap_bytes() as u64;
+        let heap = espalier_storage::heap_bytes() as u64;
         let floor = self.heap_floor.fetch_min(heap, Ordering::Relaxed).min(heap);
         let over_memory = heap.saturating_sub(floor) >= self.memory_bytes;
         if self.tables.log_bytes_since_checkpoint() < self.checkpoint_log_bytes && !over_memory {

@@ -206,7 +206,7 @@ impl MemoryPoint {
             when: when.into(),
             rss_anon_bytes: m.anon_bytes,
             rss_file_bytes: m.file_bytes,
-            storage_heap_bytes: espalier_storage::mapping::heap_bytes() as u64,
+            storage_heap_bytes: espalier_storage::heap_bytes() as u64,
             mapped_bytes: espalier_storage::mapping::mapped_bytes() as u64,
         }
     }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Bytes of texts on the heap now (with their allocation overhead), counted toward the
-/// in-memory bound ([`crate::mapping::heap_bytes`]).
+/// in-memory bound ([`crate::heap_bytes`]).
 static TEXT_BYTES: AtomicUsize = AtomicUsize::new(0);
 
 /// Overhead counted per text: the `Arc`'s counts and the box's pointer and length.
