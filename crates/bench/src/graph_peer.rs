@@ -1,7 +1,7 @@
 //! The embedded graph and analytical peers (DuckDB, Kùzu, Neo4j), each run by a driver
 //! program in the peers directory (`peers/` of the repository, which `scripts/peers-setup`
 //! installs): `<suite>.py` in `.venv` for DuckDB and Kùzu, `neo4j/run <suite>` (Java, embedded
-//! Neo4j Community) for Neo4j. A suite (`trainbenchmark`, `oo7`) sends its driver one JSON
+//! Neo4j Community) for Neo4j. A suite (`trainbenchmark`; `graph` for OO7 and the social network) sends its driver one JSON
 //! request on standard input and reads one JSON reply from standard output; what they hold is
 //! the suite's (its driver's docstring documents it). This module starts the driver, checks
 //! that it is installed, and reads the reply.

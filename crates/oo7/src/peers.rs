@@ -1,6 +1,6 @@
 //! OO7's read-only operations on the embedded peers DuckDB, Kùzu and Neo4j
-//! ([`espalier_bench::graph_peer`]; their drivers are `peers/oo7.py` and
-//! `peers/neo4j/src/main/java/espalier/peers/Oo7.java`).
+//! ([`espalier_bench::graph_peer`]; their drivers are `peers/graph.py` and
+//! `peers/neo4j/src/main/java/espalier/peers/Graph.java`, which the social network uses too).
 //!
 //! The database goes to them as one CSV file per SQL table, read back out of the SQLite
 //! database the benchmark loaded ([`write_tables`]), so every system holds the same rows.
@@ -240,7 +240,8 @@ pub fn run(
             texts(op).ok_or_else(|| failed(format!("{} is not run on the peers", op.name())))?;
         let params: Vec<_> = (0..(warmup + runs) as u64).map(|i| executions(db, op, i)).collect();
         queries.push(json!({
-            "name": op.name(), "sql": sql, "cypher": cypher, "kuzu": kuzu, "aggregate": aggregate, "params": params,
+            "name": op.name(), "sql": sql, "cypher": cypher, "kuzu": kuzu,
+            "answer": if aggregate { "aggregate" } else { "sum" }, "params": params,
         }));
     }
     let mut request = graph();
@@ -253,7 +254,7 @@ pub fn run(
         m.insert("runs".into(), json!(runs));
         m.insert("queries".into(), Value::Array(queries));
     }
-    let reply: Reply = graph_peer::call(peer, peers, "oo7", &request)?;
+    let reply: Reply = graph_peer::call(peer, peers, "graph", &request)?;
     if reply.queries.len() != ops.len() {
         return Err(failed(format!("{} operations answered of {}", reply.queries.len(), ops.len())));
     }

@@ -23,16 +23,16 @@ import org.neo4j.graphdb.Result;
 import org.neo4j.graphdb.Transaction;
 
 /**
- * OO7's read-only operations on Neo4j Community, embedded: the peer of {@code espalier bench oo7
- * --peers neo4j}. The protocol is {@code peers/oo7.py}'s: the request names the tables' CSV files
+ * A suite's queries on Neo4j Community, embedded, over a property graph built from tables: the peer of {@code espalier bench oo7
+ * --peers neo4j}. The protocol is {@code peers/graph.py}'s: the request names the tables' CSV files
  * (with a header row), the node labels and relationship types to build from them, the indexes,
- * and each query's executions per run; the reply gives each run's (count, sum) and the timed
- * runs' times. Any failure: one line on standard error, exit status 1.
+ * and each query's executions per run; the reply gives each run's answer (an aggregate's or the
+ * rows' (count, sum), or the rows themselves) and the timed runs' times. Any failure: one line on standard error, exit status 1.
  */
-public final class Oo7 {
+public final class Graph {
   private static final int BATCH = 50_000;
 
-  private Oo7() {}
+  private Graph() {}
 
   public static void main(String[] args) {
     try {
@@ -135,11 +135,11 @@ public final class Oo7 {
         int i = 0;
         for (JsonNode executions : query.get("params")) {
           long t = System.nanoTime();
-          long[] a = answer(db, query, executions);
+          JsonNode a = answer(json, db, query, executions);
           if (i >= warmup) {
             times.add((System.nanoTime() - t) / 1e3);
           }
-          answers.addArray().add(a[0]).add(a[1]);
+          answers.add(a);
           i++;
         }
         ObjectNode q = out.addObject();
@@ -153,10 +153,16 @@ public final class Oo7 {
     }
   }
 
-  /** One run of a query: every execution in its own read transaction; (count, sum) wrapping. */
-  private static long[] answer(GraphDatabaseService db, JsonNode query, JsonNode executions) {
-    boolean aggregate = query.get("aggregate").asBoolean();
+  /**
+   * One run of a query: every execution in its own read transaction. Its answer: the rows, or
+   * (count, sum) wrapping, of an aggregate's one row or of the rows' values.
+   */
+  private static JsonNode answer(ObjectMapper json, GraphDatabaseService db, JsonNode query, JsonNode executions) {
+    String mode = query.get("answer").asText();
+    boolean aggregate = mode.equals("aggregate");
+    boolean keepRows = mode.equals("rows");
     String cypher = query.get("cypher").asText();
+    ArrayNode found = json.createArrayNode();
     long count = 0;
     long sum = 0;
     for (JsonNode params : executions) {
@@ -171,7 +177,12 @@ public final class Oo7 {
         while (result.hasNext()) {
           Map<String, Object> row = result.next();
           rows++;
-          if (aggregate) {
+          if (keepRows) {
+            ArrayNode r = found.addArray();
+            for (String c : columns) {
+              r.add(json.valueToTree(row.get(c)));
+            }
+          } else if (aggregate) {
             count += number(row.get(columns.get(0)));
             sum += columns.size() > 1 ? number(row.get(columns.get(1))) : 0;
           } else {
@@ -187,7 +198,12 @@ public final class Oo7 {
         tx.commit();
       }
     }
-    return new long[] {count, sum};
+    if (keepRows) {
+      return found;
+    }
+    ArrayNode pair = json.createArrayNode();
+    pair.add(count).add(sum);
+    return pair;
   }
 
   private static long number(Object v) {
@@ -217,14 +233,14 @@ public final class Oo7 {
       tx.schema().awaitIndexesOnline(10, TimeUnit.MINUTES);
       tx.commit();
     }
-    // label -> key -> element id
-    Map<String, Map<Long, String>> byKey = new HashMap<>();
+    // label -> key (as the table's text) -> element id
+    Map<String, Map<String, String>> byKey = new HashMap<>();
     for (JsonNode n : request.get("nodes")) {
       String label = n.get("label").asText();
       List<Map<String, String>> rows = tables.get(n.get("table").asText());
       JsonNode props = n.get("properties");
       String key = props.get(0).get(0).asText();
-      Map<Long, String> ids = byKey.computeIfAbsent(label, l -> new HashMap<>());
+      Map<String, String> ids = byKey.computeIfAbsent(label, l -> new HashMap<>());
       for (int from = 0; from < rows.size(); from += BATCH) {
         try (Transaction tx = db.beginTx()) {
           for (Map<String, String> row : rows.subList(from, Math.min(rows.size(), from + BATCH))) {
@@ -237,7 +253,7 @@ public final class Oo7 {
               }
               node.setProperty(column, p.get(1).asText().equals("INT64") ? (Object) Long.parseLong(value) : value);
             }
-            ids.put(Long.parseLong(row.get(key)), node.getElementId());
+            ids.put(row.get(key), node.getElementId());
           }
           tx.commit();
         }
@@ -245,8 +261,8 @@ public final class Oo7 {
     }
     for (JsonNode r : request.get("rels")) {
       RelationshipType type = RelationshipType.withName(r.get("type").asText());
-      Map<Long, String> sources = byKey.get(r.get("from").get(0).asText());
-      Map<Long, String> targets = byKey.get(r.get("to").get(0).asText());
+      Map<String, String> sources = byKey.get(r.get("from").get(0).asText());
+      Map<String, String> targets = byKey.get(r.get("to").get(0).asText());
       String src = r.get("from").get(1).asText();
       String dst = r.get("to").get(1).asText();
       List<Map<String, String>> rows = tables.get(r.get("table").asText());
@@ -268,8 +284,8 @@ public final class Oo7 {
     }
   }
 
-  private static String element(Map<Long, String> ids, String key, String type) {
-    String e = ids.get(Long.parseLong(key));
+  private static String element(Map<String, String> ids, String key, String type) {
+    String e = ids.get(key);
     if (e == null) {
       throw new IllegalStateException(type + " names node " + key + ", which is not in the database");
     }

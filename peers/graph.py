@@ -1,8 +1,8 @@
-"""OO7's read-only operations on an embedded peer (DuckDB or Kùzu).
+"""A suite's queries on an embedded peer (DuckDB or Kùzu), over tables or a graph made of them.
 
-`espalier bench oo7 --peers duckdb,kuzu` writes the generated database as one CSV file per
-SQL table (with a header row; the tables of crates/oo7/src/sqlite.rs) and runs this program
-with one JSON request on standard input:
+`espalier bench oo7 --peers duckdb,kuzu` and `espalier bench social --peers kuzu` write their
+database as one CSV file per SQL table (with a header row; the tables of the suite's SQLite
+code) and run this program with one JSON request on standard input:
 
     {"system": "duckdb" | "kuzu", "dir": WORK,
      "ddl": SQL, "tables": [{"name": T, "file": CSV}, …],
@@ -11,7 +11,7 @@ with one JSON request on standard input:
      "indexes": [[L, PROPERTY], …],
      "warmup": W, "runs": R,
      "queries": [{"name": N, "sql": SQL, "cypher": CYPHER, "kuzu": CYPHER | null,
-                  "aggregate": BOOL, "params": [[[VALUE, …], …], …]}, …]}
+                  "answer": "aggregate" | "sum" | "rows", "params": [[[VALUE, …], …], …]}, …]}
 
 DuckDB creates the tables with the DDL and reads the files; Kùzu gets a property graph: a node
 table per `nodes` entry (its first property is the primary key) and a relationship table per
@@ -20,12 +20,13 @@ source's key, `to`'s the target's). `indexes` are for Neo4j (Kùzu has its prima
 
 `params` holds, for each of the W + R runs, the executions of that run, each with its
 positional parameters (`?1`, `?2`, … in SQL; `$p0`, `$p1`, … in Cypher). A run executes them
-all; its answer is (count, sum): with `aggregate` the one row's first and second column summed
-over the executions, otherwise the rows found and the sum of every value in them. Sums wrap as
-64-bit integers, as Espalier's. The reply, on standard output:
+all. Its answer: with `aggregate`, (count, sum) from the one row's first and second column,
+summed over the executions; with `sum`, (count, sum) of the rows found and every value in them
+(sums wrap as 64-bit integers, as Espalier's); with `rows`, the rows themselves, in the order
+the query gives them, the executions' one after another. The reply, on standard output:
 
     {"system": …, "version": …, "load_ms": …,
-     "queries": [{"name": N, "times_us": [R timed runs], "answers": [[count, sum], … one per run, W + R]}, …]}
+     "queries": [{"name": N, "times_us": [R timed runs], "answers": [ANSWER, … one per run, W + R]}, …]}
 
 Any failure is one line on standard error and exit status 1.
 """
@@ -141,12 +142,17 @@ def kuzu_load(request: dict[str, Any], work: str) -> tuple[Execute, str, float]:
     return execute, f"Kùzu {kuzu.__version__}", elapsed_ms(started)
 
 
-def answer(query: dict[str, Any], execute: Execute, executions: list[list[Any]]) -> tuple[int, int]:
-    """One run of `query`: its executions, and their (count, sum) as the request defines it."""
+def answer(query: dict[str, Any], execute: Execute, executions: list[list[Any]]) -> Any:
+    """One run of `query`: its executions, and their answer as the request defines it."""
+    if query["answer"] == "rows":
+        found: list[list[Any]] = []
+        for params in executions:
+            found.extend([list(row) for row in execute(query, params)])
+        return found
     count = total = 0
     for params in executions:
         rows = execute(query, params)
-        if query["aggregate"]:
+        if query["answer"] == "aggregate":
             if len(rows) != 1:
                 raise ValueError(f"{query['name']}: {len(rows)} rows from an aggregate")
             row = rows[0]
@@ -171,7 +177,7 @@ def main() -> int:
     out = []
     for query in request["queries"]:
         times: list[float] = []
-        answers: list[tuple[int, int]] = []
+        answers: list[Any] = []
         for i, executions in enumerate(query["params"]):
             t = time.perf_counter()
             answers.append(answer(query, execute, executions))
