@@ -14,8 +14,8 @@ use espalier_social::{Query, Size};
 use crate::bench_remote::ClientOptions;
 use crate::Global;
 
-/// The peers that run beside Espalier here.
-const PEERS: [&str; 1] = ["sqlite"];
+/// The peers that run beside Espalier here: SQLite always, the graph peers when asked.
+const PEERS: [&str; 3] = ["sqlite", "kuzu", "neo4j"];
 
 /// Options of `espalier bench social`.
 #[derive(Debug, Clone, clap::Args)]
@@ -31,9 +31,19 @@ pub struct SocialArgs {
     /// Seed of the generator and of every invocation's parameters.
     #[arg(long, value_name = "N", default_value_t = espalier_social::SEED)]
     pub seed: u64,
-    /// Systems beside Espalier, comma-separated: sqlite (in process; the only one so far).
+    /// Systems beside Espalier, comma-separated: sqlite (in process, always: it checks every
+    /// answer), kuzu and neo4j (embedded, the eight graph queries; scripts/peers-setup installs
+    /// them).
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "sqlite")]
     pub peers: Vec<String>,
+    /// The peers directory: the repository's peers/, where scripts/peers-setup installs the
+    /// graph peers' drivers.
+    #[arg(long, value_name = "DIR", env = "ESPALIER_PEERS_DIR", default_value = "peers")]
+    pub peers_dir: PathBuf,
+    /// Fail when a graph peer asked for is not installed (otherwise the report says it did not
+    /// run).
+    #[arg(long)]
+    pub require_peers: bool,
     /// Invocations per query in process (default: the paper's 2000, 200 or 20 at paper size).
     #[arg(long, value_name = "N")]
     pub invocations: Option<usize>,
@@ -103,12 +113,13 @@ fn remote_svg(svg: &Path, compression: &str) -> PathBuf {
 /// `--json`). Fails if something cannot be built, if the systems disagree on an answer, or —
 /// after printing the report — if any reply over the server was wrong.
 pub fn run(args: &SocialArgs, global: &Global) -> Result<(), String> {
+    let mut graph_peers = Vec::new();
     for p in args.peers.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
         if !PEERS.contains(&p.to_ascii_lowercase().as_str()) {
-            return Err(format!(
-                "--peers: {p:?} does not run the social network yet; the peers are {}",
-                PEERS.join(", ")
-            ));
+            return Err(format!("--peers: {p:?} does not run the social network; the peers are {}", PEERS.join(", ")));
+        }
+        if let Some(g) = espalier_bench::graph_peer::GraphPeer::parse(p) {
+            graph_peers.push(g);
         }
     }
     let size_name = args.size.clone().unwrap_or_else(|| if args.quick { "tiny" } else { "paper" }.into());
@@ -135,6 +146,9 @@ pub fn run(args: &SocialArgs, global: &Global) -> Result<(), String> {
         only: only.clone(),
         dir: args.clients.dir.clone(),
         progress: !global.json,
+        peers: graph_peers,
+        peers_dir: args.peers_dir.clone(),
+        require_peers: args.require_peers,
     };
     let report = social::run(&local).map_err(|e| e.to_string())?;
     crate::output::write_svg(args.svg.as_deref(), || report.chart_svg())?;

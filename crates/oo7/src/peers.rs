@@ -15,8 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use espalier_bench::graph_peer::{self, write_csv_record, GraphPeer, PeerError};
-use rusqlite::types::ValueRef;
+use espalier_bench::graph_peer::{self, GraphPeer, PeerError};
 use rusqlite::Connection;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -154,31 +153,7 @@ pub fn graph() -> Value {
 
 /// Writes SQLite's tables as CSV files with a header row into `dir`: (table, file).
 pub fn write_tables(conn: &Connection, dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
-    let mut files = Vec::with_capacity(TABLES.len());
-    for table in TABLES {
-        let path = dir.join(format!("{table}.csv"));
-        let fail = |e: &dyn std::fmt::Display| format!("writing {table} to {}: {e}", path.display());
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| fail(&e))?);
-        let mut st = conn.prepare(&format!("SELECT * FROM {table}")).map_err(|e| fail(&e))?;
-        let names: Vec<String> = st.column_names().map(str::to_string).collect();
-        write_csv_record(&mut out, names.iter().map(String::as_str)).map_err(|e| fail(&e))?;
-        let mut rows = st.query([]).map_err(|e| fail(&e))?;
-        let mut fields = vec![String::new(); names.len()];
-        while let Some(r) = rows.next().map_err(|e| fail(&e))? {
-            for (i, f) in fields.iter_mut().enumerate() {
-                *f = match r.get_ref(i).map_err(|e| fail(&e))? {
-                    ValueRef::Null => String::new(),
-                    ValueRef::Integer(v) => v.to_string(),
-                    ValueRef::Real(v) => v.to_string(),
-                    ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
-                };
-            }
-            write_csv_record(&mut out, fields.iter().map(String::as_str)).map_err(|e| fail(&e))?;
-        }
-        std::io::Write::flush(&mut out).map_err(|e| fail(&e))?;
-        files.push((table.to_string(), path));
-    }
-    Ok(files)
+    espalier_bench::peers::sqlite::write_csv_tables(conn, dir, &TABLES)
 }
 
 /// One operation on a peer: the timed runs and every run's answer (warm-up first).

@@ -18,6 +18,7 @@ use crate::espalier::{answer, results, SocialEspalier, Via};
 use crate::model::{DegreeStats, Network, Size};
 use crate::queries::{draws, Query};
 use crate::sqlite::{self, SocialSqlite};
+use espalier_bench::graph_peer::{GraphPeer, PeerError};
 
 /// Most invocations (timed or untimed) of one query a run may ask for: the draws are made
 /// before the run and held in memory.
@@ -41,6 +42,12 @@ pub struct Config {
     pub dir: Option<PathBuf>,
     /// Progress bars on stderr.
     pub progress: bool,
+    /// The embedded graph peers to run the graph queries on ([`crate::peers`]).
+    pub peers: Vec<GraphPeer>,
+    /// The peers directory, with their drivers installed (`peers/` after `scripts/peers-setup`).
+    pub peers_dir: PathBuf,
+    /// Fail when a peer asked for is not installed (otherwise the report says it did not run).
+    pub require_peers: bool,
 }
 
 impl Config {
@@ -54,6 +61,9 @@ impl Config {
             only: Vec::new(),
             dir: None,
             progress: false,
+            peers: Vec::new(),
+            peers_dir: PathBuf::from("peers"),
+            require_peers: false,
         }
     }
 
@@ -104,6 +114,37 @@ pub struct Report {
     pub load_sqlite_ms: f64,
     /// One row per query (and per declared command).
     pub ops: Vec<OpReport>,
+    /// The embedded graph peers asked for: their timings of the graph queries, or why they did
+    /// not run.
+    pub peers: Vec<PeerReport>,
+}
+
+/// A graph peer's run of the graph queries.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerReport {
+    /// `kuzu` or `neo4j`.
+    pub system: String,
+    /// The version it reported (None if it did not run).
+    pub version: Option<String>,
+    /// Loading the tables, in ms (None if it did not run).
+    pub load_ms: Option<f64>,
+    /// Why it did not run.
+    pub unavailable: Option<String>,
+    /// Each query's time per invocation, and Espalier's speedup over it.
+    pub queries: Vec<PeerQueryReport>,
+}
+
+/// One query on a graph peer.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerQueryReport {
+    /// The query's name.
+    pub query: String,
+    /// Timed invocations (the shortest path's leave out draws of one person twice).
+    pub invocations: usize,
+    /// The peer's time per invocation.
+    pub timings: Summary,
+    /// The peer's median over Espalier's: above 1, Espalier is faster.
+    pub ratio: f64,
 }
 
 /// The network's counts.
@@ -280,10 +321,14 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     let queries = c.queries();
     let pb = bar(c.progress, queries.iter().map(|q| c.invocations_of(*q) as u64).sum());
     let mut ops = Vec::new();
+    let mut asked = Vec::new();
     for q in queries {
         pb.set_prefix(q.name());
         let n = c.invocations_of(q);
         let all = draws(&built.net, n + c.warmup, draw_seed(c.seed, q));
+        if crate::peers::QUERIES.contains(&q) {
+            asked.push((q, all.clone()));
+        }
         let (warm, timed) = all.split_at(c.warmup.min(all.len()));
         let vias: &[Via] = if q.command().is_some() { &[Via::Query, Via::Command] } else { &[Via::Query] };
         for d in warm {
@@ -346,6 +391,7 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         }
     }
     pb.finish_and_clear();
+    let peers = run_peers(c, &built, &mut theirs, tmp.path(), &asked, &ops)?;
     let (generate_ms, load_espalier_ms, load_sqlite_ms) = built.times;
     Ok(Report {
         size: c.size,
@@ -356,7 +402,103 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         load_espalier_ms,
         load_sqlite_ms,
         ops,
+        peers,
     })
+}
+
+/// Runs the graph queries on each peer asked for, with the same draws as Espalier and SQLite
+/// (a shortest path from a person to themself left out: SQL's distance is 0, a graph
+/// database's shortest path needs a first step); every invocation's rows must equal SQLite's.
+fn run_peers(
+    c: &Config,
+    built: &Built,
+    theirs: &mut SocialSqlite<'_>,
+    dir: &Path,
+    asked: &[(Query, Vec<crate::queries::Draw>)],
+    ops: &[OpReport],
+) -> Result<Vec<PeerReport>, BenchError> {
+    if c.peers.is_empty() || asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tables = dir.join("peers-csv");
+    std::fs::create_dir_all(&tables).map_err(|e| err("making the peers' directory", e))?;
+    let files = crate::peers::write_tables(&built.sqlite, &tables).map_err(BenchError)?;
+    // Per query: its draws for the peers, the untimed ones first, and SQLite's rows for each.
+    let mut kept = Vec::with_capacity(asked.len());
+    for (q, all) in asked {
+        let untimed = c.warmup.min(all.len());
+        let keep = |d: &&crate::queries::Draw| *q != Query::ShortestPath || d.person != d.other;
+        let warm: Vec<_> = all[..untimed].iter().filter(keep).cloned().collect();
+        let timed: Vec<_> = all[untimed..].iter().filter(keep).cloned().collect();
+        let (n_warm, mut draws) = (warm.len(), warm);
+        draws.extend(timed);
+        let mut want = Vec::with_capacity(draws.len());
+        for d in &draws {
+            want.push(theirs.run(*q, d).map_err(|e| err("SQLite", e))?.rows);
+        }
+        kept.push((*q, n_warm, draws, want));
+    }
+    let mut out = Vec::with_capacity(c.peers.len());
+    for &peer in &c.peers {
+        let work = dir.join(format!("peer-{}", peer.name()));
+        std::fs::create_dir_all(&work).map_err(|e| err("making the peers' directory", e))?;
+        // The driver takes one untimed count for all queries: the least of them.
+        let untimed = kept.iter().map(|k| k.1).min().unwrap_or(0);
+        let list: Vec<(Query, &[crate::queries::Draw])> =
+            kept.iter().map(|(q, n, d, _)| (*q, &d[n - untimed..])).collect();
+        let pb = bar(c.progress, 1);
+        pb.set_prefix(format!("peer {}", peer.name()));
+        let result = crate::peers::run(peer, &c.peers_dir, &files, &work, &list, untimed);
+        pb.finish_and_clear();
+        let run = match result {
+            Ok(run) => run,
+            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+                out.push(PeerReport {
+                    system: peer.name().into(),
+                    version: None,
+                    load_ms: None,
+                    unavailable: Some(e.to_string()),
+                    queries: Vec::new(),
+                });
+                continue;
+            }
+            Err(e) => return Err(err("peer", e)),
+        };
+        let mut queries = Vec::with_capacity(run.queries.len());
+        for (mut got, (q, n, draws, want)) in run.queries.into_iter().zip(&kept) {
+            let skip = n - untimed;
+            for (i, (rows, want)) in got.rows.iter().zip(&want[skip..]).enumerate() {
+                if rows != want {
+                    return Err(BenchError(format!(
+                        "{} for {:?}: {} answers {} rows, SQLite {}; first rows {:?} and {:?}",
+                        q.name(),
+                        draws[skip + i],
+                        run.version,
+                        rows.len(),
+                        want.len(),
+                        rows.first(),
+                        want.first()
+                    )));
+                }
+            }
+            if got.times.is_empty() {
+                continue;
+            }
+            let invocations = got.times.len();
+            let timings = Summary::of(&mut got.times);
+            let ours = ops.iter().find(|o| o.query == q.name()).map(|o| o.espalier.median_us);
+            let ratio = ours.filter(|m| *m > 0.0).map_or(f64::NAN, |m| timings.median_us / m);
+            queries.push(PeerQueryReport { query: q.name().to_string(), invocations, timings, ratio });
+        }
+        out.push(PeerReport {
+            system: peer.name().into(),
+            version: Some(run.version),
+            load_ms: Some(run.load_ms),
+            unavailable: None,
+            queries,
+        });
+    }
+    Ok(out)
 }
 
 impl Report {
@@ -408,7 +550,52 @@ impl Report {
                 r.ratio
             );
         }
+        self.peers_markdown(&mut out);
         out
+    }
+
+    /// The graph peers' table: each graph query's median and the ratio to Espalier's.
+    fn peers_markdown(&self, out: &mut String) {
+        use espalier_bench::suite::report::us;
+        use std::fmt::Write as _;
+        for p in self.peers.iter().filter(|p| p.unavailable.is_some()) {
+            let _ = writeln!(out, "\n{} did not run: {}", p.system, p.unavailable.as_deref().unwrap_or(""));
+        }
+        let ran: Vec<&PeerReport> = self.peers.iter().filter(|p| p.version.is_some()).collect();
+        if ran.is_empty() {
+            return;
+        }
+        out.push_str("\nThe graph queries on the embedded graph peers (every invocation's rows equal SQLite's):\n\n");
+        out.push_str("| query | Espalier |");
+        for p in &ran {
+            let _ = write!(out, " {} | ratio |", p.version.as_deref().unwrap_or(&p.system));
+        }
+        out.push_str("\n|---|---:|");
+        out.push_str(&"---:|---:|".repeat(ran.len()));
+        out.push('\n');
+        for r in self.ops.iter().filter(|r| !r.query.ends_with("(command)")) {
+            let cells: Vec<String> = ran
+                .iter()
+                .filter_map(|p| p.queries.iter().find(|q| q.query == r.query))
+                .map(|q| format!("{} | {:.2}×", us(q.timings.median_us), q.ratio))
+                .collect();
+            if cells.len() == ran.len() {
+                let _ = writeln!(out, "| {} | {} | {} |", r.query, us(r.espalier.median_us), cells.join(" | "));
+            }
+        }
+        for p in &ran {
+            let _ = writeln!(
+                out,
+                "\n{} loaded the people, groups, friendships and memberships in {:.0} ms.",
+                p.version.as_deref().unwrap_or(&p.system),
+                p.load_ms.unwrap_or(f64::NAN)
+            );
+        }
+        out.push_str(
+            "\nMedians per invocation in µs; ratio = the peer's median / Espalier's (above 1, Espalier is faster). \
+             The peers run Cypher through their embedded drivers (Python for Kùzu, Java for Neo4j), each \
+             invocation one call.\n",
+        );
     }
 
     /// Box plots per query (`espalier_bench::suite::chart`): one box per query and system.

@@ -20,6 +20,7 @@ pub mod espalier;
 pub mod generate;
 pub mod load;
 pub mod model;
+pub mod peers;
 pub mod queries;
 pub mod remote;
 pub mod sqlite;

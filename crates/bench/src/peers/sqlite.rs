@@ -231,3 +231,35 @@ pub fn open_benchmark_file(path: &Path) -> Result<Connection, String> {
     conn.execute_batch("PRAGMA synchronous = OFF; PRAGMA cache_size = -1048576;").map_err(e)?;
     Ok(conn)
 }
+
+/// Writes the SQLite tables `tables` of `conn` as CSV files with a header row into `dir`, the
+/// form the embedded graph peers load (`crate::graph_peer`): (table, file).
+pub fn write_csv_tables(conn: &Connection, dir: &Path, tables: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut files = Vec::with_capacity(tables.len());
+    for &table in tables {
+        let path = dir.join(format!("{table}.csv"));
+        let fail = |e: &dyn std::fmt::Display| format!("writing {table} to {}: {e}", path.display());
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| fail(&e))?);
+        let mut st = conn.prepare(&format!("SELECT * FROM {table}")).map_err(|e| fail(&e))?;
+        let names: Vec<String> = st.column_names().map(str::to_string).collect();
+        crate::graph_peer::write_csv_record(&mut out, names.iter().map(String::as_str)).map_err(|e| fail(&e))?;
+        let mut rows = st.query([]).map_err(|e| fail(&e))?;
+        let mut fields = vec![String::new(); names.len()];
+        while let Some(r) = rows.next().map_err(|e| fail(&e))? {
+            for (i, f) in fields.iter_mut().enumerate() {
+                *f = match r.get_ref(i).map_err(|e| fail(&e))? {
+                    rusqlite::types::ValueRef::Null => String::new(),
+                    rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Real(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                        String::from_utf8_lossy(t).into_owned()
+                    }
+                };
+            }
+            crate::graph_peer::write_csv_record(&mut out, fields.iter().map(String::as_str)).map_err(|e| fail(&e))?;
+        }
+        std::io::Write::flush(&mut out).map_err(|e| fail(&e))?;
+        files.push((table.to_string(), path));
+    }
+    Ok(files)
+}
