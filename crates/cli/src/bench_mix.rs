@@ -57,6 +57,17 @@ pub struct MixArgs {
     /// with transactions, a line per system).
     #[arg(long, value_name = "FILE")]
     pub throughput_svg: Option<PathBuf>,
+    /// Scans then run in process in Espalier, SQLite and DuckDB (embedded; DuckDB cannot serve
+    /// the mix over the network), each scan's keys compared (default 1000, --quick 50; 0: none).
+    #[arg(long, value_name = "N")]
+    pub scans: Option<usize>,
+    /// The peers directory with DuckDB's driver: the repository's peers/, where
+    /// scripts/peers-setup installs it.
+    #[arg(long, value_name = "DIR", env = "ESPALIER_PEERS_DIR", default_value = "peers")]
+    pub peers_dir: PathBuf,
+    /// Fail when DuckDB is not installed (otherwise the report says it did not run).
+    #[arg(long)]
+    pub require_peers: bool,
 }
 
 /// The library configuration these options describe.
@@ -98,6 +109,11 @@ pub fn config(args: &MixArgs, global: &Global) -> Result<Config, String> {
     if let Some(m) = &args.mix {
         c.mix = Mix::parse(m)?;
     }
+    if let Some(n) = args.scans {
+        c.scans = n;
+    }
+    c.peers_dir = args.peers_dir.clone();
+    c.require_peers = args.require_peers;
     c.seed = args.seed;
     c.server_threads = args.server_threads;
     c.dir = args.dir.clone();

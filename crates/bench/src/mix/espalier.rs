@@ -48,29 +48,35 @@ pub struct Served {
     last_key: String,
 }
 
+/// Loads `size` records into the mix's table, `LOAD_BATCH` to a commit.
+pub(super) fn load(engine: &Engine, size: u64) -> Result<(), RemoteError> {
+    let mut i = 0;
+    while i < size {
+        let end = (i + LOAD_BATCH).min(size);
+        let mut text = String::from("update (");
+        for r in i..end {
+            let _ = write!(text, " 'Users' -> dictionary \"{}\" (", ops::key(r));
+            for f in 0..FIELDS {
+                let _ = write!(text, " 'F{f}' -> text \"{}\"", ops::loaded_value(r, f));
+            }
+            text.push_str(" 'Count' -> number 0 )");
+        }
+        text.push(')');
+        engine
+            .execute_text(&text, &Default::default())
+            .map_err(|e| RemoteError::espalier(format!("loading records {i}..{end}"), e))?;
+        i = end;
+    }
+    Ok(())
+}
+
 impl Served {
     /// Creates the database in `dir`, loads `config.size` records and starts the server.
     pub fn start(config: &Config, dir: &Path) -> Result<Served, RemoteError> {
         let options = DatabaseOptions { durability: config.durability.espalier(), ..Default::default() };
         let engine =
             Engine::create(dir, SCHEMA, options).map_err(|e| RemoteError::espalier("creating the mix database", e))?;
-        let mut i = 0;
-        while i < config.size {
-            let end = (i + LOAD_BATCH).min(config.size);
-            let mut text = String::from("update (");
-            for r in i..end {
-                let _ = write!(text, " 'Users' -> dictionary \"{}\" (", ops::key(r));
-                for f in 0..FIELDS {
-                    let _ = write!(text, " 'F{f}' -> text \"{}\"", ops::loaded_value(r, f));
-                }
-                text.push_str(" 'Count' -> number 0 )");
-            }
-            text.push(')');
-            engine
-                .execute_text(&text, &Default::default())
-                .map_err(|e| RemoteError::espalier(format!("loading records {i}..{end}"), e))?;
-            i = end;
-        }
+        load(&engine, config.size)?;
         let remote = crate::remote::Config {
             clients: config.clients.clone(),
             server_threads: config.server_threads,

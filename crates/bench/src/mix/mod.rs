@@ -21,6 +21,7 @@ pub mod espalier;
 pub mod ops;
 pub mod postgres;
 pub mod report;
+pub mod scans;
 pub mod sqlite;
 
 use std::path::PathBuf;
@@ -104,6 +105,12 @@ pub struct Config {
     pub server_threads: usize,
     /// Where the temporary databases go (default: the system's temp directory).
     pub dir: Option<PathBuf>,
+    /// Scans run in process afterwards beside DuckDB ([`scans`]; 0: none).
+    pub scans: usize,
+    /// The peers directory with DuckDB's driver (`peers/` after `scripts/peers-setup`).
+    pub peers_dir: PathBuf,
+    /// Fail when DuckDB is not installed (otherwise the report says it did not run).
+    pub require_peers: bool,
 }
 
 impl Config {
@@ -122,12 +129,23 @@ impl Config {
             seed: 42,
             server_threads: 0,
             dir: None,
+            scans: 1000,
+            peers_dir: PathBuf::from("peers"),
+            require_peers: false,
         }
     }
 
     /// CI size: 500 records, K = 1, 4, half a second per point.
     pub fn quick() -> Config {
-        Config { size: 500, clients: vec![1, 4], seconds: 0.5, warmup_seconds: 0.1, max_scan: 50, ..Config::full() }
+        Config {
+            size: 500,
+            clients: vec![1, 4],
+            seconds: 0.5,
+            warmup_seconds: 0.1,
+            max_scan: 50,
+            scans: 50,
+            ..Config::full()
+        }
     }
 
     /// Checks the options' ranges; the error names the option.
@@ -153,6 +171,9 @@ impl Config {
         }
         if self.systems.is_empty() {
             return bad("no system to run".into());
+        }
+        if self.scans > scans::MAX_SCANS {
+            return bad(format!("--scans: {} is more than {}", self.scans, scans::MAX_SCANS));
         }
         Ok(())
     }
@@ -259,7 +280,12 @@ pub fn run(config: &Config, progress: &dyn Fn(&str)) -> Result<Report, RemoteErr
         load_after: load_average(),
         seconds: started.elapsed().as_secs_f64(),
     };
-    Ok(Report::new(config.clone(), machine, systems, points))
+    let mut report = Report::new(config.clone(), machine, systems, points);
+    if config.scans > 0 {
+        progress(&format!("{} scans in process: Espalier, SQLite, DuckDB", config.scans));
+        report.scans = Some(scans::run(config, &tmp.path().join("scans"))?);
+    }
+    Ok(report)
 }
 
 fn load_average() -> Option<f64> {

@@ -102,6 +102,8 @@ pub struct Report {
     pub points: Vec<Point>,
     /// The cost of transactions per system and client count.
     pub costs: Vec<Cost>,
+    /// The scans in process beside DuckDB (None when not run).
+    pub scans: Option<super::scans::ScanReport>,
 }
 
 impl Report {
@@ -132,7 +134,7 @@ impl Report {
                 latency_increase_percent,
             });
         }
-        Report { config, machine, systems, points, costs }
+        Report { config, machine, systems, points, costs, scans: None }
     }
 
     /// Wrong replies, failed batches and state mismatches, over every point.
@@ -245,6 +247,9 @@ impl Report {
             }
         }
         let problems = self.problem_lines();
+        if let Some(scans) = &self.scans {
+            s.push_str(&scans.to_markdown());
+        }
         if !problems.is_empty() {
             let _ = writeln!(s, "\n## Problems\n");
             for line in problems {

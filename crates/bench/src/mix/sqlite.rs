@@ -71,6 +71,11 @@ impl Lite {
         Ok(lite_db)
     }
 
+    /// A connection of its own to the loaded file (the in-process scans, `super::scans`).
+    pub(super) fn connection(&self) -> Result<Connection, RemoteError> {
+        self.open()
+    }
+
     fn open(&self) -> Result<Connection, RemoteError> {
         let c = Connection::open(&self.path).map_err(|e| lite(&format!("opening {}", self.path.display()), e))?;
         c.busy_timeout(BUSY_TIMEOUT).map_err(|e| lite("setting the busy timeout", e))?;
