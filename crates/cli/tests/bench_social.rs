@@ -65,7 +65,7 @@ fn usage_errors_name_the_option() {
     for (args, want) in [
         (&["bench", "social", "--quick", "--size", "huge"][..], "--size"),
         (&["bench", "social", "--quick", "--query", "fof-9"][..], "--query"),
-        (&["bench", "social", "--quick", "--peers", "neo4j"][..], "--peers"),
+        (&["bench", "social", "--quick", "--peers", "duckdb"][..], "--peers"),
         (&["bench", "social", "--quick", "--compressions", "lz4"][..], "--compression"),
         (&["bench", "social", "--quick", "--invocations", "2000000"][..], "--invocations"),
         (&["bench", "social", "--quick", "--pool", "0"][..], "--pool"),
