@@ -93,6 +93,17 @@ pub enum PeerError {
     },
 }
 
+impl PeerError {
+    /// Why the peer did not run, when the run may go on without it: it is not installed and
+    /// not `required`. Any other error is the run's (returned as it is).
+    pub fn skipped(self, required: bool) -> Result<String, PeerError> {
+        match self {
+            PeerError::Unavailable { .. } if !required => Ok(self.to_string()),
+            e => Err(e),
+        }
+    }
+}
+
 /// The Python of the peers directory `dir` (its venv, which `scripts/peers-setup` makes).
 pub fn python(dir: &Path) -> PathBuf {
     dir.join(".venv/bin/python")

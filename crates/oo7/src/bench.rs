@@ -41,7 +41,7 @@ use crate::model::{Oo7, Params, Size};
 use crate::ops::{Answer, Draw, Fingerprint, Op, INSERTED};
 use crate::peers::PeerRun;
 use crate::sqlite;
-use espalier_bench::graph_peer::{GraphPeer, PeerError};
+use espalier_bench::graph_peer::GraphPeer;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -392,17 +392,17 @@ fn run_peers(
         pb.finish_and_clear();
         let run: PeerRun = match result {
             Ok(run) => run,
-            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+            Err(e) => {
+                let reason = e.skipped(c.require_peers).map_err(|e| err("peer", e))?;
                 out.push(PeerReport {
                     system: peer.name().into(),
                     version: None,
                     load_ms: None,
-                    unavailable: Some(e.to_string()),
+                    unavailable: Some(reason),
                     ops: Vec::new(),
                 });
                 continue;
             }
-            Err(e) => return Err(err("peer", e)),
         };
         let mut reports = Vec::with_capacity(run.ops.len());
         for mut r in run.ops {

@@ -39,7 +39,7 @@ use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::peers::{GraphPeer, PeerError};
+use crate::peers::GraphPeer;
 use crate::queries::{create_tables, matches_of, sql_matches, Matches, Query};
 use crate::repair::{espalier_text, fixes, pick, pick_count, sql_apply, Index};
 use crate::{generate, Scenario};
@@ -388,16 +388,16 @@ fn run_peers(
         pb.finish_and_clear();
         let run = match result {
             Ok(run) => run,
-            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+            Err(e) => {
+                let reason = e.skipped(c.require_peers).map_err(|e| BenchError(format!("size {size}: {e}")))?;
                 loads.push(PeerLoad {
                     system: peer.name().into(),
                     version: None,
                     load_ms: None,
-                    unavailable: Some(e.to_string()),
+                    unavailable: Some(reason),
                 });
                 continue;
             }
-            Err(e) => return Err(BenchError(format!("size {size}: {e}"))),
         };
         for ((report, (q, _, ours)), mut theirs) in queries.iter_mut().zip(found).zip(run.queries) {
             if theirs.matches != *ours {

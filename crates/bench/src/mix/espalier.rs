@@ -48,6 +48,18 @@ pub struct Served {
     last_key: String,
 }
 
+/// A scan: every field of at most `limit` records from the key in parameter `param`, the
+/// key-range read that stops after its page (the mix's, and the in-process one of
+/// `super::scans`).
+pub(super) fn scan_text(param: &str, limit: u64) -> String {
+    let mut text = format!("collection select . 'Users' from ${param}");
+    for f in 0..FIELDS {
+        let _ = write!(text, " 'F{f}' -> text : 'F{f}'");
+    }
+    let _ = write!(text, " 'Count' -> number : 'Count' limit {limit}");
+    text
+}
+
 /// Loads `size` records into the mix's table, `LOAD_BATCH` to a commit.
 pub(super) fn load(engine: &Engine, size: u64) -> Result<(), RemoteError> {
     let mut i = 0;
@@ -167,12 +179,7 @@ fn instructions(i: usize, op: &Op, params: &mut Params) -> Vec<String> {
         }
         Op::Scan { key, limit } => {
             set(&k, key);
-            let mut text = format!("collection select . 'Users' from ${k}");
-            for f in 0..FIELDS {
-                let _ = write!(text, " 'F{f}' -> text : 'F{f}'");
-            }
-            let _ = write!(text, " 'Count' -> number : 'Count' limit {limit}");
-            vec![text]
+            vec![scan_text(&k, *limit)]
         }
         Op::ReadModifyWrite { key, field, value } => {
             set(&k, key);

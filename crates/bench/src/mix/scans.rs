@@ -63,22 +63,6 @@ struct ReplyQuery {
     answers: Vec<Vec<Vec<Value>>>,
 }
 
-/// The SQL of a scan (SQLite's and DuckDB's).
-fn sql() -> String {
-    let fields: String = (0..FIELDS).map(|f| format!(", f{f}")).collect();
-    format!("SELECT ycsb_key{fields}, count FROM usertable WHERE ycsb_key >= ?1 ORDER BY ycsb_key LIMIT ?2")
-}
-
-/// Espalier's scan of at most `limit` records (the mix's key-range read).
-fn espalier_text(limit: u64) -> String {
-    let mut text = String::from("collection select . 'Users' from $k");
-    for f in 0..FIELDS {
-        let _ = write!(text, " 'F{f}' -> text : 'F{f}'");
-    }
-    let _ = write!(text, " 'Count' -> number : 'Count' limit {limit}");
-    text
-}
-
 /// The scans of a run: (start key, limit), from the mix's generator with scans only.
 fn scans(config: &Config) -> Vec<(String, u64)> {
     let only = Mix { read: 0, update: 0, insert: 0, scan: 100, rmw: 0 };
@@ -111,7 +95,7 @@ pub fn run(config: &Config, dir: &Path) -> Result<ScanReport, RemoteError> {
     let mut times = Vec::with_capacity(list.len());
     for (key, limit) in &list {
         if !plans.contains_key(limit) {
-            let text = espalier_text(*limit);
+            let text = super::espalier::scan_text("k", *limit);
             let instr = parse_instruction(&text, espalier_instruction::parse::ParseOptions::CLIENT)
                 .map_err(|e| fail(format!("the scan does not parse: {e}")))?;
             let plan = engine.check(&instr, Some(&text)).map_err(|e| RemoteError::espalier("the scan", e))?;
@@ -145,7 +129,7 @@ pub fn run(config: &Config, dir: &Path) -> Result<ScanReport, RemoteError> {
     let load_sqlite = ms(t.elapsed());
     let conn = lite.connection()?;
     let lite_err = |e: rusqlite::Error| fail(format!("SQLite: {e}"));
-    let mut st = conn.prepare(&sql()).map_err(lite_err)?;
+    let mut st = conn.prepare(super::sqlite::SCAN).map_err(lite_err)?;
     let mut times = Vec::with_capacity(list.len());
     for ((key, limit), want) in list.iter().zip(&ours) {
         let t = Instant::now();
@@ -196,14 +180,13 @@ pub fn run(config: &Config, dir: &Path) -> Result<ScanReport, RemoteError> {
                 unavailable: None,
             });
         }
-        Err(e @ PeerError::Unavailable { .. }) if !config.require_peers => systems.push(ScanSystem {
+        Err(e) => systems.push(ScanSystem {
             system: "duckdb".into(),
             version: None,
             load_ms: None,
             timings: None,
-            unavailable: Some(e.to_string()),
+            unavailable: Some(e.skipped(config.require_peers).map_err(|e| fail(e.to_string()))?),
         }),
-        Err(e) => return Err(fail(e.to_string())),
     }
     Ok(ScanReport { scans: list.len(), rows, systems })
 }
@@ -226,7 +209,7 @@ fn duckdb(
         "tables": files.iter().map(|(t, f)| json!({"name": t, "file": f})).collect::<Vec<_>>(),
         "nodes": [], "rels": [], "indexes": [],
         "warmup": 0, "runs": list.len(),
-        "queries": [{"name": "scan", "sql": sql(), "cypher": Value::Null, "kuzu": Value::Null,
+        "queries": [{"name": "scan", "sql": super::sqlite::SCAN, "cypher": Value::Null, "kuzu": Value::Null,
                      "answer": "rows", "params": params}],
     });
     let reply: Reply1 = graph_peer::call(GraphPeer::DuckDb, &config.peers_dir, "graph", &request)?;

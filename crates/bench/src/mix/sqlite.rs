@@ -40,6 +40,10 @@ fn fields() -> String {
     (0..FIELDS).map(|f| format!("f{f}")).collect::<Vec<_>>().join(", ")
 }
 
+/// A scan: every field of at most `?2` records from key `?1` (SQLite's, and DuckDB's in
+/// `super::scans`).
+pub(super) const SCAN: &str = "SELECT * FROM usertable WHERE ycsb_key >= ?1 ORDER BY ycsb_key LIMIT ?2";
+
 impl Lite {
     /// Creates the file in `dir` and loads `config.size` records.
     pub fn start(config: &Config, dir: &Path) -> Result<Lite, RemoteError> {
@@ -147,7 +151,7 @@ fn op(c: &Connection, op: &Op, dependent: bool, last: &str, out: &mut Outcome) -
             out.inserts += 1;
         }
         Op::Scan { key, limit } => {
-            let mut s = c.prepare_cached("SELECT * FROM usertable WHERE ycsb_key >= ?1 ORDER BY ycsb_key LIMIT ?2")?;
+            let mut s = c.prepare_cached(SCAN)?;
             let n = i64::try_from(*limit).unwrap_or(i64::MAX);
             let keys: Vec<String> =
                 s.query_map(rusqlite::params![key, n], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
