@@ -18,7 +18,7 @@ use crate::espalier::{answer, results, SocialEspalier, Via};
 use crate::model::{DegreeStats, Network, Size};
 use crate::queries::{draws, Query};
 use crate::sqlite::{self, SocialSqlite};
-use espalier_bench::graph_peer::{GraphPeer, PeerError};
+use espalier_bench::graph_peer::GraphPeer;
 
 /// Most invocations (timed or untimed) of one query a run may ask for: the draws are made
 /// before the run and held in memory.
@@ -326,16 +326,19 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         pb.set_prefix(q.name());
         let n = c.invocations_of(q);
         let all = draws(&built.net, n + c.warmup, draw_seed(c.seed, q));
-        if crate::peers::QUERIES.contains(&q) {
-            asked.push((q, all.clone()));
-        }
+        // SQLite's rows of every draw, kept for the graph peers to be compared with.
+        let for_peers = !c.peers.is_empty() && crate::peers::QUERIES.contains(&q);
+        let mut sqlite_rows = Vec::with_capacity(if for_peers { all.len() } else { 0 });
         let (warm, timed) = all.split_at(c.warmup.min(all.len()));
         let vias: &[Via] = if q.command().is_some() { &[Via::Query, Via::Command] } else { &[Via::Query] };
         for d in warm {
             for &via in vias {
                 built.espalier.run(q, via, d).map_err(|e| err("Espalier", e))?;
             }
-            theirs.run(q, d).map_err(|e| err("SQLite", e))?;
+            let want = theirs.run(q, d).map_err(|e| err("SQLite", e))?;
+            if for_peers {
+                sqlite_rows.push(want.rows);
+            }
         }
         let mut ours: Vec<Vec<Duration>> = vec![Vec::with_capacity(n); vias.len()];
         let mut sql = Vec::with_capacity(n);
@@ -370,7 +373,13 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
                     )));
                 }
             }
+            if for_peers {
+                sqlite_rows.push(want.rows);
+            }
             pb.inc(1);
+        }
+        if for_peers {
+            asked.push((q, all, sqlite_rows));
         }
         if sql.is_empty() {
             continue;
@@ -391,7 +400,8 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
         }
     }
     pb.finish_and_clear();
-    let peers = run_peers(c, &built, &mut theirs, tmp.path(), &asked, &ops)?;
+    drop(theirs);
+    let peers = run_peers(c, &built, tmp.path(), &asked, &ops)?;
     let (generate_ms, load_espalier_ms, load_sqlite_ms) = built.times;
     Ok(Report {
         size: c.size,
@@ -408,13 +418,13 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
 
 /// Runs the graph queries on each peer asked for, with the same draws as Espalier and SQLite
 /// (a shortest path from a person to themself left out: SQL's distance is 0, a graph
-/// database's shortest path needs a first step); every invocation's rows must equal SQLite's.
+/// database's shortest path needs a first step); every invocation's rows must equal SQLite's
+/// (`asked`: each query's draws with SQLite's rows for them, from the in-process run).
 fn run_peers(
     c: &Config,
     built: &Built,
-    theirs: &mut SocialSqlite<'_>,
     dir: &Path,
-    asked: &[(Query, Vec<crate::queries::Draw>)],
+    asked: &[(Query, Vec<crate::queries::Draw>, Vec<Vec<Vec<serde_json::Value>>>)],
     ops: &[OpReport],
 ) -> Result<Vec<PeerReport>, BenchError> {
     if c.peers.is_empty() || asked.is_empty() {
@@ -425,17 +435,12 @@ fn run_peers(
     let files = crate::peers::write_tables(&built.sqlite, &tables).map_err(BenchError)?;
     // Per query: its draws for the peers, the untimed ones first, and SQLite's rows for each.
     let mut kept = Vec::with_capacity(asked.len());
-    for (q, all) in asked {
+    for (q, all, rows) in asked {
         let untimed = c.warmup.min(all.len());
-        let keep = |d: &&crate::queries::Draw| *q != Query::ShortestPath || d.person != d.other;
-        let warm: Vec<_> = all[..untimed].iter().filter(keep).cloned().collect();
-        let timed: Vec<_> = all[untimed..].iter().filter(keep).cloned().collect();
-        let (n_warm, mut draws) = (warm.len(), warm);
-        draws.extend(timed);
-        let mut want = Vec::with_capacity(draws.len());
-        for d in &draws {
-            want.push(theirs.run(*q, d).map_err(|e| err("SQLite", e))?.rows);
-        }
+        let keep = |d: &crate::queries::Draw| *q != Query::ShortestPath || d.person != d.other;
+        let n_warm = all[..untimed].iter().filter(|d| keep(d)).count();
+        let (draws, want): (Vec<_>, Vec<_>) =
+            all.iter().zip(rows).filter(|(d, _)| keep(d)).map(|(d, r)| (d.clone(), r.clone())).unzip();
         kept.push((*q, n_warm, draws, want));
     }
     let mut out = Vec::with_capacity(c.peers.len());
@@ -452,17 +457,17 @@ fn run_peers(
         pb.finish_and_clear();
         let run = match result {
             Ok(run) => run,
-            Err(e @ PeerError::Unavailable { .. }) if !c.require_peers => {
+            Err(e) => {
+                let reason = e.skipped(c.require_peers).map_err(|e| err("peer", e))?;
                 out.push(PeerReport {
                     system: peer.name().into(),
                     version: None,
                     load_ms: None,
-                    unavailable: Some(e.to_string()),
+                    unavailable: Some(reason),
                     queries: Vec::new(),
                 });
                 continue;
             }
-            Err(e) => return Err(err("peer", e)),
         };
         let mut queries = Vec::with_capacity(run.queries.len());
         for (mut got, (q, n, draws, want)) in run.queries.into_iter().zip(&kept) {
