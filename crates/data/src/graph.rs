@@ -204,10 +204,16 @@ impl<'a> Graph<'a> {
         self.txn.string(id).ok_or_else(|| DataError::Corrupt(format!("string {id} is referenced but not stored")))
     }
 
-    /// String `id` as text; one that is not UTF-8 is corruption.
+    /// String `id` as text, borrowed from the snapshot; one that is not UTF-8 is corruption.
+    /// (`str::from_utf8` checks a megabyte of ASCII several times faster than
+    /// `String::from_utf8_lossy`'s chunks do.)
+    pub fn string_text(&self, id: u64) -> Result<&'a str> {
+        std::str::from_utf8(self.string_bytes(id)?).map_err(|_| DataError::Corrupt(format!("string {id} is not UTF-8")))
+    }
+
+    /// String `id` as an owned text; one that is not UTF-8 is corruption.
     pub fn string(&self, id: u64) -> Result<String> {
-        let b = self.string_bytes(id)?;
-        String::from_utf8(b.to_vec()).map_err(|_| DataError::Corrupt(format!("string {id} is not UTF-8")))
+        self.string_text(id).map(str::to_owned)
     }
 
     /// How many slots hold string `id`.

@@ -1,6 +1,7 @@
 //! `Engine`: a database plus its compiled commands; the entry point for running instructions.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use crate::ast::{Instruction, Value};
 use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan, PlanKind};
-use crate::run::{apply, run_match, run_query, Bindings, Nav, ParamValue, QueryResult};
+use crate::run::{apply, run_match, run_query, streams, visit_match, Bindings, Nav, ParamValue, QueryResult, RowValue};
 use crate::InstructionError;
 
 /// The reply to one instruction.
@@ -296,6 +297,57 @@ impl Engine {
             (None, Err(e)) => Err(e),
             (_, Ok(_)) => Err(InstructionError::value("a rolled-back request committed")),
         }
+    }
+
+    /// Runs a read-only query (a pattern query, a collection query, or a command that only
+    /// reads) on a fresh snapshot and hands its rows to `visit` one at a time — each row's
+    /// key path (empty for a pattern query's rows) and values — in the order, offset and limit
+    /// [`Engine::run`] would return them. A pattern query that needs no row before it can give
+    /// the first (no grouping, ordering or `distinct`) streams: no row is collected and texts
+    /// are borrowed from the snapshot, so an embedded application reads a large result without
+    /// an allocation per row. Other queries are run whole and visited from their result.
+    ///
+    /// Returns the number of matching rows (the result's `total`), or, when `visit` breaks on
+    /// a streamed query, those matched so far. A plan that writes, `get` and transactions
+    /// answer no rows: they are refused, and nothing runs.
+    pub fn visit_rows(
+        &self,
+        plan: &Plan,
+        params: &HashMap<String, ParamValue>,
+        cancel: Option<&AtomicBool>,
+        visit: &mut dyn FnMut(&[String], &[RowValue<'_>]) -> ControlFlow<()>,
+    ) -> Result<u64, InstructionError> {
+        match &plan.kind {
+            _ if !plan.is_read_only() => {
+                return Err(InstructionError::value("only a query's rows can be visited: this instruction writes"))
+            }
+            PlanKind::Get { .. } | PlanKind::Transaction(_) => {
+                return Err(InstructionError::value(
+                    "only a query's rows can be visited: `get` and transactions answer no rows",
+                ))
+            }
+            _ => {}
+        }
+        let snap = self.db.snapshot()?;
+        let nav = Nav { graph: snap.graph() };
+        let mut b = Bindings { params, cancel };
+        if let PlanKind::Match(m) = &plan.kind {
+            if streams(m) {
+                return visit_match(nav.graph, m, &mut b, visit);
+            }
+        }
+        let Reply::Query(result) = self.read(&nav, plan, &mut b)? else {
+            return Err(InstructionError::value("only a query's rows can be visited: this instruction answers none"));
+        };
+        let mut values = Vec::with_capacity(result.columns.len());
+        for row in &result.rows {
+            values.clear();
+            values.extend(row.values.iter().map(RowValue::from_json));
+            if visit(&row.key, &values).is_break() {
+                break;
+            }
+        }
+        Ok(result.total)
     }
 
     /// Runs a read-only plan on a fresh snapshot.

@@ -19,7 +19,7 @@ mod validate;
 pub use engine::{compile_commands, Engine, Registration, Reply};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
 pub use reads::QueryScope;
-pub use run::{ParamValue, QueryResult, Row, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
+pub use run::{ParamValue, QueryResult, Row, RowValue, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};
 pub use validate::{benchmark_word, validate, Invalid};
 
 use espalier_data::DataError;

@@ -15,8 +15,10 @@ use crate::InstructionError;
 
 pub(crate) mod pattern;
 mod row_test;
-pub(crate) use pattern::run_match;
+mod row_value;
 pub use pattern::MAX_PATTERN_ROWS;
+pub(crate) use pattern::{run_match, streams, visit_match};
+pub use row_value::RowValue;
 
 /// Upper bound on rows a query may visit (also with a limit, because the total is counted).
 pub const MAX_VISITED_ROWS: u64 = 100_000_000;

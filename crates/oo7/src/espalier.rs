@@ -6,14 +6,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use espalier_data::index::{probe, IndexValue, Probe};
 use espalier_data::{DataError, Graph, NodeId, NodeRef, WriteGraph};
 use espalier_instruction::parse::ParseOptions;
 use espalier_instruction::plan::Plan;
-use espalier_instruction::{parse_instruction, Engine, InstructionError, ParamValue, Reply};
-use serde_json::Value;
+use espalier_instruction::{parse_instruction, Engine, InstructionError, ParamValue, RowValue};
 
 use crate::model::{CompositePart, Document};
 use crate::ops::{toggle_date, Answer, Draw, Fingerprint, Op, Q2_RANGE, Q3_RANGE};
@@ -110,8 +110,9 @@ pub struct Oo7Espalier {
     plans: HashMap<&'static str, Plan>,
 }
 
-fn int(v: &Value, what: &'static str) -> Result<i64> {
-    v.as_i64().ok_or_else(|| EspalierError::Reply(what, v.to_string()))
+/// Column `i` of a row, a number.
+fn int(r: &[RowValue<'_>], i: usize, what: &'static str) -> Result<i64> {
+    r.get(i).and_then(RowValue::as_i64).ok_or_else(|| EspalierError::Reply(what, format!("column {i} of {r:?}")))
 }
 
 impl Oo7Espalier {
@@ -136,19 +137,36 @@ impl Oo7Espalier {
         self.engine
     }
 
-    fn rows(&self, text: &'static str, params: &[(&str, ParamValue)]) -> Result<Vec<Vec<Value>>> {
+    /// Runs a checked query and hands each row's values to `f`, as an embedded application
+    /// reads a result ([`Engine::visit_rows`]: no result set is collected and texts are
+    /// borrowed, as SQLite's statements hand out their columns). An error of `f` stops the
+    /// scan and is returned.
+    fn visit(
+        &self,
+        text: &'static str,
+        params: &[(&str, ParamValue)],
+        f: &mut dyn FnMut(&[RowValue<'_>]) -> Result<()>,
+    ) -> Result<()> {
         let plan = self.plans.get(text).ok_or(EspalierError::NotHere("an unchecked query"))?;
         let params: HashMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        match self.engine.run(plan, &params, None)? {
-            Reply::Query(q) => Ok(q.rows.into_iter().map(|r| r.values).collect()),
-            other => Err(EspalierError::Reply("a query", format!("{other:?}"))),
-        }
+        let mut failed = None;
+        self.engine.visit_rows(plan, &params, None, &mut |_, values| match f(values) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 
     fn one_number(&self, text: &'static str) -> Result<u64> {
-        let rows = self.rows(text, &[])?;
-        let v = rows.first().and_then(|r| r.first()).cloned().unwrap_or(Value::Null);
-        Ok(int(&v, "a count")? as u64)
+        let mut n = None;
+        self.visit(text, &[], &mut |r| {
+            n = Some(int(r, 0, "a count")?);
+            Ok(())
+        })?;
+        Ok(n.ok_or(EspalierError::Reply("a count", "no row".into()))? as u64)
     }
 
     /// Runs a read-only operation with the run's random choices.
@@ -158,51 +176,57 @@ impl Oo7Espalier {
             Op::T1 | Op::T6 => {
                 a.count = self.one_number(if op == Op::T1 { T1 } else { T6 })?;
             }
-            Op::T8 | Op::T9 => {
-                let rows = self.rows(MANUAL, &[])?;
-                for r in &rows {
-                    let text = r.first().and_then(Value::as_str).ok_or(EspalierError::Reply("T8", "no text".into()))?;
-                    if op == Op::T8 {
-                        a.count += text.bytes().filter(|&b| b == b'I').count() as u64;
-                    } else {
-                        a.count += u64::from(text.as_bytes().first() == text.as_bytes().last());
-                    }
+            Op::T8 | Op::T9 => self.visit(MANUAL, &[], &mut |r| {
+                let text = r.first().and_then(RowValue::as_str).ok_or(EspalierError::Reply("T8", "no text".into()))?;
+                if op == Op::T8 {
+                    a.count += text.bytes().filter(|&b| b == b'I').count() as u64;
+                } else {
+                    a.count += u64::from(text.as_bytes().first() == text.as_bytes().last());
                 }
-            }
+                Ok(())
+            })?,
             Op::Q1 => {
                 for id in &draw.ids {
-                    for r in self.rows(Q1, &[("id", ParamValue::Int(*id))])? {
+                    self.visit(Q1, &[("id", ParamValue::Int(*id))], &mut |r| {
                         let mut v = 0i64;
-                        for x in &r {
-                            v = v.wrapping_add(int(x, "Q1")?);
+                        for i in 0..r.len() {
+                            v = v.wrapping_add(int(r, i, "Q1")?);
                         }
                         a.add(v);
-                    }
+                        Ok(())
+                    })?;
                 }
             }
             Op::Q2 | Op::Q3 => {
                 let (from, to) = if op == Op::Q2 { Q2_RANGE } else { Q3_RANGE };
-                for r in self.rows(Q2, &[("from", ParamValue::Int(from)), ("to", ParamValue::Int(to))])? {
-                    a.add(first(&r, "Q2")?);
-                }
+                self.visit(Q2, &[("from", ParamValue::Int(from)), ("to", ParamValue::Int(to))], &mut |r| {
+                    a.add(int(r, 0, "Q2")?);
+                    Ok(())
+                })?;
             }
             Op::Q4 => {
                 for t in &draw.titles {
-                    for r in self.rows(Q4, &[("title", ParamValue::Text(t.clone()))])? {
-                        a.add(first(&r, "Q4")?);
-                    }
+                    self.visit(Q4, &[("title", ParamValue::Text(t.clone()))], &mut |r| {
+                        a.add(int(r, 0, "Q4")?);
+                        Ok(())
+                    })?;
                 }
             }
-            Op::Q5 | Op::Q7 => {
-                for r in self.rows(if op == Op::Q5 { Q5 } else { Q7 }, &[])? {
-                    a.add(first(&r, "Q5/Q7")?);
-                }
-            }
+            Op::Q5 | Op::Q7 => self.visit(if op == Op::Q5 { Q5 } else { Q7 }, &[], &mut |r| {
+                a.add(int(r, 0, "Q5/Q7")?);
+                Ok(())
+            })?,
             Op::Q8 => {
-                let rows = self.rows(Q8, &[])?;
-                let r = rows.first().ok_or(EspalierError::Reply("Q8", "no row".into()))?;
-                a.count = first(r, "Q8")? as u64;
-                a.sum = r.get(1).map(|v| int(v, "Q8")).transpose()?.unwrap_or(0) as u64;
+                let mut rows = 0;
+                self.visit(Q8, &[], &mut |r| {
+                    rows += 1;
+                    a.count = int(r, 0, "Q8")? as u64;
+                    a.sum = if r.len() > 1 { int(r, 1, "Q8")? as u64 } else { 0 };
+                    Ok(())
+                })?;
+                if rows != 1 {
+                    return Err(EspalierError::Reply("Q8", format!("{rows} rows, not one")));
+                }
             }
             Op::Q8Coded => {
                 let snap = self.engine.database().snapshot()?;
@@ -255,19 +279,20 @@ impl Oo7Espalier {
     /// The database's state, to compare with SQLite's.
     pub fn fingerprint(&self) -> Result<Fingerprint> {
         let mut f = Fingerprint::default();
-        for r in self.rows(ATOMS, &[])? {
-            let n = |i: usize| r.get(i).map(|v| int(v, "fingerprint")).unwrap_or(Ok(0));
-            f.atom(n(0)?, n(1)?, n(2)?, n(3)?);
-        }
+        self.visit(ATOMS, &[], &mut |r| {
+            f.atom(
+                int(r, 0, "fingerprint")?,
+                int(r, 1, "fingerprint")?,
+                int(r, 2, "fingerprint")?,
+                int(r, 3, "fingerprint")?,
+            );
+            Ok(())
+        })?;
         f.composite_parts = self.one_number(PARTS)?;
         f.documents = self.one_number(DOCUMENTS)?;
         f.private_links = self.one_number(LINKS)?;
         Ok(f)
     }
-}
-
-fn first(r: &[Value], what: &'static str) -> Result<i64> {
-    int(r.first().unwrap_or(&Value::Null), what)
 }
 
 /// The composite parts T1 visits, in visiting order, once per base assembly using them.

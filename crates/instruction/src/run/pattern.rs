@@ -25,6 +25,9 @@ use crate::plan::{
 };
 use crate::InstructionError;
 
+mod visit;
+pub(crate) use visit::{streams, visit_match};
+
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
 /// neither order nor distinct nor grouping).
 pub const MAX_PATTERN_ROWS: usize = 1_000_000;
@@ -920,7 +923,7 @@ impl<'g> Exec<'g, '_> {
                 let g = &self.graph;
                 Ok(Some(match kind {
                     LeafKind::Number => Leaf::Number(view.number(*property)?),
-                    LeafKind::Text => Leaf::Text(String::from_utf8_lossy(g.string_bytes(view.text_id(*property)?)?)),
+                    LeafKind::Text => Leaf::Text(Cow::Borrowed(g.string_text(view.text_id(*property)?)?)),
                     LeafKind::Stategroup => {
                         let s = view.state(*property)?.0;
                         Leaf::State(s, g.state_name(*property, s))
@@ -1006,24 +1009,29 @@ impl<'g> Exec<'g, '_> {
             if only.is_some_and(|aggs| aggs != col.is_aggregate()) {
                 continue;
             }
-            let v = match col {
-                MatchColumn::Term(t) => self.value(t, env)?,
-                MatchColumn::Count { term: None, .. } => Some(Val::Null),
-                MatchColumn::Count { term: Some(t), .. }
-                | MatchColumn::Sum(t)
-                | MatchColumn::Min(t)
-                | MatchColumn::Max(t)
-                | MatchColumn::Avg(t) => self.value(t, env)?,
-                MatchColumn::Shortest { from, body, to, max } => {
-                    self.shortest(self.slot(env, *from).node, body, self.slot(env, *to).node, *max, env)?
-                }
-            };
-            match v {
+            match self.column_value(col, env)? {
                 Some(v) => out.push(v),
                 None => return Ok(None),
             }
         }
         Ok(Some(out))
+    }
+
+    /// A column's value in the match `env` binds (an aggregate's: the value it aggregates);
+    /// `None` when it is undefined.
+    fn column_value(&self, col: &MatchColumn, env: &Env<'g>) -> Result<Option<Val>> {
+        match col {
+            MatchColumn::Term(t) => self.value(t, env),
+            MatchColumn::Count { term: None, .. } => Ok(Some(Val::Null)),
+            MatchColumn::Count { term: Some(t), .. }
+            | MatchColumn::Sum(t)
+            | MatchColumn::Min(t)
+            | MatchColumn::Max(t)
+            | MatchColumn::Avg(t) => self.value(t, env),
+            MatchColumn::Shortest { from, body, to, max } => {
+                self.shortest(self.slot(env, *from).node, body, self.slot(env, *to).node, *max, env)
+            }
+        }
     }
 }
 

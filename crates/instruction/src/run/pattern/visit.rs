@@ -1,0 +1,77 @@
+//! A pattern query's matches handed to a visitor one at a time ([`crate::Engine::visit_rows`]):
+//! no row is collected and no text is copied, so a query returning a hundred thousand rows
+//! allocates nothing per row. Only a plan that needs no row before it can give the first one
+//! streams (no grouping, ordering or `distinct`); the others are answered by `run_match` and
+//! visited from its result.
+
+use std::borrow::Cow;
+use std::ops::ControlFlow;
+
+use super::{unbound, Exec, Flow, Leaf, Result, Val};
+use crate::plan::{MatchColumn, MatchPlan};
+use crate::run::{Bindings, RowValue};
+use crate::InstructionError;
+
+/// Whether [`visit_match`] streams `plan` (else its rows are collected first).
+pub(crate) fn streams(plan: &MatchPlan) -> bool {
+    !plan.grouped && plan.order.is_empty() && !plan.distinct && !plan.explain
+}
+
+/// Streams a plan that [`streams`] to `visit`: the rows [`super::run_match`] would return, in
+/// its order, after its offset and up to its limit. Returns the number of matches (the
+/// result's `total`: past the limit they are still counted, as `run_match` does), or, when
+/// `visit` breaks, those counted so far.
+pub(crate) fn visit_match(
+    graph: espalier_data::Graph<'_>,
+    plan: &MatchPlan,
+    b: &mut Bindings<'_>,
+    visit: &mut dyn FnMut(&[String], &[RowValue<'_>]) -> ControlFlow<()>,
+) -> std::result::Result<u64, InstructionError> {
+    debug_assert!(streams(plan), "only a plan that needs no row before the first streams");
+    let exec = Exec::new(graph, plan, b)?;
+    let env = unbound(plan);
+    let mut row: Vec<RowValue<'_>> = Vec::with_capacity(plan.columns.len());
+    let (mut total, mut sent) = (0u64, 0u64);
+    exec.block(&plan.block.ops, &env, &mut |_, env| {
+        row.clear();
+        for col in &plan.columns {
+            match exec.row_value(col, env)? {
+                Some(v) => row.push(v),
+                None => return Ok(Flow::Go), // an undefined column leaves the match out
+            }
+        }
+        total += 1;
+        if total <= plan.offset || plan.limit.is_some_and(|l| sent >= l) {
+            return Ok(Flow::Go);
+        }
+        sent += 1;
+        Ok(match visit(&[], &row) {
+            ControlFlow::Continue(()) => Flow::Go,
+            ControlFlow::Break(()) => Flow::Stop,
+        })
+    })?;
+    Ok(total)
+}
+
+impl<'g> Exec<'g, '_> {
+    /// A column's value in the match `env` binds, as [`Exec::row`] gives it, borrowing what
+    /// it can; `None` when it is undefined.
+    fn row_value<'s>(&'s self, col: &MatchColumn, env: &super::Env<'g>) -> Result<Option<RowValue<'s>>> {
+        let MatchColumn::Term(t) = col else {
+            // A shortest path (a list), or an aggregate (never outside a grouping).
+            return Ok(self.column_value(col, env)?.map(|v| RowValue::Json(v.into_json())));
+        };
+        Ok(self.leaf(t, env)?.map(|leaf| match leaf {
+            Leaf::Number(n) => RowValue::Int(n),
+            Leaf::Text(t) => RowValue::Text(t),
+            Leaf::State(_, name) => RowValue::Text(Cow::Borrowed(name)),
+            Leaf::Key(k) => match k {
+                Cow::Borrowed([one]) => RowValue::Text(Cow::Borrowed(one)),
+                k => match Val::key(k.into_owned()) {
+                    Val::Text(one) => RowValue::Text(Cow::Owned(one)),
+                    list => RowValue::Json(list.into_json()),
+                },
+            },
+        }))
+    }
+}

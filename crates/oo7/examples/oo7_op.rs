@@ -1,0 +1,38 @@
+//! Espalier alone on OO7 read operations, for profiling: loads a configuration once, then runs
+//! each operation asked for and prints its median. `cargo run --release -p espalier-oo7
+//! --example oo7_op -- [small|medium] [RUNS] [OP ...]` (default: medium, 20 runs, every read).
+
+use std::time::Instant;
+
+use espalier_oo7::espalier::Oo7Espalier;
+use espalier_oo7::ops::Draw;
+use espalier_oo7::{Op, Size};
+use espalier_transaction::{DatabaseOptions, Durability};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let size = match args.get(1).map(String::as_str) {
+        Some("small") => Size::Small,
+        _ => Size::Medium,
+    };
+    let runs: usize = args.get(2).map_or(Ok(20), |s| s.parse())?;
+    let asked: Vec<Op> = args.iter().skip(3).filter_map(|a| Op::parse(a)).collect();
+    let ops = if asked.is_empty() { Op::READS.to_vec() } else { asked };
+    let db = espalier_oo7::generate(size, 3, 42)?;
+    let dir = tempfile::tempdir()?;
+    let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
+    let ours = Oo7Espalier::new(espalier_oo7::create(&dir.path().join("db"), &db, opts)?)?;
+    for op in ops {
+        let mut times = Vec::with_capacity(runs);
+        let mut count = 0;
+        for i in 0..runs {
+            let draw = Draw::new(&db, op, i as u64);
+            let start = Instant::now();
+            count = ours.read(op, &draw)?.count;
+            times.push(start.elapsed().as_micros());
+        }
+        times.sort();
+        println!("{}: answer {count}, median {} µs", op.name(), times[runs / 2]);
+    }
+    Ok(())
+}
