@@ -1004,6 +1004,13 @@ impl<'g> Exec<'g, '_> {
     /// A match's column values; `None` when one is undefined (the match is left out).
     fn row(&self, env: &Env<'g>, only: Option<bool>) -> Result<Option<Vec<Val>>> {
         let mut out = Vec::with_capacity(self.plan.columns.len());
+        Ok(self.row_into(env, only, &mut out)?.then_some(out))
+    }
+
+    /// [`Exec::row`] into `out` (cleared first), so that a grouping reuses one buffer for
+    /// every match; `false` when a value is undefined.
+    fn row_into(&self, env: &Env<'g>, only: Option<bool>, out: &mut Vec<Val>) -> Result<bool> {
+        out.clear();
         for col in &self.plan.columns {
             // `only`: Some(false) = the grouping keys, Some(true) = the aggregated terms.
             if only.is_some_and(|aggs| aggs != col.is_aggregate()) {
@@ -1011,10 +1018,10 @@ impl<'g> Exec<'g, '_> {
             }
             match self.column_value(col, env)? {
                 Some(v) => out.push(v),
-                None => return Ok(None),
+                None => return Ok(false),
             }
         }
-        Ok(Some(out))
+        Ok(true)
     }
 
     /// A column's value in the match `env` binds (an aggregate's: the value it aggregates);
@@ -1123,6 +1130,9 @@ struct Accumulator {
     streaming: bool,
     groups: HashMap<Vec<Val>, usize>,
     group_rows: Vec<(Vec<Val>, Vec<Agg>)>,
+    /// A grouped match's key and aggregated values, reused for every match.
+    key: Vec<Val>,
+    vals: Vec<Val>,
 }
 
 impl Accumulator {
@@ -1134,27 +1144,32 @@ impl Accumulator {
             streaming: !plan.grouped && plan.order.is_empty(),
             groups: HashMap::new(),
             group_rows: Vec::new(),
+            key: Vec::new(),
+            vals: Vec::new(),
         }
     }
 
     fn add<'g>(&mut self, ex: &Exec<'g, '_>, env: &Env<'g>) -> Result<()> {
         let plan = ex.plan;
         if plan.grouped {
-            let Some(key) = ex.row(env, Some(false))? else { return Ok(()) };
-            let Some(vals) = ex.row(env, Some(true))? else { return Ok(()) };
-            let i = match self.groups.get(&key) {
+            // The key and values go into buffers kept across matches: a match of a known
+            // group (every match of a `count ( )` alone) allocates nothing.
+            if !ex.row_into(env, Some(false), &mut self.key)? || !ex.row_into(env, Some(true), &mut self.vals)? {
+                return Ok(());
+            }
+            let i = match self.groups.get(self.key.as_slice()) {
                 Some(&i) => i,
                 None => {
                     if self.group_rows.len() >= MAX_PATTERN_ROWS {
                         return Err(InstructionError::Limit(format!("more than {MAX_PATTERN_ROWS} groups")));
                     }
                     let aggs = plan.columns.iter().filter(|c| c.is_aggregate()).map(Agg::new).collect();
-                    self.group_rows.push((key.clone(), aggs));
-                    self.groups.insert(key, self.group_rows.len() - 1);
+                    self.group_rows.push((self.key.clone(), aggs));
+                    self.groups.insert(self.key.clone(), self.group_rows.len() - 1);
                     self.group_rows.len() - 1
                 }
             };
-            for (agg, v) in self.group_rows[i].1.iter_mut().zip(vals) {
+            for (agg, v) in self.group_rows[i].1.iter_mut().zip(self.vals.drain(..)) {
                 agg.add(v);
             }
             return Ok(());
