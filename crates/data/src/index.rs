@@ -169,34 +169,70 @@ impl OwnedValue {
 /// The entries index `n` holds for `probe`, in index order: a superset of the entries whose
 /// value satisfies it (exact except for long texts, see the module documentation).
 pub fn probe(graph: Graph<'_>, n: u32, probe: Probe<'_>) -> Result<std::vec::IntoIter<Result<NodeId>>> {
-    let (start, end) = match probe {
+    let mut ids = Vec::new();
+    probe_each::<DataError>(graph, n, probe, &mut |id| {
+        ids.push(Ok(id));
+        Ok(true)
+    })?;
+    Ok(ids.into_iter())
+}
+
+/// [`probe`]'s entries handed to `sink` as the index is read, until it answers `false`; no
+/// list is collected, and an equal probe of a number or a state allocates nothing (a join
+/// probes once per row it extends). Returns whether `sink` never stopped it.
+pub fn probe_each<E: From<DataError>>(
+    graph: Graph<'_>,
+    n: u32,
+    probe: Probe<'_>,
+    sink: &mut dyn FnMut(NodeId) -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    let index = key_index(graph.schema, graph.txn, n)?;
+    let mut each = |start: &[u8], within: &dyn Fn(&[u8]) -> bool| -> std::result::Result<bool, E> {
+        for e in index.entries_from(0, start) {
+            if !within(e.key) {
+                break;
+            }
+            if !sink(row_entry(e.key)?)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    match probe {
+        Probe::Equal(v @ (IndexValue::Number(_) | IndexValue::State(_))) => {
+            let mut buf = [0u8; 8];
+            let len = match v {
+                IndexValue::Number(n) => {
+                    buf = ((n as u64) ^ (1 << 63)).to_be_bytes();
+                    8
+                }
+                IndexValue::State(s) => {
+                    let b = s.to_be_bytes();
+                    buf[..b.len()].copy_from_slice(&b);
+                    b.len()
+                }
+                IndexValue::Text(_) => unreachable!("matched above"),
+            };
+            debug_assert_eq!(buf[..len], value_prefix(v)[..], "the one encoding of a value");
+            let p = &buf[..len];
+            each(p, &|k| k.starts_with(p))
+        }
         Probe::Equal(v) => {
             let p = value_prefix(v);
-            let end = after_prefix(&p);
-            (p, end)
+            each(&p, &|k| k.starts_with(&p))
         }
         Probe::Prefix(text) => {
             let cut = &text.as_bytes()[..text.len().min(MAX_TEXT_BYTES)];
             let mut p = Vec::new();
             escape_into(cut, &mut p);
-            let end = after_prefix(&p);
-            (p, end)
+            each(&p, &|k| k.starts_with(&p))
         }
         Probe::Range { low, high } => {
             let start = low.map(value_prefix).unwrap_or_default();
             let end = high.and_then(|v| after_prefix(&value_prefix(v)));
-            (start, end)
+            each(&start, &|k| end.as_deref().is_none_or(|end| k < end))
         }
-    };
-    let index = key_index(graph.schema, graph.txn, n)?;
-    let mut ids = Vec::new();
-    for e in index.entries_from(0, &start) {
-        if end.as_deref().is_some_and(|end| e.key >= end) {
-            break;
-        }
-        ids.push(row_entry(e.key));
     }
-    Ok(ids.into_iter())
 }
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no such key).

@@ -596,28 +596,34 @@ impl<'g> Exec<'g, '_> {
             Lit::Text(t) => IndexValue::Text(t),
             Lit::Key(_) => unreachable!("planned: an index is probed with a number or a text"),
         };
-        let probes: Vec<Probe<'_>> = match probe {
-            IndexProbe::Equal(v) => vec![Probe::Equal(value(*v))],
-            IndexProbe::EqualTerm(_) => match &joined {
-                Some(Leaf::Number(n)) => vec![Probe::Equal(IndexValue::Number(*n))],
-                Some(Leaf::Text(t)) => vec![Probe::Equal(IndexValue::Text(t))],
-                // Planned for numbers and texts only.
-                Some(Leaf::State(..) | Leaf::Key(_)) | None => Vec::new(),
-            },
-            IndexProbe::States(list) => list.iter().map(|&s| Probe::Equal(IndexValue::State(s))).collect(),
-            IndexProbe::Prefix(v) => vec![Probe::Prefix(self.text_lit(*v))],
-            IndexProbe::Range { low, high } => {
-                vec![Probe::Range { low: low.map(value), high: high.map(value) }]
-            }
+        // The rows go to `sink` as the index is read: no list per probe.
+        let mut run = |p: Probe<'_>| -> Result<Flow> {
+            let mut flow = Flow::Go;
+            index::probe_each::<InstructionError>(self.graph, index, p, &mut |id| {
+                flow = sink(id)?;
+                Ok(flow == Flow::Go)
+            })?;
+            Ok(flow)
         };
-        for p in probes {
-            for id in index::probe(self.graph, index, p)? {
-                if sink(id?)? == Flow::Stop {
-                    return Ok(Flow::Stop);
+        match probe {
+            IndexProbe::Equal(v) => run(Probe::Equal(value(*v))),
+            IndexProbe::EqualTerm(_) => match &joined {
+                Some(Leaf::Number(n)) => run(Probe::Equal(IndexValue::Number(*n))),
+                Some(Leaf::Text(t)) => run(Probe::Equal(IndexValue::Text(t))),
+                // Planned for numbers and texts only.
+                Some(Leaf::State(..) | Leaf::Key(_)) | None => Ok(Flow::Go),
+            },
+            IndexProbe::States(list) => {
+                for &s in list {
+                    if run(Probe::Equal(IndexValue::State(s)))? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
                 }
+                Ok(Flow::Go)
             }
+            IndexProbe::Prefix(v) => run(Probe::Prefix(self.text_lit(*v))),
+            IndexProbe::Range { low, high } => run(Probe::Range { low: low.map(value), high: high.map(value) }),
         }
-        Ok(Flow::Go)
     }
 
     fn holds(&self, c: &MatchCondition, env: &Env<'g>) -> Result<bool> {
