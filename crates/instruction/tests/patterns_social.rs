@@ -389,20 +389,31 @@ fn hand_checked_answers() {
         &p,
     );
     assert_eq!(got, vec![vec![json!("e"), json!(2)], vec![json!("f"), json!(1)], vec![json!("g"), json!(1)]]);
-    // a to h: a-b-e-h and a-d-g-h both have 3 hops; BFS meets b (key order) first.
-    let got = rows(
-        &e,
-        "collection match x in . 'People' : \"a\" y in . 'People' : \"h\" select 'p' -> shortest x ( > 'Friends' ) to y max 6",
-        &[],
-    );
-    assert_eq!(got, vec![vec![json!(["a", "b", "e", "h"])]]);
+    // a to h: a-b-e-h, a-c-e-h and a-d-g-h have 3 hops, the fewest. The answer is the first
+    // in walk order (docs/instructions.md, "Columns"): the first hop to a's first friend that
+    // leads on (b: a's friends are listed b, c, d, the order their records were made in), then
+    // b's first friend that does (e), then h. The search from both ends grows a's side once
+    // (b, c, d), then h's, the smaller, twice (e, g; then b, c, d, where it meets a's) and
+    // still answers that path.
+    let shortest = |from: &str, to: &str, max: u32| {
+        rows(
+            &e,
+            &format!(
+                "collection match x in . 'People' : \"{from}\" y in . 'People' : \"{to}\"
+                 select 'p' -> shortest x ( > 'Friends' ) to y max {max}"
+            ),
+            &[],
+        )
+    };
+    assert_eq!(shortest("a", "h", 6), vec![vec![json!(["a", "b", "e", "h"])]]);
+    // The bound reached exactly: the same path.
+    assert_eq!(shortest("a", "h", 3), vec![vec![json!(["a", "b", "e", "h"])]]);
+    // The other way: h's friends are e, g; e's first friend on a shortest path is b.
+    assert_eq!(shortest("h", "a", 6), vec![vec![json!(["h", "e", "b", "a"])]]);
     // Too short a bound: no path, no row.
-    let got = rows(
-        &e,
-        "collection match x in . 'People' : \"a\" y in . 'People' : \"h\" select 'p' -> shortest x ( > 'Friends' ) to y max 2",
-        &[],
-    );
-    assert!(got.is_empty());
+    assert!(shortest("a", "h", 2).is_empty());
+    // From a person to themself: no step.
+    assert_eq!(shortest("f", "f", 0), vec![vec![json!(["f"])]]);
     // Everyone within 1 hop of h, h included (repeat 0 to 1): e, g, h.
     let got = texts(&rows(
         &e,

@@ -355,6 +355,9 @@ pub enum MatchColumn {
         from: usize,
         /// The steps to repeat.
         body: Vec<MatchStep>,
+        /// The same steps walked backwards ([`inverse`]): with them the path is searched from
+        /// both ends; `None` (a body that cannot be walked backwards), from the start only.
+        back: Option<Vec<MatchStep>>,
         /// The variable the path must reach.
         to: usize,
         /// The most repetitions of the steps.
@@ -527,4 +530,4 @@ mod check;
 mod explain;
 mod planner;
 
-pub use planner::{reads_table, reverse};
+pub use planner::{inverse, reads_table, reverse};

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::cmp::Ordering;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
@@ -961,50 +962,148 @@ impl<'g> Exec<'g, '_> {
     }
 
     /// The key paths of the nodes of a shortest path from `from` to `to`, or `None`.
-    fn shortest(&self, from: NodeRef, body: &[MatchStep], to: NodeRef, max: u32, env: &Env<'g>) -> Result<Option<Val>> {
-        let mut parent: HashMap<NodeRef, NodeRef> = HashMap::new();
-        let mut seen: HashSet<NodeRef> = HashSet::from([from]);
-        let mut frontier = vec![Cur::bare(from)];
-        let mut reached = from == to;
-        for _ in 0..max {
-            if reached {
-                break;
+    fn shortest(
+        &self,
+        from: NodeRef,
+        body: &[MatchStep],
+        back: Option<&[MatchStep]>,
+        to: NodeRef,
+        max: u32,
+        env: &Env<'g>,
+    ) -> Result<Option<Val>> {
+        let Some(path) = self.shortest_path(from, body, back, to, max, env)? else { return Ok(None) };
+        let keys = path.into_iter().map(|n| Ok(Val::key(self.key_path(n)?))).collect::<Result<Vec<_>>>()?;
+        Ok(Some(Val::List(keys)))
+    }
+
+    /// The nodes of the first shortest path from `from` to `to` of at most `max` repetitions of
+    /// `body`, or `None`. "First": of all shortest paths, the one whose first hop goes to the
+    /// node `body` lists first from `from`, among those the one whose second hop does, and so
+    /// on (the order of a walk: a dictionary's entries by key, a matrix's targets and a `<`
+    /// step's nodes by record). The answer is that, whichever way it is found.
+    ///
+    /// Breadth first from both ends when `back` (the body walked backwards) is given, else from
+    /// `from` only: each round grows the side with the smaller frontier by one repetition
+    /// (ties and `back == None`: forwards), until a node is reached from both sides. Each side
+    /// keeps the nodes it has reached; forwards with the node each was first reached from
+    /// (the frontier in the order reached), backwards with its distance to `to`.
+    ///
+    /// After `f` forward and `b` backward rounds with no meeting, every path is longer than
+    /// `f + b`; so the round that meets gives the length, `f + b` counting that round, and the
+    /// nodes met are exactly those on a shortest path at that round's depth. A forward round
+    /// takes the first node met in walk order (the frontier is in walk order, each node listed
+    /// as reached along its first path) and stops; a backward round is finished, and the first
+    /// node of the forward frontier it met is taken. From the meeting node the path goes back to
+    /// `from` along the first-reached links, and on to `to` by the first node in walk order one
+    /// step nearer to `to` at each hop. With a frontier empty, or `f + b` at `max`, there is no
+    /// path.
+    fn shortest_path(
+        &self,
+        from: NodeRef,
+        body: &[MatchStep],
+        back: Option<&[MatchStep]>,
+        to: NodeRef,
+        max: u32,
+        env: &Env<'g>,
+    ) -> Result<Option<Vec<NodeRef>>> {
+        if from == to {
+            return Ok(Some(vec![from]));
+        }
+        // Forwards: each node reached and the node it was first reached from (`from`: itself).
+        let mut parent: HashMap<NodeRef, NodeRef> = HashMap::from([(from, from)]);
+        // Backwards: each node reached and its distance to `to`.
+        let mut dist: HashMap<NodeRef, u32> = HashMap::from([(to, 0)]);
+        let mut ahead = vec![Cur::bare(from)];
+        let mut behind = vec![Cur::bare(to)];
+        let (mut f, mut b) = (0u32, 0u32);
+        let met = loop {
+            if f + b >= max || ahead.is_empty() || behind.is_empty() {
+                return Ok(None);
             }
-            let mut next = Vec::new();
-            for n in frontier {
-                self.walk(n, body, env, &mut |c| {
-                    self.tick()?;
-                    if seen.insert(c.node) {
-                        parent.insert(c.node, n.node);
-                        next.push(c);
-                        if c.node == to {
-                            reached = true;
-                            return Ok(Flow::Stop);
+            match back.filter(|_| behind.len() < ahead.len()) {
+                None => {
+                    let mut next = Vec::new();
+                    let mut met = None;
+                    for n in &ahead {
+                        self.walk(*n, body, env, &mut |c| {
+                            self.tick()?;
+                            if let Entry::Vacant(e) = parent.entry(c.node) {
+                                e.insert(n.node);
+                                if dist.contains_key(&c.node) {
+                                    met = Some(c.node);
+                                    return Ok(Flow::Stop);
+                                }
+                                next.push(c);
+                            }
+                            Ok(Flow::Go)
+                        })?;
+                        if met.is_some() {
+                            break;
                         }
                     }
-                    Ok(Flow::Go)
-                })?;
-                if reached {
-                    break;
+                    f += 1;
+                    if let Some(m) = met {
+                        break m;
+                    }
+                    ahead = next;
+                }
+                Some(back) => {
+                    let mut next = Vec::new();
+                    let mut met = HashSet::new();
+                    for n in &behind {
+                        self.walk(*n, back, env, &mut |c| {
+                            self.tick()?;
+                            if let Entry::Vacant(e) = dist.entry(c.node) {
+                                e.insert(b + 1);
+                                if parent.contains_key(&c.node) {
+                                    met.insert(c.node);
+                                }
+                                next.push(c);
+                            }
+                            Ok(Flow::Go)
+                        })?;
+                    }
+                    b += 1;
+                    if !met.is_empty() {
+                        // Only the forward frontier can be met (anything nearer `from` would
+                        // make a shorter path), unless the links disagree with their index.
+                        break ahead.iter().map(|c| c.node).find(|n| met.contains(n)).ok_or_else(disagree)?;
+                    }
+                    behind = next;
                 }
             }
-            if next.is_empty() {
+        };
+        // Back to `from` along the first-reached links: one hop per forward round. `met` is a
+        // key of `parent` (put there by a forward round, or found in the forward frontier), and
+        // so is each node's parent, put there before it: an invariant of this search.
+        let mut path = vec![met];
+        let mut at = met;
+        for _ in 0..f {
+            if at == from {
                 break;
             }
-            frontier = next;
-        }
-        if !reached {
-            return Ok(None);
-        }
-        let mut path = vec![to];
-        let mut at = to;
-        while at != from {
-            at = *parent.get(&at).expect("every reached node but the start has a parent");
+            at = *parent.get(&at).expect("every node reached forwards has the node it was reached from");
             path.push(at);
         }
         path.reverse();
-        let keys = path.into_iter().map(|n| Ok(Val::key(self.key_path(n)?))).collect::<Result<Vec<_>>>()?;
-        Ok(Some(Val::List(keys)))
+        // On to `to`: at each hop the first node listed one step nearer.
+        let mut at = Cur::bare(met);
+        let mut left = dist.get(&met).copied().unwrap_or(0);
+        while left > 0 {
+            let mut hop = None;
+            self.walk(at, body, env, &mut |c| {
+                self.tick()?;
+                if dist.get(&c.node) == Some(&(left - 1)) {
+                    hop = Some(c);
+                    return Ok(Flow::Stop);
+                }
+                Ok(Flow::Go)
+            })?;
+            at = hop.ok_or_else(disagree)?;
+            path.push(at.node);
+            left -= 1;
+        }
+        Ok(Some(path))
     }
 
     /// A match's column values; `None` when one is undefined (the match is left out).
@@ -1041,11 +1140,17 @@ impl<'g> Exec<'g, '_> {
             | MatchColumn::Min(t)
             | MatchColumn::Max(t)
             | MatchColumn::Avg(t) => self.value(t, env),
-            MatchColumn::Shortest { from, body, to, max } => {
-                self.shortest(self.slot(env, *from).node, body, self.slot(env, *to).node, *max, env)
+            MatchColumn::Shortest { from, body, back, to, max } => {
+                self.shortest(self.slot(env, *from).node, body, back.as_deref(), self.slot(env, *to).node, *max, env)
             }
         }
     }
+}
+
+/// A search from both ends that does not join up: the links of a property and its link index
+/// disagree (the data is corrupt).
+fn disagree() -> InstructionError {
+    DataError::Corrupt("a shortest path's two searches do not join: a link and its link index disagree".into()).into()
 }
 
 fn compare(l: &Leaf, op: Comparison, r: &Leaf, how: Compared) -> bool {

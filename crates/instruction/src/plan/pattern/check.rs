@@ -679,7 +679,8 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 if self.vars[t].ty != ty {
                     return err(span, format!("{from} and {to} are different kinds of node: no path joins them"));
                 }
-                MatchColumn::Shortest { from: f, body, to: t, max: *max }
+                let back = inverse(&body, self.schema());
+                MatchColumn::Shortest { from: f, body, back, to: t, max: *max }
             }
         })
     }

@@ -53,7 +53,18 @@ impl MatchPlan {
         if self.offset > 0 {
             let _ = write!(tail, "offset {}; ", self.offset);
         }
-        let _ = write!(tail, "columns {}", self.aliases.join(", "));
+        // A shortest path says which way it is searched.
+        let columns: Vec<String> = self
+            .columns
+            .iter()
+            .zip(&self.aliases)
+            .map(|(c, a)| match c {
+                MatchColumn::Shortest { back: Some(_), .. } => format!("{a} (shortest, searched from both ends)"),
+                MatchColumn::Shortest { back: None, .. } => format!("{a} (shortest, searched from the start)"),
+                _ => a.clone(),
+            })
+            .collect();
+        let _ = write!(tail, "columns {}", columns.join(", "));
         out.push(PlanLine { text: tail, estimate: None, op: None });
         out
     }

@@ -412,6 +412,36 @@ pub fn reverse(steps: &[MatchStep]) -> Vec<MatchStep> {
         .collect()
 }
 
+/// [`reverse`] when it is the exact inverse of `steps` — a node `b` is among those the
+/// reversed steps reach from `a` exactly when `a` is among those `steps` reach from `b` — so a
+/// search may walk them from the far end (`shortest`'s search from both ends); `None` when not.
+///
+/// Every step has such an inverse: a link (`>` on a reference or a matrix) and its reverse
+/// (`<`) through the property's link index, which the data layer keeps with every link; a step
+/// down the tree (entries, a keyed entry, a matrix entry keyed by a variable, a group, a state)
+/// and its up step (`^`) through the parent in each record's header, a node having one place
+/// in the tree and a state's node existing only while it is selected; and a `repeat`, whose
+/// nodes at each shortest distance are the same read from either end, with its body inverted.
+/// The exception is a state without properties: it has no record, so its nodes have no id of
+/// their own to tell them apart or to go up from. A path with a step into or out of one is not
+/// inverted. The checker already refuses the up step out of such a state, and nothing else
+/// leads out of one, so no body that leads back to where it starts (`repeat`, `shortest`)
+/// meets one: every `shortest` the checker accepts is searched from both ends, and `None`
+/// (searched from the start only) is there for a step that cannot be reversed.
+pub fn inverse(steps: &[MatchStep], schema: &Schema) -> Option<Vec<MatchStep>> {
+    fn recorded(steps: &[MatchStep], schema: &Schema) -> bool {
+        steps.iter().all(|s| {
+            schema.record_of(s.from).is_some()
+                && schema.record_of(s.to).is_some()
+                && match &s.kind {
+                    MatchStepKind::Repeat { body, .. } => recorded(body, schema),
+                    _ => true,
+                }
+        })
+    }
+    recorded(steps, schema).then(|| reverse(steps))
+}
+
 /// Whether a scan reads the final node type's table instead of walking: from the root, down
 /// through every entry of at least two collections or through a state. Every node of that
 /// type sits at the end of such a path (the tree has one path per type), so its table holds
@@ -494,4 +524,50 @@ fn needs_dedupe(steps: &[MatchStep]) -> bool {
         fanned |= fans;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = "root ( 'Nodes' -> dictionary (
+        'Friends' -> matrix ( .^ . 'Nodes' ) ( )
+        'Mark' -> stategroup ( 'Off' -> ( ) 'On' -> ( 'Since' -> number ) )
+        'Flag' -> stategroup ( 'Down' -> ( ) 'Up' -> ( ) )
+    ) )";
+
+    fn property(schema: &Schema, name: &str) -> PropertyId {
+        schema.properties.iter().find(|p| p.name == name).map(|p| p.id).unwrap()
+    }
+
+    fn state(schema: &Schema, p: PropertyId, i: StateIndex) -> NodeTypeId {
+        let PropertyKind::StateGroup { states } = &schema.property(p).kind else { panic!("not a stategroup") };
+        states[i as usize].node
+    }
+
+    /// A step into a state and back up inverts when the state has a record, not when it has
+    /// none; links and `repeat` invert with their steps reversed.
+    #[test]
+    fn inverse_is_the_reversed_steps_unless_a_state_stores_nothing() {
+        let schema = espalier_schema::compile(SCHEMA).unwrap();
+        let friends = property(&schema, "Friends");
+        let node = schema.property(friends).owner;
+        let step = |kind, from, to| MatchStep { kind, from, to };
+        let links = vec![step(MatchStepKind::Targets(friends), node, node)];
+        assert_eq!(inverse(&links, &schema), Some(vec![step(MatchStepKind::Owners(friends), node, node)]));
+        let repeat = vec![step(MatchStepKind::Repeat { min: 1, max: 2, body: links.clone() }, node, node)];
+        assert_eq!(inverse(&repeat, &schema), Some(reverse(&repeat)));
+        for (name, stored) in [("Mark", true), ("Flag", false)] {
+            let p = property(&schema, name);
+            let on = state(&schema, p, 1);
+            let there_and_back = vec![
+                step(MatchStepKind::State(p, 1), node, on),
+                step(MatchStepKind::Up(UpFrom::State(p, 1)), on, node),
+            ];
+            let want = stored.then(|| reverse(&there_and_back));
+            assert_eq!(inverse(&there_and_back, &schema), want, "{name}");
+            let nested = vec![step(MatchStepKind::Repeat { min: 0, max: 3, body: there_and_back }, node, node)];
+            assert_eq!(inverse(&nested, &schema).is_some(), stored, "{name} in a repeat");
+        }
+    }
 }
