@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.neo4j.dbms.api.DatabaseManagementService;
-import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.Label;
 import org.neo4j.graphdb.Node;
@@ -111,7 +110,7 @@ public final class Graph {
     Path work = Path.of(request.get("dir").asText()).resolve("neo4j-work");
     int warmup = request.get("warmup").asInt();
 
-    DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(work).build();
+    DatabaseManagementService dbms = Dbms.builder(work).build();
     try {
       GraphDatabaseService db = dbms.database("neo4j");
       Map<String, List<Map<String, String>>> tables = new HashMap<>();
