@@ -5,12 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
+import org.neo4j.configuration.GraphDatabaseInternalSettings;
 import org.neo4j.configuration.GraphDatabaseSettings;
 import org.neo4j.configuration.connectors.BoltConnector;
 import org.neo4j.configuration.connectors.ConnectorPortRegister;
@@ -42,14 +44,15 @@ import org.neo4j.kernel.internal.GraphDatabaseAPI;
  *
  * <pre>
  *   "clients": [K, …], "seconds": S | null, "requests": N | null, "warmup_seconds": W,
- *   "max_samples": M,
+ *   "jvm_warmup_seconds": J, "max_samples": M,
  *   "queries": [{"name": Q, "cypher": CYPHER,
  *                "pool": [{"params": [V, …], "rows": [[V, …], …]}, …]}, …]
  * </pre>
  *
- * <p>Before a query's points, one client runs every invocation of its pool once, untimed (the
- * query planned, the pages it reads cached); those replies are checked too and counted in the
- * query's first point. Then for each K, one point: K client threads, each with its own session of the
+ * <p>First, untimed, one client runs every invocation of every pool once, then again in rounds
+ * until {@code jvm_warmup_seconds} (J) have passed: the queries are planned, the JVM compiles the
+ * code they run and the pages they read are cached. Those replies are checked too and counted in
+ * each query's first point. Then for each query and each K, one point: K client threads, each with its own session of the
  * official Java driver over one connection, in a closed loop as Espalier's remote clients ({@code
  * crates/bench/src/remote/driver.rs}, the same xorshift picks): take an invocation of the pool at
  * random, run the Cypher with its parameters ({@code $p0}, {@code $p1}, …) as one auto-commit
@@ -65,7 +68,7 @@ import org.neo4j.kernel.internal.GraphDatabaseAPI;
  *
  * <pre>
  *   {"system": "neo4j-bolt", "version": "Neo4j 5.26.0", "driver": "Neo4j Java driver 5.26.0",
- *    "address": "127.0.0.1:PORT", "load_ms": …,
+ *    "address": "127.0.0.1:PORT", "load_ms": …, "jvm_warmup_s": …,
  *    "points": [{"query": Q, "clients": K, "seconds": …, "operations": N, "checked": …,
  *                "failed": …, "wrong": …, "examples": [TEXT, …], "latency_ns": [NS, …],
  *                "samples_capped": BOOL}, …]}
@@ -96,6 +99,9 @@ public final class Bolt {
   /** One invocation of a pool: its parameters and the rows its reply must hold. */
   private record Invocation(Map<String, Object> params, List<List<Object>> rows) {}
 
+  /** A query: its name, its Cypher, and the pool of invocations the clients pick among. */
+  private record Query(String name, String cypher, List<Invocation> pool) {}
+
   /** When a point ends: after {@code seconds} of measuring, or {@code requests} operations. */
   private record Stop(double seconds, long requests) {
     boolean bySeconds() {
@@ -125,6 +131,7 @@ public final class Bolt {
       throw new IllegalArgumentException("give seconds > 0 or requests > 0");
     }
     double warmupSeconds = Math.max(0, request.path("warmup_seconds").asDouble(0));
+    double jvmWarmupSeconds = Math.max(0, request.path("jvm_warmup_seconds").asDouble(0));
     int maxSamples = Math.max(1, request.path("max_samples").asInt(1_000_000));
     int maxClients = clients.stream().mapToInt(Integer::intValue).max().orElse(1);
 
@@ -135,6 +142,10 @@ public final class Bolt {
             .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", 0))
             .setConfig(BoltConnector.encryption_level, BoltConnector.EncryptionLevel.DISABLED)
             .setConfig(GraphDatabaseSettings.auth_enabled, false)
+            // The reply is written before the shutdown, with every connection closed: Netty's
+            // graceful wait for more work (quiet period and timeout, 10 s here) is only time lost.
+            .setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_quiet_period, 0)
+            .setConfig(GraphDatabaseInternalSettings.netty_server_shutdown_timeout, Duration.ofSeconds(1))
             .build();
     try {
       GraphDatabaseService db = dbms.database("neo4j");
@@ -169,17 +180,22 @@ public final class Bolt {
       ArrayNode points = reply.putArray("points");
       try (Driver driver = GraphDatabase.driver("bolt://" + address, AuthTokens.none(), config)) {
         driver.verifyConnectivity();
+        List<Query> queries = new ArrayList<>();
         for (JsonNode query : request.get("queries")) {
-          String name = query.get("name").asText();
-          String cypher = query.get("cypher").asText();
-          List<Invocation> pool = pool(query.get("pool"));
-          if (pool.isEmpty()) {
-            throw new IllegalArgumentException(name + ": an empty pool");
+          Query q = new Query(query.get("name").asText(), query.get("cypher").asText(), pool(query.get("pool")));
+          if (q.pool().isEmpty()) {
+            throw new IllegalArgumentException(q.name() + ": an empty pool");
           }
-          Tally first = prepare(driver, cypher, pool);
+          queries.add(q);
+        }
+        long warming = System.nanoTime();
+        List<Tally> before = warmUp(driver, queries, jvmWarmupSeconds);
+        reply.put("jvm_warmup_s", (System.nanoTime() - warming) / 1e9);
+        for (int i = 0; i < queries.size(); i++) {
+          Query q = queries.get(i);
+          Tally first = before.get(i);
           for (int k : clients) {
-            ObjectNode p = point(json, driver, name, cypher, pool, k, stop, warmupSeconds, maxSamples, first);
-            points.add(p);
+            points.add(point(json, driver, q, k, stop, warmupSeconds, maxSamples, first));
             first = null;
           }
         }
@@ -302,13 +318,11 @@ public final class Bolt {
     }
   }
 
-  /** K clients running `cypher` over `pool` through warm-up and measurement: the point. */
+  /** K clients running query {@code q} through warm-up and measurement: the point. */
   private static ObjectNode point(
       ObjectMapper json,
       Driver driver,
-      String name,
-      String cypher,
-      List<Invocation> pool,
+      Query q,
       int k,
       Stop stop,
       double warmupSeconds,
@@ -328,7 +342,7 @@ public final class Bolt {
       Tally t = new Tally();
       int index = i;
       tallies[i] = t;
-      threads[i] = new Thread(() -> client(driver, cypher, pool, clock, index, t, perClient), "bolt-client-" + i);
+      threads[i] = new Thread(() -> client(driver, q, clock, index, t, perClient), "bolt-client-" + i);
       threads[i].start();
     }
     for (Thread t : threads) {
@@ -371,7 +385,7 @@ public final class Bolt {
     } else {
       seconds = lastEnd > firstStart ? (lastEnd - firstStart) / 1e9 : 0;
     }
-    p.put("query", name);
+    p.put("query", q.name());
     p.put("clients", k);
     p.put("seconds", seconds);
     p.put("operations", measured);
@@ -385,32 +399,47 @@ public final class Bolt {
   }
 
   /**
-   * One pass over the pool before a query's first point, untimed, by one client: the query is
-   * planned and compiled and the pages it reads are cached before anything is measured (as
-   * Espalier's engine ran every invocation in process when the pool was made). Its replies are
-   * checked like the points' and counted in the query's first point.
+   * Before the first point, one client runs every invocation of every query's pool once, then
+   * again in rounds until {@code seconds} have passed: the queries are planned, the JVM compiles
+   * the code they run (Espalier is compiled ahead of time) and the pages they read are cached
+   * before anything is measured. Its replies are checked like the points' and counted in each
+   * query's first point: the tallies, in the order of {@code queries}.
    */
-  private static Tally prepare(Driver driver, String cypher, List<Invocation> pool) {
-    Tally t = new Tally();
+  private static List<Tally> warmUp(Driver driver, List<Query> queries, double seconds) {
+    List<Tally> tallies = new ArrayList<>();
+    for (int i = 0; i < queries.size(); i++) {
+      tallies.add(new Tally());
+    }
+    long deadline = System.nanoTime() + (long) (seconds * 1e9);
     try (Session session = driver.session(sessionConfig())) {
-      for (Invocation inv : pool) {
-        t.checked++;
-        try {
-          String why = compare(session.run(cypher, inv.params()).list(), inv.rows());
-          if (why != null) {
-            t.wrong++;
-            t.example("wrong (before the first point): " + why);
+      for (boolean first = true; first || System.nanoTime() - deadline < 0; first = false) {
+        for (int i = 0; i < queries.size(); i++) {
+          Query q = queries.get(i);
+          Tally t = tallies.get(i);
+          for (Invocation inv : q.pool()) {
+            if (!first && System.nanoTime() - deadline >= 0) {
+              return tallies;
+            }
+            t.checked++;
+            try {
+              String why = compare(session.run(q.cypher(), inv.params()).list(), inv.rows());
+              if (why != null) {
+                t.wrong++;
+                t.example("wrong (warming up): " + why);
+              }
+            } catch (RuntimeException e) {
+              t.failed++;
+              t.example("failed (warming up): " + e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
           }
-        } catch (RuntimeException e) {
-          t.failed++;
-          t.example("failed (before the first point): " + e.getClass().getSimpleName() + ": " + e.getMessage());
         }
       }
     } catch (RuntimeException e) {
+      Tally t = tallies.get(0);
       t.failed++;
-      t.example("failed: the session: " + e.getClass().getSimpleName() + ": " + e.getMessage());
+      t.example("failed: the warm-up's session: " + e.getClass().getSimpleName() + ": " + e.getMessage());
     }
-    return t;
+    return tallies;
   }
 
   /** Every client's session: the one database, read access, auto-commit queries. */
@@ -419,8 +448,8 @@ public final class Bolt {
   }
 
   /** One client's closed loop, on its own session. */
-  private static void client(
-      Driver driver, String cypher, List<Invocation> pool, Clock clock, int index, Tally t, int maxSamples) {
+  private static void client(Driver driver, Query q, Clock clock, int index, Tally t, int maxSamples) {
+    List<Invocation> pool = q.pool();
     // xorshift, seeded as Espalier's client `index`: the same picks.
     long state = 0x9E3779B97F4A7C15L ^ ((index + 1L) * 0xBF58476D1CE4E5B9L);
     long inARow = 0;
@@ -446,7 +475,7 @@ public final class Bolt {
         boolean ok = false;
         t.checked++;
         try {
-          String why = compare(session.run(cypher, inv.params()).list(), inv.rows());
+          String why = compare(session.run(q.cypher(), inv.params()).list(), inv.rows());
           if (why == null) {
             ok = true;
           } else {
