@@ -35,7 +35,7 @@ pub struct SocialArgs {
     /// Systems beside Espalier, comma-separated: sqlite (in process, always: it checks every
     /// answer), kuzu and neo4j (embedded, the eight graph queries), neo4j-bolt (Neo4j over Bolt
     /// on 127.0.0.1: the eight graph queries from K clients of its Java driver, beside the runs
-    /// over the server, at the same K); scripts/peers-setup installs kuzu and neo4j.
+    /// over the server, at the same K); scripts/peers-setup installs all three.
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "sqlite")]
     pub peers: Vec<String>,
     /// The peers directory: the repository's peers/, where scripts/peers-setup installs the
