@@ -1,6 +1,7 @@
 //! `espalier bench social --quick` end to end: the tiny network in process beside SQLite,
 //! then over a server on a free 127.0.0.1 port — every query and the three commands, both
-//! encodings, with and without compression — every reply checked; and its usage errors.
+//! encodings, with and without compression — every reply checked; beside Neo4j over Bolt; and
+//! its usage errors.
 
 mod common;
 
@@ -69,9 +70,72 @@ fn usage_errors_name_the_option() {
         (&["bench", "social", "--quick", "--compressions", "lz4"][..], "--compression"),
         (&["bench", "social", "--quick", "--invocations", "2000000"][..], "--invocations"),
         (&["bench", "social", "--quick", "--pool", "0"][..], "--pool"),
+        (&["bench", "social", "--quick", "--peers", "neo4j-bolt", "--no-remote"][..], "--peers neo4j-bolt"),
+        (&["bench", "social", "--quick", "--jvm-warmup", "4000"][..], "--jvm-warmup"),
     ] {
         let o = run(dir.path(), args);
         assert!(!o.status.success(), "{args:?} succeeded");
         assert!(text(&o.stderr).contains(want), "{args:?}: {}", text(&o.stderr));
     }
+}
+
+/// The peers directory: `ESPALIER_PEERS_DIR`, else the repository's `peers/`.
+fn peers_dir() -> String {
+    std::env::var("ESPALIER_PEERS_DIR").unwrap_or_else(|_| format!("{}/../../peers", env!("CARGO_MANIFEST_DIR")))
+}
+
+#[test]
+fn beside_neo4j_over_bolt_at_the_same_points() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = [
+        "bench",
+        "social",
+        "--quick",
+        "--query",
+        "friends,profile",
+        "--clients",
+        "1,2",
+        "--requests",
+        "6",
+        "--compressions",
+        "none",
+        "--peers",
+        "sqlite,neo4j-bolt",
+    ];
+    let peers = peers_dir();
+    let installed = std::process::Command::new(format!("{peers}/neo4j/run")).arg("--version").output();
+    if installed.is_ok_and(|o| o.status.success()) {
+        let args = [&["--json"][..], &base, &["--require-peers", "--peers-dir", &peers]].concat();
+        let o = run(dir.path(), &args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON report");
+        let bolt = &json["neo4j_bolt"];
+        assert!(bolt["version"].as_str().is_some_and(|v| v.starts_with("Neo4j 5.26")), "{bolt}");
+        assert_eq!(bolt["espalier"].as_str(), Some("ws, msgpack, compression none"));
+        // friends is a graph query, profile is not: friends at K = 1, 2.
+        let rows = bolt["comparisons"].as_array().expect("comparisons");
+        let at: Vec<(&str, u64)> =
+            rows.iter().map(|r| (r["query"].as_str().unwrap_or(""), r["clients"].as_u64().unwrap_or(0))).collect();
+        assert_eq!(at, [("friends", 1), ("friends", 2)]);
+        for r in rows {
+            assert!(r["ratio"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+        }
+        for p in bolt["points"].as_array().expect("points") {
+            assert_eq!(
+                (p["wrong"].as_u64(), p["failed"].as_u64(), p["operations"].as_u64()),
+                (Some(0), Some(0), Some(6))
+            );
+        }
+    } else {
+        eprintln!("skipped the run beside Neo4j over Bolt: {peers}/neo4j/run does not start (scripts/peers-setup)");
+    }
+
+    // Not installed: reported as not run, and fatal only when required.
+    let missing = [&base[..], &["--peers-dir", "/nonexistent"]].concat();
+    let o = run(dir.path(), &missing);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("neo4j-bolt did not run: neo4j-bolt is not available"), "{}", text(&o.stdout));
+    let o = run(dir.path(), &[&missing[..], &["--require-peers"]].concat());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o.stderr).contains("neo4j-bolt is not available"), "{}", text(&o.stderr));
 }

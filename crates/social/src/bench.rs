@@ -437,7 +437,7 @@ fn run_peers(
     let mut kept = Vec::with_capacity(asked.len());
     for (q, all, rows) in asked {
         let untimed = c.warmup.min(all.len());
-        let keep = |d: &crate::queries::Draw| *q != Query::ShortestPath || d.person != d.other;
+        let keep = |d: &crate::queries::Draw| crate::peers::runs(*q, d);
         let n_warm = all[..untimed].iter().filter(|d| keep(d)).count();
         let (draws, want): (Vec<_>, Vec<_>) =
             all.iter().zip(rows).filter(|(d, _)| keep(d)).map(|(d, r)| (d.clone(), r.clone())).unzip();

@@ -12,10 +12,13 @@
 //!   independent answer every Espalier answer is checked against.
 //! - [`bench`](mod@bench): both side by side, every answer cross-checked; [`remote`]: the
 //!   same queries (and the three commands) over the server with K clients.
+//! - [`peers`]: the graph queries on Kùzu and Neo4j embedded; [`bolt`]: on Neo4j over Bolt
+//!   with K clients, beside the server.
 
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod bolt;
 pub mod espalier;
 pub mod generate;
 pub mod load;

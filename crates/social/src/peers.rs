@@ -9,7 +9,7 @@
 //! the same order, or the run fails. The queries are the eight that walk the graph (members,
 //! groups, friends, friends of friends at two and three levels, the two recommendations, the
 //! shortest path); the profile, message and activity reads are lookups the peers are not built
-//! for here.
+//! for here. Neo4j over Bolt ([`crate::bolt`]) runs the same Cypher on the same graph.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,7 +38,7 @@ pub const QUERIES: [Query; 8] = [
 const TABLES: [&str; 4] = ["person", "grp", "friend", "member"];
 
 /// The Cypher of `q`, and Kùzu's where it differs; `None` for a query the peers do not run.
-fn cypher(q: Query) -> Option<(String, Option<String>)> {
+pub(crate) fn cypher(q: Query) -> Option<(String, Option<String>)> {
     // Not already a friend, and not the person: friends of friends and recommendations.
     const NEW: &str = "c.id <> $p0 AND NOT EXISTS { MATCH (x)-[:FRIEND]->(c) }";
     Some(match q {
@@ -94,12 +94,18 @@ fn cypher(q: Query) -> Option<(String, Option<String>)> {
 }
 
 /// The one execution of `q` for draw `d`: its positional parameters.
-fn params(q: Query, d: &Draw) -> Vec<Value> {
+pub(crate) fn params(q: Query, d: &Draw) -> Vec<Value> {
     match q {
         Query::GroupMembers => vec![json!(group_key(d.group))],
         Query::ShortestPath => vec![json!(person_key(d.person)), json!(person_key(d.other))],
         _ => vec![json!(person_key(d.person))],
     }
+}
+
+/// Whether a graph peer runs `q` for draw `d`: not a shortest path from a person to themself
+/// (SQL's distance is 0; a graph database's shortest path needs a first step).
+pub fn runs(q: Query, d: &Draw) -> bool {
+    q != Query::ShortestPath || d.person != d.other
 }
 
 /// The property graph the peers build from the tables.
@@ -116,6 +122,18 @@ fn graph() -> Value {
         ],
         "indexes": [],
     })
+}
+
+/// A graph request's common part for `system` (`peers/graph.py`): its work directory `dir`,
+/// the tables `files` and the property graph to build from them.
+pub(crate) fn request(system: &str, files: &[(String, PathBuf)], dir: &Path) -> Value {
+    let mut request = graph();
+    if let Value::Object(m) = &mut request {
+        m.insert("system".into(), json!(system));
+        m.insert("dir".into(), json!(dir));
+        m.insert("tables".into(), files.iter().map(|(t, f)| json!({"name": t, "file": f})).collect());
+    }
+    request
 }
 
 /// Writes the tables the peers read into `dir`.
@@ -179,12 +197,9 @@ pub fn run(
             "name": q.name(), "sql": Value::Null, "cypher": text, "kuzu": kuzu, "answer": "rows", "params": runs,
         }));
     }
-    let mut request = graph();
+    let mut request = request(peer.name(), files, dir);
     if let Value::Object(m) = &mut request {
-        m.insert("system".into(), json!(peer.name()));
-        m.insert("dir".into(), json!(dir));
         m.insert("ddl".into(), Value::Null);
-        m.insert("tables".into(), files.iter().map(|(t, f)| json!({"name": t, "file": f})).collect());
         m.insert("warmup".into(), json!(untimed));
         m.insert("runs".into(), Value::Null);
         m.insert("queries".into(), Value::Array(queries));

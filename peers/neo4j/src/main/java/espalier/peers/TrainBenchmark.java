@@ -13,7 +13,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.neo4j.dbms.api.DatabaseManagementService;
-import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
 import org.neo4j.graphdb.GraphDatabaseService;
 import org.neo4j.graphdb.Label;
 import org.neo4j.graphdb.Node;
@@ -71,8 +70,7 @@ public final class TrainBenchmark {
     int warmup = request.get("warmup").asInt();
     int runs = request.get("runs").asInt();
 
-    DatabaseManagementService dbms =
-        new DatabaseManagementServiceBuilder(dir.resolve("neo4j-work")).build();
+    DatabaseManagementService dbms = Dbms.builder(dir.resolve("neo4j-work")).build();
     try {
       GraphDatabaseService db = dbms.database("neo4j");
       // The load is timed once the database runs: starting the DBMS (seconds) is not loading.
