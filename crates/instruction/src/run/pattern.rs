@@ -7,7 +7,7 @@
 //! [`crate::parse::MAX_REPEAT`]), and walks up the tree by the data layer's depth bound.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -26,7 +26,10 @@ use crate::plan::{
 };
 use crate::InstructionError;
 
+mod link_set;
 mod visit;
+
+use link_set::{LinkSets, Side};
 pub(crate) use visit::{streams, visit_match};
 
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
@@ -189,6 +192,8 @@ struct Exec<'g, 'p> {
     produced: Vec<Cell<u64>>,
     /// By operation id: the filter compiled to a test of one variable's record, if it is one.
     tests: Vec<Option<RowTest>>,
+    /// Links of the starts that reach filters ask about again and again.
+    link_sets: RefCell<LinkSets>,
 }
 
 pub(crate) fn run_match(
@@ -297,6 +302,7 @@ impl<'g, 'p> Exec<'g, 'p> {
             graph,
             plan,
             tests,
+            link_sets: RefCell::default(),
             lits,
             visited: Cell::new(0),
             produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
@@ -733,7 +739,29 @@ impl<'g> Exec<'g, '_> {
                 }
                 self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)
             }
-            MatchStepKind::Targets(p) => {
+            MatchStepKind::Targets(p) | MatchStepKind::Owners(p) => {
+                let side = if let MatchStepKind::Targets(_) = step.kind { Side::Owner } else { Side::Target };
+                if let Some(list) = self.links(*p, side, cur.node)? {
+                    for i in 0..list.len() {
+                        self.tick()?;
+                        let id = self.link_sets.borrow().link(list, i);
+                        if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    return Ok(Flow::Go);
+                }
+                if side == Side::Target {
+                    // The link index's rows are the owners of the matrix entries: none is read.
+                    for owner in g.owners(cur.node.id, *p)? {
+                        self.tick()?;
+                        let node = NodeRef { id: owner, ty: step.to };
+                        if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    return Ok(Flow::Go);
+                }
                 // The target is in the key: the matrix entry's own row is not read.
                 for entry in g.entries(cur.node, *p)? {
                     let (raw, _) = entry?;
@@ -750,16 +778,6 @@ impl<'g> Exec<'g, '_> {
                     self.tick()?;
                     let node = NodeRef { id: source?, ty: step.to };
                     if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
-                        return Ok(Flow::Stop);
-                    }
-                }
-                Ok(Flow::Go)
-            }
-            MatchStepKind::Owners(p) => {
-                // The link index's rows are the owners of the matrix entries: none is read.
-                for owner in g.owners(cur.node.id, *p)? {
-                    self.tick()?;
-                    if self.walk(Cur::bare(NodeRef { id: owner, ty: step.to }), rest, env, sink)? == Flow::Stop {
                         return Ok(Flow::Stop);
                     }
                 }
@@ -820,6 +838,32 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
+    /// `node`'s links through matrix `p` on `side`, read once per run and kept (see
+    /// [`LinkSets`]); `None` when they are not kept.
+    fn links(&self, p: espalier_schema::PropertyId, side: Side, node: NodeRef) -> Result<Option<link_set::List>> {
+        let g = &self.graph;
+        self.link_sets.borrow_mut().list(p, side, node.id, |sink| {
+            match side {
+                Side::Owner => {
+                    for entry in g.entries(node, p)? {
+                        let (raw, _) = entry?;
+                        if !sink(g.matrix_target_of(p, raw)?) {
+                            break;
+                        }
+                    }
+                }
+                Side::Target => {
+                    for owner in g.owners(node.id, p)? {
+                        if !sink(owner) {
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// The entry of `p` under `owner` with the key in literal `k`.
     fn entry_by_key(&self, owner: NodeRef, p: espalier_schema::PropertyId, k: usize) -> Result<Option<NodeView<'g>>> {
         let g = &self.graph;
@@ -867,8 +911,16 @@ impl<'g> Exec<'g, '_> {
                     })
                 };
                 if prefix.is_empty() {
-                    // One lookup from the start: no walk.
-                    return hit(start);
+                    // A search in the start's links, or one lookup when they are not kept.
+                    let side = match kind {
+                        Some(MatchStepKind::Targets(_)) => Side::Owner,
+                        Some(MatchStepKind::Owners(_)) => Side::Target,
+                        _ => return hit(start),
+                    };
+                    return match self.links(p, side, start.node)? {
+                        Some(list) => Ok(self.link_sets.borrow().contains(list, goal.id)),
+                        None => hit(start),
+                    };
                 }
                 self.walk(start, prefix, env, &mut |c| {
                     found = hit(c)?;
