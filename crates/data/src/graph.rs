@@ -622,6 +622,35 @@ impl<'a> Graph<'a> {
         Ok(index.entries(target.row()).map(move |e| NodeId::new(host, e.row)))
     }
 
+    /// How many links matrix `property` has (its entries, in all owners).
+    pub fn matrix_len(&self, property: PropertyId) -> Result<u64> {
+        Ok(self.entries_of(property)?.len())
+    }
+
+    /// Every link of matrix `property`, in key order: (owner row, target) forwards, by its
+    /// entries; (target row, owner) `backwards`, by its link index. One walk along the leaves
+    /// of one key index, so by the first row.
+    pub fn matrix_links(
+        &self,
+        property: PropertyId,
+        backwards: bool,
+    ) -> Result<impl Iterator<Item = Result<(u32, NodeId)>> + 'a> {
+        let schema = self.schema;
+        let index = if backwards {
+            self.txn
+                .index(keys::links_index(schema, property))
+                .ok_or_else(|| DataError::Corrupt(format!("no key index for the links of {property}")))?
+        } else {
+            self.entries_of(property)?
+        };
+        let host = schema.property(property).host;
+        let g = *self;
+        Ok(index.iter().map(move |e| match backwards {
+            true => Ok((e.owner, NodeId::new(host, e.row))),
+            false => Ok((e.owner, g.matrix_target_of(property, e.key)?)),
+        }))
+    }
+
     /// Every (source record, property) that links to `target` (references and matrix keys):
     /// the links of every property that can point at `target`'s type, from their key indexes.
     pub fn links_to(&self, target: NodeId) -> Result<impl Iterator<Item = Result<(NodeId, PropertyId)>> + 'a> {

@@ -215,6 +215,50 @@ pub(crate) fn run_match(
     Ok(result)
 }
 
+/// One matrix's links in a snapshot, as [`LinkSets`] reads them.
+struct MatrixLinks<'g> {
+    graph: Graph<'g>,
+    property: espalier_schema::PropertyId,
+    side: Side,
+}
+
+impl link_set::Links for MatrixLinks<'_> {
+    fn count(&self) -> Result<u64> {
+        Ok(self.graph.matrix_len(self.property)?)
+    }
+
+    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()> {
+        let (g, p) = (&self.graph, self.property);
+        match self.side {
+            Side::Owner => {
+                for entry in g.entries(NodeRef { id: start, ty: start.node_type() }, p)? {
+                    if !sink(g.matrix_target_of(p, entry?.0)?) {
+                        break;
+                    }
+                }
+            }
+            Side::Target => {
+                for owner in g.owners(start, p)? {
+                    if !sink(owner) {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_all(&self, sink: &mut dyn FnMut(u32, NodeId) -> bool) -> Result<()> {
+        for link in self.graph.matrix_links(self.property, self.side == Side::Target)? {
+            let (row, link) = link?;
+            if !sink(row, link) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Bindings with no variable bound yet.
 fn unbound<'g>(plan: &MatchPlan) -> Vec<Cell<Option<Slot<'g>>>> {
     (0..plan.vars.len()).map(|_| Cell::new(None)).collect()
@@ -838,30 +882,10 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    /// `node`'s links through matrix `p` on `side`, read once per run and kept (see
-    /// [`LinkSets`]); `None` when they are not kept.
+    /// `node`'s links through matrix `p` on `side`, kept by the run (see [`LinkSets`]);
+    /// `None` when they are not kept.
     fn links(&self, p: espalier_schema::PropertyId, side: Side, node: NodeRef) -> Result<Option<link_set::List>> {
-        let g = &self.graph;
-        self.link_sets.borrow_mut().list(p, side, node.id, |sink| {
-            match side {
-                Side::Owner => {
-                    for entry in g.entries(node, p)? {
-                        let (raw, _) = entry?;
-                        if !sink(g.matrix_target_of(p, raw)?) {
-                            break;
-                        }
-                    }
-                }
-                Side::Target => {
-                    for owner in g.owners(node.id, p)? {
-                        if !sink(owner) {
-                            break;
-                        }
-                    }
-                }
-            }
-            Ok(())
-        })
+        self.link_sets.borrow_mut().list(p, side, node.id, &MatrixLinks { graph: self.graph, property: p, side })
     }
 
     /// The entry of `p` under `owner` with the key in literal `k`.

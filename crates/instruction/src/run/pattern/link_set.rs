@@ -1,10 +1,13 @@
-//! The matrix links of the nodes a run has walked from, kept for the rest of the run. Nested
-//! loops come back to the same nodes: ConnectedSegments follows every segment's `'Connects
-//! To'` from up to five places in the chain, and a reach filter such as `route > 'Requires'
-//! reaches sensor` asks one route's matrix for every sensor bound inside it. Each of those is
-//! a descent of the matrix's key index; read into a list here the second time, the next is an
-//! array lookup, and a reach filter a binary search in the list. The run's snapshot never changes under it,
-//! so a list stays true; the lists are bounded in number and in links.
+//! The matrix links of the nodes a run walks from, kept for the rest of the run. Nested loops
+//! come back to the same nodes: ConnectedSegments follows every segment's `'Connects To'` from
+//! up to five places in the chain, and a reach filter such as `route > 'Requires' reaches
+//! sensor` asks one route's matrix for every sensor bound inside it. Each of those is a
+//! descent of the matrix's key index. Here a node's links are read into a list the second
+//! time it is asked about; the asks after are an array lookup, and a reach filter a binary
+//! search in the list. A run that asks about many nodes of one matrix (a sixteenth of its
+//! links' worth) reads the whole matrix once, in key order, which costs less than the
+//! descents it saves. The run's snapshot never changes under it, so a list stays true; the
+//! lists are bounded in number and in links.
 
 use espalier_data::NodeId;
 use espalier_schema::PropertyId;
@@ -15,15 +18,19 @@ use crate::InstructionError;
 /// walked from the key index each time.
 const MAX_LINKS: usize = 1 << 20;
 
-/// The most links one list holds: a node with more is walked from the key index each time (a
-/// walk that stops early would otherwise read them all).
+/// The most links one list read alone holds: a node with more is walked from the key index
+/// each time (a walk that stops early would otherwise read them all).
 const MAX_LIST: usize = 4096;
 
 /// The most (property, side) pairs kept: a plan names far fewer.
 const MAX_MAPS: usize = 64;
 
-/// Starts are kept by row below this (the maps are arrays by row: 16 bytes a row at most).
+/// Starts are kept by row below this (the maps are arrays by row: 12 bytes a row).
 const MAX_ROWS: usize = 1 << 21;
+
+/// Descents of one matrix after which the whole of it is read, at the least (a matrix's
+/// links are read whole after a sixteenth of their number of descents).
+const WHOLE_AFTER: u64 = 256;
 
 /// Which side of a link the start is on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,6 +39,17 @@ pub(super) enum Side {
     Owner,
     /// The start is a target; its list holds the owners of the entries that point at it.
     Target,
+}
+
+/// Where the links come from: one matrix, seen from one side, in the run's snapshot.
+pub(super) trait Links {
+    /// How many links the matrix has (its key index's entries).
+    fn count(&self) -> Result<u64>;
+    /// Sends `start`'s links to `sink`, in key order, until it says no more.
+    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()>;
+    /// Sends every link with its start's row to `sink`, in key order (so by start row),
+    /// until it says no more.
+    fn read_all(&self, sink: &mut dyn FnMut(u32, NodeId) -> bool) -> Result<()>;
 }
 
 /// Where a start's links lie in [`LinkSets::links`].
@@ -44,6 +62,8 @@ pub(super) struct List {
 }
 
 impl List {
+    const EMPTY: List = List { start: 0, len: 0, sorted: true };
+
     /// How many links the list has.
     pub(super) fn len(self) -> usize {
         self.len as usize
@@ -65,6 +85,12 @@ struct Map {
     property: PropertyId,
     side: Side,
     by_row: Vec<Known>,
+    /// Descents made for this map's starts.
+    descents: u64,
+    /// Whether the whole matrix is read (every start not listed has no links), and whether
+    /// reading it failed a bound (then it is not tried again).
+    whole: bool,
+    no_whole: bool,
 }
 
 /// The lists of one run of a plan.
@@ -76,23 +102,31 @@ pub(super) struct LinkSets {
 
 type Result<T> = std::result::Result<T, InstructionError>;
 
+/// The list of `links` from `first` to the end.
+fn list_of(links: &[NodeId], first: usize) -> List {
+    let added = &links[first..];
+    let sorted = added.windows(2).all(|w| w[0] < w[1]);
+    // The bounds keep offsets and lengths in u32.
+    List { start: first as u32, len: added.len() as u32, sorted }
+}
+
 impl LinkSets {
-    /// `start`'s links through `property` on `side`, once it is asked about a second time:
-    /// the kept list, or a new one filled by `read` (which sends every link to its sink
-    /// until the sink says no more). `None` the first time (a node walked from once costs
-    /// nothing more than the walk), and when the list is too long or a bound is reached:
-    /// walk the key index instead.
+    /// `start`'s links through `property` on `side` from `source`, once it is asked about a
+    /// second time or the whole matrix is read; `None` the first time (a node walked from
+    /// once costs nothing more than the walk), and when the list is too long or a bound is
+    /// reached: walk the key index instead.
     pub(super) fn list(
         &mut self,
         property: PropertyId,
         side: Side,
         start: NodeId,
-        read: impl FnOnce(&mut dyn FnMut(NodeId) -> bool) -> Result<()>,
+        source: &dyn Links,
     ) -> Result<Option<List>> {
         let m = match self.maps.iter().position(|m| m.property == property && m.side == side) {
             Some(m) => m,
             None if self.maps.len() < MAX_MAPS => {
-                self.maps.push(Map { property, side, by_row: Vec::new() });
+                let map = Map { property, side, by_row: Vec::new(), descents: 0, whole: false, no_whole: false };
+                self.maps.push(map);
                 self.maps.len() - 1
             }
             None => return Ok(None),
@@ -101,18 +135,36 @@ impl LinkSets {
         if row >= MAX_ROWS {
             return Ok(None);
         }
+        let map = &mut self.maps[m];
+        if map.whole {
+            return Ok(match map.by_row.get(row) {
+                Some(Known::Listed(list)) => Some(*list),
+                _ => Some(List::EMPTY),
+            });
+        }
+        match map.by_row.get(row) {
+            Some(Known::Listed(list)) => return Ok(Some(*list)),
+            Some(Known::TooLong) => return Ok(None),
+            _ => {}
+        }
+        // A descent follows, to walk or to read the list.
+        map.descents += 1;
+        if !map.no_whole && map.descents >= WHOLE_AFTER {
+            let count = source.count()?;
+            if map.descents >= count / 16 {
+                if self.read_whole(m, count, source)? {
+                    return self.list(property, side, start, source);
+                }
+                self.maps[m].no_whole = true;
+            }
+        }
         let by_row = &mut self.maps[m].by_row;
         if by_row.len() <= row {
             by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
         }
-        match by_row[row] {
-            Known::Never => {
-                by_row[row] = Known::Once;
-                return Ok(None);
-            }
-            Known::Listed(list) => return Ok(Some(list)),
-            Known::TooLong => return Ok(None),
-            Known::Once => {}
+        if let Known::Never = by_row[row] {
+            by_row[row] = Known::Once;
+            return Ok(None);
         }
         if self.links.len() > MAX_LINKS - MAX_LIST {
             return Ok(None);
@@ -120,7 +172,7 @@ impl LinkSets {
         let first = self.links.len();
         let links = &mut self.links;
         let mut fits = true;
-        read(&mut |id| {
+        source.read(start, &mut |id| {
             fits = links.len() - first < MAX_LIST;
             if fits {
                 links.push(id);
@@ -128,10 +180,7 @@ impl LinkSets {
             fits
         })?;
         let known = if fits {
-            let added = &self.links[first..];
-            let sorted = added.windows(2).all(|w| w[0] < w[1]);
-            // The bounds keep offsets and lengths in u32.
-            Known::Listed(List { start: first as u32, len: added.len() as u32, sorted })
+            Known::Listed(list_of(&self.links, first))
         } else {
             self.links.truncate(first);
             Known::TooLong
@@ -141,6 +190,53 @@ impl LinkSets {
             Known::Listed(list) => Some(list),
             _ => None,
         })
+    }
+
+    /// Reads the whole matrix into map `m`, in start-row order; `false` (nothing kept) when
+    /// it has more links than the bound leaves or a start row past [`MAX_ROWS`].
+    fn read_whole(&mut self, m: usize, count: u64, source: &dyn Links) -> Result<bool> {
+        if count > (MAX_LINKS - self.links.len()) as u64 {
+            return Ok(false);
+        }
+        let first = self.links.len();
+        let mut by_row: Vec<Known> = Vec::new();
+        let mut current: Option<(u32, usize)> = None; // the start being read, its first link
+        let links = &mut self.links;
+        let mut fits = true;
+        let close = |by_row: &mut Vec<Known>, links: &[NodeId], (row, from): (u32, usize)| {
+            let row = row as usize;
+            if by_row.len() <= row {
+                by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
+            }
+            by_row[row] = Known::Listed(list_of(links, from));
+        };
+        source.read_all(&mut |row, id| {
+            fits = (row as usize) < MAX_ROWS && links.len() < MAX_LINKS;
+            if !fits {
+                return false;
+            }
+            match current {
+                Some((r, _)) if r == row => {}
+                Some(done) => {
+                    close(&mut by_row, links, done);
+                    current = Some((row, links.len()));
+                }
+                None => current = Some((row, links.len())),
+            }
+            links.push(id);
+            true
+        })?;
+        if !fits {
+            self.links.truncate(first);
+            return Ok(false);
+        }
+        if let Some(done) = current {
+            close(&mut by_row, &self.links, done);
+        }
+        let map = &mut self.maps[m];
+        map.by_row = by_row;
+        map.whole = true;
+        Ok(true)
     }
 
     /// Link `i` of `list`.
@@ -170,56 +266,108 @@ mod tests {
         NodeId::new(NodeTypeId::new(1), row)
     }
 
-    #[test]
-    fn a_start_is_read_the_second_time_and_its_list_answers_as_the_links_do() {
-        let reads = Cell::new(0);
-        let mut sets = LinkSets::default();
-        let p = PropertyId::new(2);
-        let links = |start: u32| -> Vec<NodeId> { (0..start).map(|i| id(start * 10 + i)).collect() };
-        let mut list = |start: u32, side: Side| {
-            sets.list(p, side, id(start), |sink| {
-                reads.set(reads.get() + 1);
-                for l in links(start) {
-                    if !sink(l) {
-                        break;
+    /// A matrix where start `s` (rows 0..starts) has `s % 7` links, `s * 10 + i`; or one start
+    /// with `long` links. Counts the reads.
+    struct Fake {
+        starts: u32,
+        long: Option<u32>,
+        reads: Cell<u32>,
+        whole_reads: Cell<u32>,
+    }
+
+    impl Fake {
+        fn new(starts: u32) -> Fake {
+            Fake { starts, long: None, reads: Cell::new(0), whole_reads: Cell::new(0) }
+        }
+
+        fn links(&self, s: u32) -> Vec<NodeId> {
+            match self.long {
+                Some(n) => (0..n).map(id).collect(),
+                None => (0..s % 7).map(|i| id(s * 10 + i)).collect(),
+            }
+        }
+    }
+
+    impl Links for Fake {
+        fn count(&self) -> Result<u64> {
+            Ok((0..self.starts).map(|s| self.links(s).len() as u64).sum())
+        }
+
+        fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()> {
+            self.reads.set(self.reads.get() + 1);
+            for l in self.links(start.row()) {
+                if !sink(l) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+
+        fn read_all(&self, sink: &mut dyn FnMut(u32, NodeId) -> bool) -> Result<()> {
+            self.whole_reads.set(self.whole_reads.get() + 1);
+            for s in 0..self.starts {
+                for l in self.links(s) {
+                    if !sink(s, l) {
+                        return Ok(());
                     }
                 }
-                Ok(())
-            })
-            .unwrap()
-        };
-        assert_eq!((list(3, Side::Owner), list(5, Side::Owner)), (None, None), "the first time: walk");
-        assert_eq!(reads.get(), 0);
-        let (a, b) = (list(3, Side::Owner).unwrap(), list(5, Side::Owner).unwrap());
-        assert_eq!((list(3, Side::Owner), list(5, Side::Owner)), (Some(a), Some(b)));
-        assert_eq!(reads.get(), 2, "a start is read once");
-        assert_eq!(list(3, Side::Target), None, "the other side is another map");
-        let other = list(3, Side::Target).unwrap();
-        assert_eq!(reads.get(), 3);
-        assert_eq!((0..a.len()).map(|i| sets.link(a, i)).collect::<Vec<_>>(), links(3));
-        assert_eq!(other.len(), 3);
+            }
+            Ok(())
+        }
+    }
+
+    fn all(sets: &LinkSets, list: List) -> Vec<NodeId> {
+        (0..list.len()).map(|i| sets.link(list, i)).collect()
+    }
+
+    #[test]
+    fn a_start_is_read_the_second_time_and_its_list_answers_as_the_links_do() {
+        let fake = Fake::new(1000);
+        let mut sets = LinkSets::default();
+        let p = PropertyId::new(2);
+        assert_eq!(sets.list(p, Side::Owner, id(3), &fake).unwrap(), None, "the first time: walk");
+        assert_eq!(sets.list(p, Side::Owner, id(5), &fake).unwrap(), None);
+        assert_eq!(fake.reads.get(), 0);
+        let a = sets.list(p, Side::Owner, id(3), &fake).unwrap().unwrap();
+        let b = sets.list(p, Side::Owner, id(5), &fake).unwrap().unwrap();
+        assert_eq!(sets.list(p, Side::Owner, id(3), &fake).unwrap(), Some(a));
+        assert_eq!(fake.reads.get(), 2, "a start is read once");
+        assert_eq!(sets.list(p, Side::Target, id(3), &fake).unwrap(), None, "the other side is another map");
+        assert_eq!(all(&sets, a), fake.links(3));
         assert!(sets.contains(b, id(52)) && !sets.contains(b, id(55)) && !sets.contains(b, id(32)));
+        assert_eq!(fake.whole_reads.get(), 0, "four descents read no whole matrix");
+    }
+
+    #[test]
+    fn many_descents_read_the_whole_matrix_once_and_every_start_answers_from_it() {
+        let fake = Fake::new(2000);
+        let mut sets = LinkSets::default();
+        let p = PropertyId::new(2);
+        // 2,000 starts have about 6,000 links: the whole is read after about 375 descents.
+        for s in 0..500 {
+            let got = sets.list(p, Side::Owner, id(s), &fake).unwrap();
+            if let Some(list) = got {
+                assert_eq!(all(&sets, list), fake.links(s));
+            }
+        }
+        assert_eq!(fake.whole_reads.get(), 1);
+        for s in 0..2000 {
+            let list = sets.list(p, Side::Owner, id(s), &fake).unwrap().expect("every start is kept");
+            assert_eq!(all(&sets, list), fake.links(s), "start {s}");
+        }
+        let empty = sets.list(p, Side::Owner, id(7), &fake).unwrap().unwrap();
+        assert_eq!(empty.len(), 0, "a start with no links has an empty list");
+        assert_eq!(fake.whole_reads.get(), 1);
     }
 
     #[test]
     fn a_list_longer_than_the_bound_is_not_kept_and_not_read_again() {
-        let reads = Cell::new(0);
+        let fake = Fake { long: Some(MAX_LIST as u32 + 5), ..Fake::new(1) };
         let mut sets = LinkSets::default();
         for _ in 0..3 {
-            let got = sets
-                .list(PropertyId::new(1), Side::Owner, id(1), |sink| {
-                    reads.set(reads.get() + 1);
-                    let mut row = 0;
-                    while sink(id(row)) {
-                        row += 1;
-                        assert!(row as usize <= MAX_LIST, "the sink says stop past the bound");
-                    }
-                    Ok(())
-                })
-                .unwrap();
-            assert_eq!(got, None);
+            assert_eq!(sets.list(PropertyId::new(1), Side::Owner, id(0), &fake).unwrap(), None);
         }
-        assert_eq!(reads.get(), 1);
+        assert_eq!(fake.reads.get(), 1);
         assert!(sets.links.is_empty());
     }
 }
