@@ -126,6 +126,20 @@ pub fn all_rows<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<Vec<(&
     key_index(schema, txn, n)?.entries(0).map(|e| Ok((e.key, row_entry(e.key)?))).collect()
 }
 
+/// How many entries index `n` has.
+pub fn len(graph: Graph<'_>, n: u32) -> Result<u64> {
+    Ok(key_index(graph.schema, graph.txn, n)?.len())
+}
+
+/// Every (number, entry) of number index `n`, in index order (by number, then entry): one
+/// walk along its key index's leaves. A key that is not a number's fails.
+pub fn number_rows<'t>(graph: Graph<'t>, n: u32) -> Result<impl Iterator<Item = Result<(i64, NodeId)>> + 't> {
+    Ok(key_index(graph.schema, graph.txn, n)?.entries(0).map(|e| match e.key.first_chunk::<8>() {
+        Some(value) if e.key.len() == 16 => Ok(((u64::from_be_bytes(*value) ^ (1 << 63)) as i64, row_entry(e.key)?)),
+        _ => Err(DataError::Corrupt(format!("index row of {} bytes in a number index", e.key.len()))),
+    }))
+}
+
 /// The value of an index's property in an entry's record (texts resolved through the strings
 /// table). `rec` is the record of an entry of the index's collection.
 pub fn value_in(schema: &Schema, txn: &dyn Read, decl: &IndexDecl, rec: &[u8]) -> Result<OwnedValue> {

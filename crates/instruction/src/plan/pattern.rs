@@ -161,6 +161,9 @@ struct IndexChoice {
     served: Vec<usize>,
     /// Guessed rows it yields.
     rows: f64,
+    /// Whether the probe yields exactly the entries its conditions hold for (an equality on
+    /// a number), so that they need no filter after it.
+    exact: bool,
 }
 
 /// Where a path starts.

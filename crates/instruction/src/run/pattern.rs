@@ -26,9 +26,11 @@ use crate::plan::{
 };
 use crate::InstructionError;
 
+mod index_set;
 mod link_set;
 mod visit;
 
+use index_set::IndexSets;
 use link_set::{LinkSets, Side};
 pub(crate) use visit::{streams, visit_match};
 
@@ -194,6 +196,8 @@ struct Exec<'g, 'p> {
     tests: Vec<Option<RowTest>>,
     /// Links of the starts that reach filters ask about again and again.
     link_sets: RefCell<LinkSets>,
+    /// Number indexes a join probes often, read whole.
+    index_sets: RefCell<IndexSets>,
 }
 
 pub(crate) fn run_match(
@@ -252,6 +256,28 @@ impl link_set::Links for MatrixLinks<'_> {
         for link in self.graph.matrix_links(self.property, self.side == Side::Target)? {
             let (row, link) = link?;
             if !sink(row, link) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A number index in a snapshot, as [`IndexSets`] reads it.
+struct NumberIndexOf<'g> {
+    graph: Graph<'g>,
+    index: u32,
+}
+
+impl index_set::NumberIndex for NumberIndexOf<'_> {
+    fn count(&self) -> Result<u64> {
+        Ok(index::len(self.graph, self.index)?)
+    }
+
+    fn read_all(&self, sink: &mut dyn FnMut(i64, NodeId) -> bool) -> Result<()> {
+        for entry in index::number_rows(self.graph, self.index)? {
+            let (value, id) = entry?;
+            if !sink(value, id) {
                 break;
             }
         }
@@ -347,6 +373,7 @@ impl<'g, 'p> Exec<'g, 'p> {
             plan,
             tests,
             link_sets: RefCell::default(),
+            index_sets: RefCell::default(),
             lits,
             visited: Cell::new(0),
             produced: (0..plan.op_count).map(|_| Cell::new(0)).collect(),
@@ -659,7 +686,19 @@ impl<'g> Exec<'g, '_> {
         match probe {
             IndexProbe::Equal(v) => run(Probe::Equal(value(*v))),
             IndexProbe::EqualTerm(_) => match &joined {
-                Some(Leaf::Number(n)) => run(Probe::Equal(IndexValue::Number(*n))),
+                Some(Leaf::Number(n)) => {
+                    let source = NumberIndexOf { graph: self.graph, index };
+                    let Some(rows) = self.index_sets.borrow_mut().probe(index, *n, &source)? else {
+                        return run(Probe::Equal(IndexValue::Number(*n)));
+                    };
+                    for i in 0..rows.1 as usize {
+                        let id = self.index_sets.borrow().row(rows, i);
+                        if sink(id)? == Flow::Stop {
+                            return Ok(Flow::Stop);
+                        }
+                    }
+                    Ok(Flow::Go)
+                }
                 Some(Leaf::Text(t)) => run(Probe::Equal(IndexValue::Text(t))),
                 // Planned for numbers and texts only.
                 Some(Leaf::State(..) | Leaf::Key(_)) | None => Ok(Flow::Go),

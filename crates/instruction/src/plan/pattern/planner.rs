@@ -89,7 +89,10 @@ impl<'c, 's> PatternChecker<'c, 's> {
             } else {
                 (every * served.iter().map(|&j| pending[j].selectivity).product::<f64>()).max(1.0)
             };
-            let choice = IndexChoice { index: n, probe, served, rows };
+            // A number is stored whole in the index key: equal keys are equal values.
+            let exact = matches!(probe, IndexProbe::Equal(_) | IndexProbe::EqualTerm(_))
+                && matches!(schema.property(decl.property).kind, PropertyKind::Number);
+            let choice = IndexChoice { index: n, probe, served, rows, exact };
             if best.as_ref().is_none_or(|b| choice.rows < b.rows) {
                 best = Some(choice);
             }
@@ -286,7 +289,9 @@ impl<'c, 's> PatternChecker<'c, 's> {
                 served.sort_unstable();
                 for j in served.into_iter().rev() {
                     let p = pending.remove(j);
-                    ops.push(self.op(MatchOp::Filter(p.cond), rows));
+                    if !choice.exact {
+                        ops.push(self.op(MatchOp::Filter(p.cond), rows));
+                    }
                 }
                 bound.insert(var);
                 ready(&bound, &mut used, &mut pending, &mut ops, &mut rows);
