@@ -164,8 +164,14 @@ pub enum Change {
 pub struct ChangeSet {
     /// The request's version: its place in commit order.
     pub version: u64,
-    /// The changes, in the order they were made.
+    /// The changes, in the order they were made. Empty, with `count` saying how many there
+    /// were, when the request's changes were only counted
+    /// (`WriteGraph::set_spell_changes`): nobody was to read them.
     pub changes: Vec<Change>,
+    /// How many changes the request made: `changes.len()` when they were spelt out. Read in
+    /// process (a reply's change count), so never written out.
+    #[serde(skip)]
+    pub count: usize,
     /// The records the request touched (see [`Touched`]); read in process right after the
     /// commit by the incremental queries, so never written out.
     #[serde(skip)]

@@ -42,8 +42,15 @@ pub struct WriteGraph<'a, 's> {
     /// name it.
     _txn: std::marker::PhantomData<&'s ()>,
     changes: Vec<Change>,
+    /// A record buffer kept between number writes ([`WriteGraph::load_kept`]).
+    record: Vec<u8>,
     /// Whether each write records its change ([`WriteGraph::set_record_changes`]).
     record_changes: bool,
+    /// Whether a recorded change is spelt out with names ([`WriteGraph::set_spell_changes`])
+    /// or only counted.
+    spell_changes: bool,
+    /// Changes recorded since [`WriteGraph::take_changes`], spelt out or not.
+    counted: usize,
     /// The last paths named in changes, oldest first. A record's path never changes while
     /// it exists and ids are never reused, so an entry is never stale.
     paths: Vec<(NodeRef, crate::NodePath)>,
@@ -100,6 +107,7 @@ pub struct MemberError {
 pub struct GraphSavepoint {
     storage: Savepoint,
     changes: usize,
+    counted: usize,
     /// Lengths of the touched records, slots, entries and links.
     touched: [usize; 4],
     deferred: usize,
@@ -118,8 +126,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
             txn,
             _txn: std::marker::PhantomData,
             changes: Vec::new(),
+            record: Vec::new(),
             record_changes: true,
-            paths: Vec::with_capacity(PATHS_KEPT),
+            spell_changes: true,
+            counted: 0,
+            // Grown on the first spelt change: a request that only counts names nothing.
+            paths: Vec::new(),
             unique_pending: BTreeSet::new(),
             unique_overflow: false,
             touched: Some(Touched::default()),
@@ -147,6 +159,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         GraphSavepoint {
             storage: self.txn.savepoint(),
             changes: self.changes.len(),
+            counted: self.counted,
             touched,
             deferred: self.deferred.len(),
         }
@@ -156,6 +169,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn rollback_to(&mut self, sp: GraphSavepoint) -> Result<()> {
         self.txn.rollback_to(&sp.storage);
         self.changes.truncate(sp.changes);
+        self.counted = sp.counted;
         self.deferred.truncate(sp.deferred);
         if let Some(t) = self.touched.as_mut() {
             let [records, slots, entries, links] = sp.touched;
@@ -180,7 +194,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
             }
             None => Touched::all(),
         };
-        ChangeSet { version, changes: std::mem::take(&mut self.changes), touched, diffs: Vec::new() }
+        ChangeSet {
+            version,
+            changes: std::mem::take(&mut self.changes),
+            count: std::mem::take(&mut self.counted),
+            touched,
+            diffs: Vec::new(),
+        }
     }
 
     /// Records every change for the change set (the default), or not. A bulk load into a new
@@ -192,7 +212,31 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.record_changes = on;
         if !on {
             self.changes.clear();
+            self.counted = 0;
         }
+    }
+
+    /// Spells out every recorded change with the names of its node, property and values (the
+    /// default), or only counts it ([`ChangeSet::count`]). Naming a change is most of an
+    /// update commit's allocations; a request whose change set nobody reads skips it. Set it
+    /// before a request's first write: the changes it records are spelt out or not as a whole.
+    pub fn set_spell_changes(&mut self, on: bool) {
+        self.spell_changes = on;
+    }
+
+    /// Counts a change the request made (while changes are recorded); true if it is also
+    /// to be spelt out.
+    fn count_change(&mut self) -> bool {
+        if self.record_changes {
+            self.counted += 1;
+        }
+        self.spelling()
+    }
+
+    /// Whether changes are spelt out now: what a write names before it changes anything (an
+    /// old target's key, a removed entry's key) is wanted only then.
+    fn spelling(&self) -> bool {
+        self.record_changes && self.spell_changes
     }
 
     /// Records what requests touch (the default), or not: then every change set says it
@@ -306,6 +350,20 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(self.record_by_id(id)?.to_vec())
     }
 
+    /// [`WriteGraph::load`] into the buffer a number write keeps ([`WriteGraph::keep`]), so
+    /// that setting a number allocates nothing.
+    fn load_kept(&mut self, id: NodeId) -> Result<Vec<u8>> {
+        let mut rec = std::mem::take(&mut self.record);
+        rec.clear();
+        rec.extend_from_slice(self.record_by_id(id)?);
+        Ok(rec)
+    }
+
+    /// Keeps a record buffer for the next [`WriteGraph::load_kept`].
+    fn keep(&mut self, rec: Vec<u8>) {
+        self.record = rec;
+    }
+
     /// The record of `node` as a view.
     pub fn view(&self, node: NodeRef) -> Result<NodeView<'_>> {
         if node.id.is_none() {
@@ -391,13 +449,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
         assert!(self.schema.property(property).derived.is_none(), "derived numbers are kept, not set");
-        let mut rec = self.load(node.id)?;
+        let mut rec = self.load_kept(node.id)?;
         let at = record::slot(self.schema, property);
         let old = record::read_u64(&rec, at)? as i64;
         record::write_u64(&mut rec, at, value as u64)?;
         self.store(node.id, property, &rec)?;
+        self.keep(rec);
         self.index_move(property, node.id, IndexValue::Number(old), IndexValue::Number(value))?;
-        if self.record_changes {
+        if self.count_change() {
             let change = Change::Number {
                 node: self.path(node)?,
                 property: self.schema.property(property).name.clone(),
@@ -424,7 +483,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         record::write_u64(&mut rec, at, new_id)?;
         self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::Text(&old), IndexValue::Text(value))?;
-        if self.record_changes {
+        if self.count_change() {
             let change = Change::Text {
                 node: self.path(node)?,
                 property: self.schema.property(property).name.clone(),
@@ -446,7 +505,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let at = record::slot(self.schema, property);
         let old = record::read_id(&rec, at)?;
         let old_alive = self.target_alive(old)?;
-        let old_key = if !self.record_changes {
+        let old_key = if !self.spelling() {
             None
         } else if old_alive {
             Some(self.graph().target_key(old, path)?)
@@ -467,7 +526,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.member(old, Over::Referrers(property), &rec, false)?;
         }
         self.member(target, Over::Referrers(property), &rec, true)?;
-        if self.record_changes {
+        if self.count_change() {
             let change = Change::Reference {
                 node: self.path(node)?,
                 property: self.schema.property(property).name.clone(),
@@ -525,7 +584,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             self.member(owner.id, Over::Collection(property), &rec, true)?;
         }
         let entry = NodeRef { id, ty };
-        if self.record_changes {
+        if self.count_change() {
             let change = Change::EntryAdded {
                 node: self.path(owner)?,
                 collection: self.schema.property(property).name.clone(),
@@ -547,7 +606,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             });
         };
         // Named before the entry goes.
-        let named = if self.record_changes { Some((self.graph().entry_key(entry)?, self.path(owner)?)) } else { None };
+        let named = if self.count_change() { Some((self.graph().entry_key(entry)?, self.path(owner)?)) } else { None };
         let aggregated = self.schema.is_aggregated(Over::Collection(property));
         let rec = if aggregated { Some(self.load(entry.id)?) } else { None };
         self.delete_subtree(entry, entry.id)?;
@@ -594,7 +653,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         record::write_id(&mut rec, at + 8, child)?;
         self.store(node.id, property, &rec)?;
         self.index_move(property, node.id, IndexValue::State(current), IndexValue::State(state))?;
-        if self.record_changes {
+        if self.count_change() {
             let path = self.path(node)?;
             self.changes.push(Change::StateSwitched {
                 node: path,

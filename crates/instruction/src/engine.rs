@@ -266,7 +266,8 @@ impl Engine {
         if plan.is_read_only() {
             return self.read_snapshot(plan, &mut Bindings { params, cancel });
         }
-        let committed = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
+        // The reply says only how many changes there were: named only for subscribers.
+        let committed = self.db.write_counting(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
             let mut b = Bindings { params, cancel: None };
             self.write_request(g, plan, &mut b)
         })?;
@@ -503,7 +504,7 @@ fn command_params(
 
 /// A committed request's reply with its version and change count.
 fn stamped(c: espalier_transaction::Committed<Reply>) -> Reply {
-    stamp(c.value, c.version, c.changes.changes.len())
+    stamp(c.value, c.version, c.changes.count)
 }
 
 fn stamp(reply: Reply, version: u64, changes: usize) -> Reply {

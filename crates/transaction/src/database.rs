@@ -422,8 +422,13 @@ impl Database {
     }
 
     /// Subscribes to every change set committed from now on (bounded queue of `capacity`).
+    /// Waits for a running batch; not to be called from inside a write.
     pub fn subscribe(&self, capacity: usize) -> Subscription {
-        self.feed.subscribe(capacity)
+        // A batch decides when it begins whether to spell out its changes (whether anyone
+        // subscribes): with the writer held none is running, and every later one sees this
+        // subscriber. One that committed before but is not yet published is not sent.
+        let _writer = self.tables.writer();
+        self.feed.subscribe(capacity, self.version() + 1)
     }
 
     /// Runs `f` atomically as one request: its writes commit together (possibly sharing the
@@ -434,8 +439,32 @@ impl Database {
         R: Send,
         E: Send + From<TxError> + From<DataError>,
     {
+        self.submit(f, true)
+    }
+
+    /// [`Database::write`] for a caller that reads only how many changes its request made
+    /// (`changes.count`): the changes are spelt out (named, in `changes.changes`) only when
+    /// a subscriber reads them. The engine's mutations run so; naming the node, property
+    /// and values of each change was most of an embedded update commit's allocations.
+    pub fn write_counting<F, R, E>(&self, f: F) -> Result<Committed<R>, E>
+    where
+        F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
+        R: Send,
+        E: Send + From<TxError> + From<DataError>,
+    {
+        self.submit(f, false)
+    }
+
+    /// Queues `f` and waits for its result; `spell`: its changes are named whether or not
+    /// anyone subscribes.
+    fn submit<F, R, E>(&self, f: F, spell: bool) -> Result<Committed<R>, E>
+    where
+        F: FnMut(&mut WriteGraph<'_, '_>) -> Result<R, E> + Send,
+        R: Send,
+        E: Send + From<TxError> + From<DataError>,
+    {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let job: Box<dyn Job + '_> = Box::new(TypedJob { f, result: None, tx });
+        let job: Box<dyn Job + '_> = Box::new(TypedJob { f, result: None, tx, spell });
         // SAFETY: the job only lives in the queue until it is completed, and `submit` does not
         // return before this job is completed (it waits for its `Done` signal), so every
         // borrow the closure holds outlives its use.
@@ -507,7 +536,9 @@ impl Database {
         // Only commit hooks read what requests touched: without any, writes skip recording
         // it (a hook added meanwhile is told the batch touched everything).
         g.track_touched(!self.hooks().is_empty());
+        let subscribed = self.feed.has_subscribers();
         for job in batch.iter_mut() {
+            g.set_spell_changes(subscribed || job.spells_changes());
             // A lone request needs no savepoint: on failure the whole batch is aborted.
             let sp = if single { None } else { Some(g.savepoint()) };
             let keep = job.run(&mut g);

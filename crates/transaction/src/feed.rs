@@ -2,7 +2,7 @@
 //! Each subscriber has a bounded queue; one that falls behind is told to reload instead of
 //! silently missing changes, and never slows the writer.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,29 +24,48 @@ pub enum FeedItem {
 struct Subscriber {
     tx: Sender<Arc<ChangeSet>>,
     lagged: Arc<AtomicBool>,
+    /// The first version it is sent: a change set of an earlier commit may have been made
+    /// before it subscribed, without its changes spelt out.
+    from: u64,
 }
 
 #[derive(Default)]
 pub(crate) struct Feed {
     subscribers: Mutex<Vec<Subscriber>>,
+    /// How many subscribers there are, read without the lock by every batch (whether to
+    /// spell out its changes). A gone subscriber counts until the next publish sees it gone.
+    count: AtomicUsize,
 }
 
 /// Upper bound on a subscriber queue.
 pub const MAX_QUEUE: usize = 1 << 20;
 
 impl Feed {
-    pub fn subscribe(&self, capacity: usize) -> Subscription {
+    /// A subscriber to the change sets of version `from` on.
+    pub fn subscribe(&self, capacity: usize, from: u64) -> Subscription {
         assert!(capacity > 0 && capacity <= MAX_QUEUE, "subscription capacity {capacity}");
         let (tx, rx) = bounded(capacity);
         let lagged = Arc::new(AtomicBool::new(false));
         let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        subs.push(Subscriber { tx, lagged: lagged.clone() });
+        subs.push(Subscriber { tx, lagged: lagged.clone(), from });
+        self.count.store(subs.len(), Ordering::Release);
         Subscription { rx, lagged, last_delivered: 0 }
     }
 
+    /// Whether anyone reads the change sets published from now on.
+    pub fn has_subscribers(&self) -> bool {
+        self.count.load(Ordering::Acquire) > 0
+    }
+
     pub fn publish(&self, set: &Arc<ChangeSet>) {
+        if !self.has_subscribers() {
+            return;
+        }
         let mut subs = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         subs.retain(|s| {
+            if set.version < s.from {
+                return true;
+            }
             if s.lagged.load(Ordering::Acquire) {
                 return true; // keeps dropping until the subscriber has seen the lag
             }
@@ -59,6 +78,7 @@ impl Feed {
                 Err(TrySendError::Disconnected(_)) => false,
             }
         });
+        self.count.store(subs.len(), Ordering::Release);
     }
 }
 

@@ -30,6 +30,9 @@ pub(crate) trait Job: Send {
     /// Asks the thread waiting for this request to lead the next batch; false if no thread
     /// waits for it (a detached request, or its waiter is gone): the writer thread leads then.
     fn lead(&self) -> bool;
+    /// Whether its caller reads its changes spelt out (else only their count, and they are
+    /// spelt out only for subscribers).
+    fn spells_changes(&self) -> bool;
 }
 
 pub(crate) enum Signal<T> {
@@ -266,6 +269,8 @@ pub(crate) struct TypedJob<F, R, E> {
     pub f: F,
     pub result: Option<Result<R, E>>,
     pub tx: SyncSender<Reply<R, E>>,
+    /// See [`Job::spells_changes`].
+    pub spell: bool,
 }
 
 impl<F, R, E> Job for TypedJob<F, R, E>
@@ -287,6 +292,10 @@ where
 
     fn lead(&self) -> bool {
         self.tx.try_send(Signal::Lead).is_ok()
+    }
+
+    fn spells_changes(&self) -> bool {
+        self.spell
     }
 }
 
@@ -322,6 +331,10 @@ where
 
     fn lead(&self) -> bool {
         false
+    }
+
+    fn spells_changes(&self) -> bool {
+        true
     }
 }
 

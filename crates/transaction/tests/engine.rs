@@ -92,6 +92,46 @@ fn add_order(g: &mut WriteGraph<'_, '_>, p: &P, key: &str, client: &str) -> Resu
     Ok(o)
 }
 
+/// `write_counting` counts the changes of a request nobody subscribed to without naming
+/// them, and names them as `write` does once someone subscribes; a rolled-back member of a
+/// batch counts nothing.
+#[test]
+fn counted_writes_name_their_changes_only_for_subscribers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let p = &props(db.schema());
+    let fill = |key: &'static str| {
+        move |g: &mut WriteGraph<'_, '_>| -> Result<(), E> {
+            add_client(g, p, key, "Acme")?;
+            add_order(g, p, &format!("o-{key}"), key)?;
+            g.set_number(NodeRef::ROOT, p.counter, 7)?;
+            Ok(())
+        }
+    };
+    let spelt = db.write(fill("c1")).unwrap();
+    assert_eq!(spelt.changes.count, spelt.changes.changes.len());
+    let counted = db.write_counting(fill("c2")).unwrap();
+    assert!(counted.changes.changes.is_empty());
+    assert_eq!(counted.changes.count, spelt.changes.count);
+    let mut sub = db.subscribe(16);
+    let named = db.write_counting(fill("c3")).unwrap();
+    assert_eq!(named.changes.changes.len(), spelt.changes.count);
+    assert_eq!(named.changes.count, spelt.changes.count);
+    match sub.try_next() {
+        Some(espalier_transaction::FeedItem::Changes(c)) => assert_eq!(c.changes, named.changes.changes),
+        other => panic!("{other:?}"),
+    }
+    // A failed request's changes are not counted in the next one's.
+    let failed = db.write_counting(|g| -> Result<(), E> {
+        add_client(g, p, "c4", "Acme")?;
+        add_client(g, p, "c4", "Acme")?;
+        Ok(())
+    });
+    assert!(failed.is_err());
+    let one = db.write_counting(|g| -> Result<(), E> { Ok(g.set_number(NodeRef::ROOT, p.counter, 8).map(|_| ())?) });
+    assert_eq!(one.unwrap().changes.count, 1);
+}
+
 #[test]
 fn mutations_read_back_and_produce_change_sets() {
     let dir = tempfile::tempdir().unwrap();

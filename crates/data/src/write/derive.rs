@@ -115,11 +115,12 @@ impl WriteGraph<'_, '_> {
         if old == new {
             return Ok(());
         }
-        let mut rec = self.load(holder)?;
+        let mut rec = self.load_kept(holder)?;
         record::write_u64(&mut rec, record::slot(self.schema, d), new as u64)?;
         self.store(holder, d, &rec)?;
+        self.keep(rec);
         self.index_move(d, holder, IndexValue::Number(old), IndexValue::Number(new))?;
-        if self.record_changes {
+        if self.count_change() {
             let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
             let change =
                 Change::Number { node: self.path(node)?, property: self.schema.property(d).name.clone(), old, new };
@@ -141,7 +142,7 @@ impl WriteGraph<'_, '_> {
         record::write_u64(&mut rec, at, u64::from(new))?;
         self.store(holder, d, &rec)?;
         self.index_move(d, holder, IndexValue::State(old), IndexValue::State(new))?;
-        if self.record_changes {
+        if self.count_change() {
             let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
             let path = self.path(node)?;
             self.changes.push(Change::StateSwitched {

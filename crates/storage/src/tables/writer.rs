@@ -52,7 +52,14 @@ pub struct Writer {
     poisoned: Option<String>,
     /// Bytes appended to the log since open.
     log_bytes: u64,
+    /// The last commit's log batch and record payload, kept so that a commit allocates
+    /// neither; given up past [`KEPT_BUFFER_BYTES`] (a bulk load's must not stay).
+    batch: LogBatch,
+    payload: Vec<u8>,
 }
+
+/// Largest log batch buffer a writer keeps between commits.
+const KEPT_BUFFER_BYTES: usize = 1 << 16;
 
 impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -123,6 +130,8 @@ impl Writer {
             held: VecDeque::from([(first.publish, Arc::downgrade(&first))]),
             poisoned: None,
             log_bytes: 0,
+            batch: LogBatch::new(),
+            payload: Vec::new(),
         }
     }
 
@@ -313,23 +322,30 @@ impl Writer {
     /// after a byte saying whether the commit ends there; one append per [`MAX_BATCH_BYTES`].
     fn append(&mut self) -> Result<(), TablesError> {
         let ops = self.redo.bytes();
-        let chunks: Vec<&[u8]> = ops.chunks(CHUNK).collect();
-        let mut batch = LogBatch::new();
-        let mut payload = Vec::with_capacity(ops.len().min(CHUNK) + 1);
-        for (next, (i, chunk)) in (self.log.next_version()..).zip(chunks.iter().enumerate()) {
+        let chunks = ops.len().div_ceil(CHUNK);
+        let (batch, payload) = (&mut self.batch, &mut self.payload);
+        batch.clear();
+        // The most the batch held: what its buffer grew to.
+        let mut largest = 0;
+        for (next, (i, chunk)) in (self.log.next_version()..).zip(ops.chunks(CHUNK).enumerate()) {
             payload.clear();
             let first = if i == 0 { redo::FIRST } else { 0 };
-            payload.push(first | if i + 1 == chunks.len() { redo::LAST } else { 0 });
+            payload.push(first | if i + 1 == chunks { redo::LAST } else { 0 });
             payload.extend_from_slice(chunk);
             if !batch.is_empty() && batch.encoded_len() + payload.len() + 64 > MAX_BATCH_BYTES {
-                self.log.append(&mut batch)?;
+                self.log.append(batch)?;
                 self.log_bytes += batch.encoded_len() as u64;
+                largest = largest.max(batch.encoded_len());
                 batch.clear();
             }
-            batch.push(next, &payload)?;
+            batch.push(next, payload)?;
         }
-        self.log.append(&mut batch)?;
+        self.log.append(batch)?;
         self.log_bytes += batch.encoded_len() as u64;
+        if largest.max(batch.encoded_len()) > KEPT_BUFFER_BYTES || payload.capacity() > KEPT_BUFFER_BYTES {
+            self.batch = LogBatch::new();
+            self.payload = Vec::new();
+        }
         Ok(())
     }
 
