@@ -23,10 +23,12 @@ const MAX_LINKS: usize = 1 << 20;
 const MAX_LIST: usize = 4096;
 
 /// The most (property, side) pairs kept: a plan names far fewer.
-const MAX_MAPS: usize = 64;
+const MAX_MAPS: usize = 16;
 
-/// Starts are kept by row below this (the maps are arrays by row: 12 bytes a row).
-const MAX_ROWS: usize = 1 << 21;
+/// Starts are kept by row below this. The maps are arrays by row, 12 bytes a row and grown
+/// to the largest row asked about: with [`MAX_LINKS`], a run keeps at most 16 × 12 MiB of
+/// maps and 8 MiB of links, and far less when its tables are smaller.
+const MAX_ROWS: usize = 1 << 20;
 
 /// Descents of one matrix after which the whole of it is read, at the least (a matrix's
 /// links are read whole after a sixteenth of their number of descents).
@@ -358,6 +360,11 @@ mod tests {
         let empty = sets.list(p, Side::Owner, id(7), &fake).unwrap().unwrap();
         assert_eq!(empty.len(), 0, "a start with no links has an empty list");
         assert_eq!(fake.whole_reads.get(), 1);
+    }
+
+    #[test]
+    fn a_row_of_a_map_takes_twelve_bytes() {
+        assert_eq!(std::mem::size_of::<Known>(), 12);
     }
 
     #[test]
