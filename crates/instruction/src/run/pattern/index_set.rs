@@ -11,6 +11,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use espalier_data::NodeId;
 
+use super::link_set::read_runs;
 use crate::InstructionError;
 
 /// The most entries all maps of one run hold together (8 bytes each, and a map slot per
@@ -117,36 +118,18 @@ impl IndexSets {
         if count > (MAX_ENTRIES - self.rows.len()) as u64 {
             return Ok(State::Never);
         }
-        let first = self.rows.len();
-        let rows = &mut self.rows;
         let mut map: HashMap<i64, Run, BuildHasherDefault<NumberHasher>> = HashMap::default();
-        let mut current: Option<(i64, usize)> = None;
-        let mut fits = true;
-        source.read_all(&mut |value, id| {
-            fits = rows.len() < MAX_ENTRIES;
-            if !fits {
-                return false;
-            }
-            match current {
-                Some((v, _)) if v == value => {}
-                Some((v, from)) => {
-                    // The bound keeps offsets and lengths in u32.
-                    map.insert(v, (from as u32, (rows.len() - from) as u32));
-                    current = Some((value, rows.len()));
-                }
-                None => current = Some((value, rows.len())),
-            }
-            rows.push(id);
-            true
-        })?;
-        if !fits {
-            self.rows.truncate(first);
-            return Ok(State::Never);
-        }
-        if let Some((v, from)) = current {
-            map.insert(v, (from as u32, (self.rows.len() - from) as u32));
-        }
-        Ok(State::Whole(map))
+        let fits = read_runs(
+            &mut self.rows,
+            MAX_ENTRIES,
+            |sink| source.read_all(sink),
+            |_: i64| true,
+            |value, first, rows| {
+                // The bound keeps offsets and lengths in u32.
+                map.insert(value, (first as u32, (rows.len() - first) as u32));
+            },
+        )?;
+        Ok(if fits { State::Whole(map) } else { State::Never })
     }
 }
 

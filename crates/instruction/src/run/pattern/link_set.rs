@@ -104,6 +104,46 @@ pub(super) struct LinkSets {
 
 type Result<T> = std::result::Result<T, InstructionError>;
 
+/// Reads a stream of (key, id) pairs in key order (`read` sends them to its sink) onto the
+/// end of `ids`; for each key, once its last pair is read, `run(key, first, ids)` is called,
+/// the key's ids being `ids[first..]`. `false`, with `ids` as before, when a key is not
+/// `accepted` or `ids` would grow past `max`: the stream is not kept.
+pub(super) fn read_runs<K: Copy + PartialEq>(
+    ids: &mut Vec<NodeId>,
+    max: usize,
+    read: impl FnOnce(&mut dyn FnMut(K, NodeId) -> bool) -> Result<()>,
+    accepted: impl Fn(K) -> bool,
+    mut run: impl FnMut(K, usize, &[NodeId]),
+) -> Result<bool> {
+    let before = ids.len();
+    let mut current: Option<(K, usize)> = None; // the key being read, where its ids start
+    let mut fits = true;
+    read(&mut |key, id| {
+        fits = accepted(key) && ids.len() < max;
+        if !fits {
+            return false;
+        }
+        match current {
+            Some((k, _)) if k == key => {}
+            Some((k, first)) => {
+                run(k, first, ids);
+                current = Some((key, ids.len()));
+            }
+            None => current = Some((key, ids.len())),
+        }
+        ids.push(id);
+        true
+    })?;
+    if !fits {
+        ids.truncate(before);
+        return Ok(false);
+    }
+    if let Some((k, first)) = current {
+        run(k, first, ids);
+    }
+    Ok(true)
+}
+
 /// The list of `links` from `first` to the end.
 fn list_of(links: &[NodeId], first: usize) -> List {
     let added = &links[first..];
@@ -200,45 +240,26 @@ impl LinkSets {
         if count > (MAX_LINKS - self.links.len()) as u64 {
             return Ok(false);
         }
-        let first = self.links.len();
         let mut by_row: Vec<Known> = Vec::new();
-        let mut current: Option<(u32, usize)> = None; // the start being read, its first link
-        let links = &mut self.links;
-        let mut fits = true;
-        let close = |by_row: &mut Vec<Known>, links: &[NodeId], (row, from): (u32, usize)| {
-            let row = row as usize;
-            if by_row.len() <= row {
-                by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
-            }
-            by_row[row] = Known::Listed(list_of(links, from));
-        };
-        source.read_all(&mut |row, id| {
-            fits = (row as usize) < MAX_ROWS && links.len() < MAX_LINKS;
-            if !fits {
-                return false;
-            }
-            match current {
-                Some((r, _)) if r == row => {}
-                Some(done) => {
-                    close(&mut by_row, links, done);
-                    current = Some((row, links.len()));
+        let fits = read_runs(
+            &mut self.links,
+            MAX_LINKS,
+            |sink| source.read_all(sink),
+            |row: u32| (row as usize) < MAX_ROWS,
+            |row, first, links| {
+                let row = row as usize;
+                if by_row.len() <= row {
+                    by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
                 }
-                None => current = Some((row, links.len())),
-            }
-            links.push(id);
-            true
-        })?;
-        if !fits {
-            self.links.truncate(first);
-            return Ok(false);
+                by_row[row] = Known::Listed(list_of(links, first));
+            },
+        )?;
+        if fits {
+            let map = &mut self.maps[m];
+            map.by_row = by_row;
+            map.whole = true;
         }
-        if let Some(done) = current {
-            close(&mut by_row, &self.links, done);
-        }
-        let map = &mut self.maps[m];
-        map.by_row = by_row;
-        map.whole = true;
-        Ok(true)
+        Ok(fits)
     }
 
     /// Link `i` of `list`.
