@@ -88,12 +88,7 @@ public final class Bolt {
   private Bolt() {}
 
   public static void main(String[] args) {
-    try {
-      run();
-    } catch (Exception e) {
-      System.err.println((e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' '));
-      System.exit(1);
-    }
+    DriverMain.run(Bolt::run);
   }
 
   /** One invocation of a pool: its parameters and the rows its reply must hold. */

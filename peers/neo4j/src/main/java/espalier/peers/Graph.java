@@ -24,12 +24,7 @@ public final class Graph {
   private Graph() {}
 
   public static void main(String[] args) {
-    try {
-      run();
-    } catch (Exception e) {
-      System.err.println((e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' '));
-      System.exit(1);
-    }
+    DriverMain.run(Graph::run);
   }
 
   private static void run() throws Exception {

@@ -39,12 +39,7 @@ public final class TrainBenchmark {
       System.out.println("Neo4j " + org.neo4j.kernel.internal.Version.getNeo4jVersion());
       return;
     }
-    try {
-      run();
-    } catch (Exception e) {
-      System.err.println((e.getClass().getSimpleName() + ": " + e.getMessage()).replace('\n', ' '));
-      System.exit(1);
-    }
+    DriverMain.run(TrainBenchmark::run);
   }
 
   private static List<String[]> read(Path dir, String prefix, String name) throws IOException {
