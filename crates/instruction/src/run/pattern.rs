@@ -31,7 +31,7 @@ mod link_set;
 mod visit;
 
 use index_set::IndexSets;
-use link_set::{LinkSets, Side};
+use link_set::{LinkSets, Links, Side};
 pub(crate) use visit::{streams, visit_match};
 
 /// Most rows a pattern query keeps before ordering or grouping (the page alone when it has
@@ -226,24 +226,24 @@ struct MatrixLinks<'g> {
     side: Side,
 }
 
-impl link_set::Links for MatrixLinks<'_> {
+impl Links for MatrixLinks<'_> {
     fn count(&self) -> Result<u64> {
         Ok(self.graph.matrix_len(self.property)?)
     }
 
-    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()> {
+    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> Result<bool>) -> Result<()> {
         let (g, p) = (&self.graph, self.property);
         match self.side {
             Side::Owner => {
                 for entry in g.entries(NodeRef { id: start, ty: start.node_type() }, p)? {
-                    if !sink(g.matrix_target_of(p, entry?.0)?) {
+                    if !sink(g.matrix_target_of(p, entry?.0)?)? {
                         break;
                     }
                 }
             }
             Side::Target => {
                 for owner in g.owners(start, p)? {
-                    if !sink(owner) {
+                    if !sink(owner)? {
                         break;
                     }
                 }
@@ -834,27 +834,15 @@ impl<'g> Exec<'g, '_> {
                     }
                     return Ok(Flow::Go);
                 }
-                if side == Side::Target {
-                    // The link index's rows are the owners of the matrix entries: none is read.
-                    for owner in g.owners(cur.node.id, *p)? {
-                        self.tick()?;
-                        let node = NodeRef { id: owner, ty: step.to };
-                        if self.walk(Cur::bare(node), rest, env, sink)? == Flow::Stop {
-                            return Ok(Flow::Stop);
-                        }
-                    }
-                    return Ok(Flow::Go);
-                }
-                // The target is in the key: the matrix entry's own row is not read.
-                for entry in g.entries(cur.node, *p)? {
-                    let (raw, _) = entry?;
+                // Not kept: read from the key index as the walk goes (the target is in the
+                // matrix key, the owner in the link index's row: no entry row is read).
+                let mut flow = Flow::Go;
+                MatrixLinks { graph: *g, property: *p, side }.read(cur.node.id, &mut |id| {
                     self.tick()?;
-                    let id = g.matrix_target_of(*p, raw)?;
-                    if self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)? == Flow::Stop {
-                        return Ok(Flow::Stop);
-                    }
-                }
-                Ok(Flow::Go)
+                    flow = self.walk(Cur::bare(NodeRef { id, ty: step.to }), rest, env, sink)?;
+                    Ok(flow == Flow::Go)
+                })?;
+                Ok(flow)
             }
             MatchStepKind::Referrers(p) => {
                 for source in g.referrers(cur.node.id, *p)? {

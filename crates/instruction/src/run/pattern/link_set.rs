@@ -47,8 +47,9 @@ pub(super) enum Side {
 pub(super) trait Links {
     /// How many links the matrix has (its key index's entries).
     fn count(&self) -> Result<u64>;
-    /// Sends `start`'s links to `sink`, in key order, until it says no more.
-    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()>;
+    /// Sends `start`'s links to `sink`, in key order, until it says no more (or fails: the
+    /// error is returned).
+    fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> Result<bool>) -> Result<()>;
     /// Sends every link with its start's row to `sink`, in key order (so by start row),
     /// until it says no more.
     fn read_all(&self, sink: &mut dyn FnMut(u32, NodeId) -> bool) -> Result<()>;
@@ -219,7 +220,7 @@ impl LinkSets {
             if fits {
                 links.push(id);
             }
-            fits
+            Ok(fits)
         })?;
         let known = if fits {
             Known::Listed(list_of(&self.links, first))
@@ -316,10 +317,10 @@ mod tests {
             Ok((0..self.starts).map(|s| self.links(s).len() as u64).sum())
         }
 
-        fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> bool) -> Result<()> {
+        fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> Result<bool>) -> Result<()> {
             self.reads.set(self.reads.get() + 1);
             for l in self.links(start.row()) {
-                if !sink(l) {
+                if !sink(l)? {
                     break;
                 }
             }
