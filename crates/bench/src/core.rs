@@ -28,11 +28,12 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hint::black_box;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use espalier_instruction::plan::Plan;
-use espalier_instruction::{parse::ParseOptions, parse_instruction, Engine, ParamValue, Reply, Row};
+use espalier_instruction::{parse::ParseOptions, parse_instruction, Engine, ParamValue, RowValue};
 use espalier_transaction::{DatabaseOptions, Durability};
 use indicatif::ProgressBar;
 use rand::rngs::StdRng;
@@ -498,20 +499,50 @@ impl Espalier {
         self.params.insert("v".to_string(), ParamValue::Int(v));
     }
 
-    fn rows(&mut self, plan: &Plan, key: &str) -> Result<Vec<Row>, BenchError> {
-        self.set_key(key);
-        match self.engine.run(plan, &self.params, None).map_err(|e| err(key, e))? {
-            Reply::Query(q) => Ok(q.rows),
-            other => Err(BenchError(format!("expected a query reply, got {other:?}"))),
+    /// Reads the rows of `plan` (for the key set before) as an embedded application does,
+    /// each handed to `row` with its key path and values ([`Engine::visit_rows`]: the engine
+    /// collects nothing), as SQLite's side steps its statement.
+    fn visit(&self, plan: &Plan, row: &mut dyn FnMut(&[String], &[RowValue<'_>])) -> Result<u64, String> {
+        self.engine
+            .visit_rows(plan, &self.params, None, &mut |key, values| {
+                row(key, values);
+                ControlFlow::Continue(())
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    /// The one value of the one row of `plan`, as `read` takes it.
+    fn one<T>(&self, plan: &Plan, read: impl Fn(&RowValue<'_>) -> Option<T>) -> Result<T, String> {
+        let (mut value, mut rows) = (None, 0);
+        self.visit(plan, &mut |_, values| {
+            rows += 1;
+            value = values.first().and_then(&read);
+        })?;
+        match value {
+            Some(v) if rows == 1 => Ok(v),
+            _ => Err(format!("expected one row with one value, got {rows} rows")),
         }
     }
 
-    fn one(&mut self, plan: &Plan, key: &str) -> Result<serde_json::Value, BenchError> {
-        let rows = self.rows(plan, key)?;
-        match rows.as_slice() {
-            [row] if row.values.len() == 1 => Ok(row.values[0].clone()),
-            _ => Err(BenchError(format!("expected one row with one value for {key:?}, got {rows:?}"))),
-        }
+    /// The value of the item (the key lookup).
+    fn value(&self) -> Result<i64, String> {
+        self.one(&self.lookup, |v| v.as_i64())
+    }
+
+    /// The name of the item's group's region (the two-hop navigation).
+    fn region(&self) -> Result<String, String> {
+        self.one(&self.navigate, |v| v.as_str().map(str::to_string))
+    }
+
+    /// The order's lines: key, `'A'`, `'B'` (the collection query).
+    fn lines(&self) -> Result<Vec<(String, i64, i64)>, String> {
+        let mut lines = Vec::new();
+        let mut wrong = None;
+        self.visit(&self.collection, &mut |key, values| match (key, values) {
+            ([k], [a, b]) => lines.push((k.clone(), a.as_i64().unwrap_or(i64::MIN), b.as_i64().unwrap_or(i64::MIN))),
+            _ => wrong = Some(format!("a row of key {key:?} and values {values:?}")),
+        })?;
+        wrong.map_or(Ok(lines), Err)
     }
 }
 
@@ -618,33 +649,25 @@ fn cross_check(
     let mismatch = |what: &str, key: &str, e: String, s: String| {
         BenchError(format!("cross-check {when}: {what} of {key:?}: Espalier says {e}, SQLite says {s}"))
     };
-    let lookup = esp.lookup.clone();
-    let navigate = esp.navigate.clone();
-    let collection = esp.collection.clone();
     for _ in 0..c.cross_check_samples.min(data.item_keys.len()) {
         let key = &data.item_keys[rng.random_range(0..data.item_keys.len())];
-        let e = esp.one(&lookup, key)?;
+        esp.set_key(key);
+        let e = esp.value().map_err(|x| err(key, x))?;
         let s = sql.lookup(key).map_err(|x| err("SQLite lookup", x))?;
         if e != s {
             return Err(mismatch("value", key, e.to_string(), s.to_string()));
         }
-        let e = esp.one(&navigate, key)?;
+        let e = esp.region().map_err(|x| err(key, x))?;
         let s = sql.navigate(key).map_err(|x| err("SQLite navigation", x))?;
-        if e != s.as_str() {
-            return Err(mismatch("region name", key, e.to_string(), format!("{s:?}")));
+        if e != s {
+            return Err(mismatch("region name", key, format!("{e:?}"), format!("{s:?}")));
         }
         compared += 2;
     }
     for _ in 0..c.cross_check_samples.min(data.order_keys.len()) {
         let key = &data.order_keys[rng.random_range(0..data.order_keys.len())];
-        let e: Vec<(String, i64, i64)> = esp
-            .rows(&collection, key)?
-            .into_iter()
-            .map(|r| {
-                let n = |v: &serde_json::Value| v.as_i64().unwrap_or(i64::MIN);
-                (r.key.join("/"), n(&r.values[0]), n(&r.values[1]))
-            })
-            .collect();
+        esp.set_key(key);
+        let e = esp.lines().map_err(|x| err(key, x))?;
         let s = sql.collection(key).map_err(|x| err("SQLite collection", x))?;
         if e.len() != data.line_keys.len() || e != s {
             return Err(mismatch("lines", key, format!("{e:?}"), format!("{s:?}")));
@@ -747,10 +770,9 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     // 1. key lookup
     if c.runs(OPS[0]) {
         let (warm, timed) = &keys[0];
-        let plan = esp.lookup.clone();
         let s = measure(warm, timed, &pb, |i| {
             esp.set_key(&data.item_keys[i]);
-            time("Espalier lookup", || esp.engine.run(&plan, &esp.params, None))
+            time("Espalier lookup", || esp.value())
         })?;
         results.push(sample_result(OPS[0], ESPALIER, s));
         let mut stmt = sql.conn.prepare_cached(S_LOOKUP).map_err(|e| err(S_LOOKUP, e))?;
@@ -789,10 +811,9 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     // 3. two-hop reference navigation
     if c.runs(OPS[2]) {
         let (warm, timed) = &keys[2];
-        let plan = esp.navigate.clone();
         let s = measure(warm, timed, &pb, |i| {
             esp.set_key(&data.item_keys[i]);
-            time("Espalier navigation", || esp.engine.run(&plan, &esp.params, None))
+            time("Espalier navigation", || esp.region())
         })?;
         results.push(sample_result(OPS[2], ESPALIER, s));
         let mut stmt = sql.conn.prepare_cached(S_NAVIGATE).map_err(|e| err(S_NAVIGATE, e))?;
@@ -805,14 +826,13 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
     // 4. one order's lines
     if c.runs(OPS[3]) {
         let (warm, timed) = &keys[3];
-        let plan = esp.collection.clone();
         let expected = data.line_keys.len();
         let s = measure(warm, timed, &pb, |i| {
             esp.set_key(&data.order_keys[i]);
-            time("Espalier collection", || match esp.engine.run(&plan, &esp.params, None) {
-                Ok(Reply::Query(q)) if q.rows.len() == expected => Ok(q),
-                Ok(other) => Err(format!("unexpected reply {other:?}")),
-                Err(e) => Err(e.to_string()),
+            time("Espalier collection", || match esp.lines() {
+                Ok(lines) if lines.len() == expected => Ok(lines),
+                Ok(lines) => Err(format!("{} lines, not {expected}", lines.len())),
+                Err(e) => Err(e),
             })
         })?;
         results.push(sample_result(OPS[3], ESPALIER, s));

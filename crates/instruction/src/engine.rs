@@ -15,7 +15,9 @@ use crate::ast::{Instruction, Value};
 use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan, PlanKind};
-use crate::run::{apply, run_match, run_query, streams, visit_match, Bindings, Nav, ParamValue, QueryResult, RowValue};
+use crate::run::{
+    apply, run_match, run_query, streams, visit_match, visit_query, Bindings, Nav, ParamValue, QueryResult, RowValue,
+};
 use crate::InstructionError;
 
 /// The reply to one instruction.
@@ -303,10 +305,11 @@ impl Engine {
     /// Runs a read-only query (a pattern query, a collection query, or a command that only
     /// reads) on a fresh snapshot and hands its rows to `visit` one at a time — each row's
     /// key path (empty for a pattern query's rows) and values — in the order, offset and limit
-    /// [`Engine::run`] would return them. A pattern query that needs no row before it can give
-    /// the first (no grouping, ordering or `distinct`) streams: no row is collected and texts
-    /// are borrowed from the snapshot, so an embedded application reads a large result without
-    /// an allocation per row. Other queries are run whole and visited from their result.
+    /// [`Engine::run`] would return them. A collection query, and a pattern query that needs no
+    /// row before it can give the first (no grouping, ordering or `distinct`), streams: no row
+    /// is collected and texts are borrowed from the snapshot, so an embedded application reads
+    /// a large result without an allocation per row. Other queries are run whole and visited
+    /// from their result.
     ///
     /// Returns the number of matching rows (the result's `total`), or, when `visit` breaks on
     /// a streamed query, those matched so far. A plan that writes, `get` and transactions
@@ -332,10 +335,10 @@ impl Engine {
         let snap = self.db.snapshot()?;
         let nav = Nav { graph: snap.graph() };
         let mut b = Bindings { params, cancel };
-        if let PlanKind::Match(m) = &plan.kind {
-            if streams(m) {
-                return visit_match(nav.graph, m, &mut b, visit);
-            }
+        match &plan.kind {
+            PlanKind::Match(m) if streams(m) => return visit_match(nav.graph, m, &mut b, visit),
+            PlanKind::Query(q) => return visit_query(&nav, q, &mut b, visit),
+            _ => {}
         }
         let Reply::Query(result) = self.read(&nav, plan, &mut b)? else {
             return Err(InstructionError::value("only a query's rows can be visited: this instruction answers none"));

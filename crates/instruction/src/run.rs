@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView, WriteGraph};
@@ -276,7 +277,7 @@ impl<'g> Nav<'g> {
         path: &[StepPlan],
         property: PropertyId,
         kind: LeafKind,
-    ) -> Result<Option<Leaf>, InstructionError> {
+    ) -> Result<Option<Leaf<'g>>, InstructionError> {
         let mut at = row;
         for step in path {
             at = match step {
@@ -296,7 +297,7 @@ impl<'g> Nav<'g> {
         }
         Ok(Some(match kind {
             LeafKind::Number => Leaf::Number(at.number(property)?),
-            LeafKind::Text => Leaf::Text(self.graph.string(at.text_id(property)?)?),
+            LeafKind::Text => Leaf::Text(self.graph.string_text(at.text_id(property)?)?),
             LeafKind::Stategroup => Leaf::State(at.state(property)?.0),
             LeafKind::Reference => {
                 let PropertyKind::Reference { target } = &self.schema().property(property).kind else { unreachable!() };
@@ -306,9 +307,10 @@ impl<'g> Nav<'g> {
     }
 }
 
-enum Leaf {
+/// A projection's value; a text is borrowed from the snapshot.
+enum Leaf<'g> {
     Number(i64),
-    Text(String),
+    Text(&'g str),
     State(StateIndex),
     Key(Vec<String>),
 }
@@ -327,6 +329,48 @@ enum Resolved {
 }
 
 pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> Result<QueryResult, InstructionError> {
+    let mut rows = Vec::new();
+    let total = walk_query(nav, q, b, &mut |key, values| {
+        rows.push(Row {
+            key: spell_key(&nav.graph, key)?,
+            values: values.drain(..).map(RowValue::into_json).collect(),
+        });
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(QueryResult { total, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows })
+}
+
+/// Hands a collection query's rows (in order, after its offset, up to its limit) to `visit`
+/// one at a time, each row's key path spelled into one reused buffer and its texts borrowed
+/// from the snapshot ([`crate::Engine::visit_rows`]): no allocation per row for a dictionary's
+/// rows. Returns the query's `total`, or the rows matched so far when `visit` breaks.
+pub(crate) fn visit_query(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    b: &mut Bindings<'_>,
+    visit: &mut dyn FnMut(&[String], &[RowValue<'_>]) -> ControlFlow<()>,
+) -> Result<u64, InstructionError> {
+    let mut key: Vec<String> = Vec::new();
+    walk_query(nav, q, b, &mut |parts, values| {
+        spell_key_into(&nav.graph, parts, &mut key)?;
+        Ok(visit(&key, values))
+    })
+}
+
+/// A collection query's rows as the walk finds them: the key parts and the values of each row
+/// in the page (the values may be taken), until it breaks.
+type RowSink<'s, 'g> =
+    dyn FnMut(&[KeyPart<'g>], &mut Vec<RowValue<'g>>) -> Result<ControlFlow<()>, InstructionError> + 's;
+
+/// The one walk of a collection query: resolves its filters and start key, walks the rows and
+/// hands those in the page to `sink`. Returns the query's `total` (rows that match, counted
+/// past the limit unless a key range stops at its page), or the rows so far when `sink` breaks.
+fn walk_query<'g>(
+    nav: &Nav<'g>,
+    q: &QueryPlan,
+    b: &mut Bindings<'_>,
+    sink: &mut RowSink<'_, 'g>,
+) -> Result<u64, InstructionError> {
     let (context, context_view) = nav.walk_view(&q.path, b)?;
     // Most queries filter nothing: then no per-query allocation for the filters.
     let filters: Vec<Option<Resolved>> = if q.projections.iter().all(|p| p.filter.is_none()) {
@@ -351,12 +395,24 @@ pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> R
         Some(s) => Some(Begin { depth: s.depth, key: b.text(&s.key)?.into_bytes(), exclusive: s.exclusive }),
     };
     let walk = Walk { filters, start };
-    let mut out =
-        QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
-    let mut visited = 0u64;
+    let mut page = Page { total: 0, sent: 0, stopped: false, visited: 0, values: Vec::new() };
     let mut key: Vec<KeyPart<'_>> = Vec::new();
-    visit(nav, q, &walk, context, context_view, 0, &mut key, &mut out, &mut visited, b.cancel)?;
-    Ok(out)
+    visit(nav, q, &walk, context, context_view, 0, &mut key, &mut page, sink, b.cancel)?;
+    Ok(page.total)
+}
+
+/// Where a collection query's walk stands.
+struct Page<'g> {
+    /// Rows that matched so far.
+    total: u64,
+    /// Rows handed to the sink (those in the page).
+    sent: u64,
+    /// The sink broke: the walk ends.
+    stopped: bool,
+    /// Rows visited, against [`MAX_VISITED_ROWS`].
+    visited: u64,
+    /// The values of the row being built, reused from row to row.
+    values: Vec<RowValue<'g>>,
 }
 
 /// What a collection query's walk resolved before it began: filter values and the start key.
@@ -379,9 +435,9 @@ struct Begin {
 
 impl Walk {
     /// A key-range read with a limit stops once its page is full: its total is then the
-    /// matching rows read so far, not all of them.
-    fn page_full(&self, q: &QueryPlan, out: &QueryResult) -> bool {
-        self.start.is_some() && q.limit.is_some_and(|l| out.rows.len() as u64 >= l)
+    /// matching rows read so far, not all of them. A sink that broke stops any walk.
+    fn done(&self, q: &QueryPlan, page: &Page<'_>) -> bool {
+        page.stopped || self.start.is_some() && q.limit.is_some_and(|l| page.sent >= l)
     }
 }
 
@@ -392,6 +448,22 @@ enum KeyPart<'g> {
     Text(Cow<'g, str>),
     /// The key of the entry `id` a matrix (`property`) entry points at.
     Target { id: espalier_data::NodeId, property: PropertyId },
+}
+
+/// [`spell_key`] into `key`, reusing its strings' buffers.
+fn spell_key_into(graph: &Graph<'_>, parts: &[KeyPart<'_>], key: &mut Vec<String>) -> Result<(), InstructionError> {
+    if parts.iter().any(|p| matches!(p, KeyPart::Target { .. })) {
+        *key = spell_key(graph, parts)?;
+        return Ok(());
+    }
+    key.resize_with(parts.len(), String::new);
+    for (k, part) in key.iter_mut().zip(parts) {
+        if let KeyPart::Text(t) = part {
+            k.clear();
+            k.push_str(t);
+        }
+    }
+    Ok(())
 }
 
 fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>]) -> Result<Vec<String>, InstructionError> {
@@ -419,25 +491,25 @@ fn visit<'g>(
     view: Option<NodeView<'g>>,
     depth: usize,
     key: &mut Vec<KeyPart<'g>>,
-    out: &mut QueryResult,
-    visited: &mut u64,
+    page: &mut Page<'g>,
+    sink: &mut RowSink<'_, 'g>,
     cancel: Option<&AtomicBool>,
 ) -> Result<(), InstructionError> {
     debug_assert!(view.is_none_or(|v| v.node == node), "a view of another node");
     if depth == q.select.len() {
-        *visited += 1;
-        if *visited > MAX_VISITED_ROWS {
+        page.visited += 1;
+        if page.visited > MAX_VISITED_ROWS {
             return Err(InstructionError::Limit(format!("query visits more than {MAX_VISITED_ROWS} rows")));
         }
-        if must_stop(cancel, *visited) {
+        if must_stop(cancel, page.visited) {
             return Err(cancelled());
         }
-        return row(nav, q, &walk.filters, node, view, key, out);
+        return row(nav, q, &walk.filters, node, view, key, page, sink);
     }
     match &q.select[depth] {
         StepPlan::Group(p) => {
             let group_view = view.map(|v| v.group(*p));
-            visit(nav, q, walk, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
+            visit(nav, q, walk, nav.graph.group(node, *p), group_view, depth + 1, key, page, sink, cancel)
         }
         StepPlan::State { property, state, .. } => {
             let (current, child) = match view {
@@ -445,13 +517,13 @@ fn visit<'g>(
                 None => nav.graph.state(node, *property)?,
             };
             if current == *state {
-                visit(nav, q, walk, child, None, depth + 1, key, out, visited, cancel)?;
+                visit(nav, q, walk, child, None, depth + 1, key, page, sink, cancel)?;
             }
             Ok(())
         }
         StepPlan::Reference { property } => {
             let target = nav.reference_step(node, view, *property)?;
-            visit(nav, q, walk, target, None, depth + 1, key, out, visited, cancel)
+            visit(nav, q, walk, target, None, depth + 1, key, page, sink, cancel)
         }
         StepPlan::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
@@ -460,7 +532,7 @@ fn visit<'g>(
             let start = walk.start.as_ref().filter(|s| s.depth == depth);
             let from = start.map_or(&[][..], |s| s.key.as_slice());
             let mut entries = nav.graph.entry_views_from(node, *property, from)?;
-            while !walk.page_full(q, out) {
+            while !walk.done(q, page) {
                 let Some(entry) = entries.next() else { break };
                 let (raw, entry) = entry?;
                 if start.is_some_and(|s| s.exclusive && raw == from) {
@@ -471,9 +543,12 @@ fn visit<'g>(
                     key.push(KeyPart::Target { id: nav.graph.matrix_target_of(*property, raw)?, property: *property });
                 } else {
                     // Borrowed from the snapshot: no allocation for rows outside the page.
-                    key.push(KeyPart::Text(String::from_utf8_lossy(raw)));
+                    // `from_utf8`'s ASCII fast path, not the lossy chunk walk: keys are
+                    // written as text, so only a corrupt one needs the lossy form.
+                    let text = std::str::from_utf8(raw).map_or_else(|_| String::from_utf8_lossy(raw), Cow::Borrowed);
+                    key.push(KeyPart::Text(text));
                 }
-                visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
+                visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, page, sink, cancel)?;
                 key.truncate(before);
             }
             Ok(())
@@ -481,18 +556,20 @@ fn visit<'g>(
     }
 }
 
-fn row(
-    nav: &Nav<'_>,
+#[allow(clippy::too_many_arguments)] // the walk's state, passed down
+fn row<'g>(
+    nav: &Nav<'g>,
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
-    view: Option<NodeView<'_>>,
-    key: &[KeyPart<'_>],
-    out: &mut QueryResult,
+    view: Option<NodeView<'g>>,
+    key: &[KeyPart<'g>],
+    page: &mut Page<'g>,
+    sink: &mut RowSink<'_, 'g>,
 ) -> Result<(), InstructionError> {
     debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
-    let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
-    let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
+    let wanted = page.total >= q.offset && q.limit.is_none_or(|l| page.sent < l);
+    page.values.clear();
     let mut view = view;
     for (i, proj) in q.projections.iter().enumerate() {
         let filter = filters.get(i).and_then(Option::as_ref);
@@ -510,7 +587,7 @@ fn row(
         let pass = match (filter, &leaf) {
             (None, _) => true,
             (Some(Resolved::Number(op, v)), Leaf::Number(n)) => compare(*op, n, v),
-            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, t.as_str(), v.as_str()),
+            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, *t, v.as_str()),
             (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_str()),
             (Some(Resolved::States(set)), Leaf::State(s)) => set.contains(s),
             (Some(Resolved::Key(op, k)), Leaf::Key(key)) => compare(*op, key, k),
@@ -520,19 +597,22 @@ fn row(
             return Ok(());
         }
         if wanted {
-            values.push(match leaf {
-                Leaf::Number(n) => serde_json::Value::from(n),
-                Leaf::Text(t) => serde_json::Value::from(t),
-                Leaf::State(s) => serde_json::Value::from(nav.graph.state_name(proj.property, s)),
-                Leaf::Key(k) if k.len() == 1 => serde_json::Value::from(k[0].clone()),
-                Leaf::Key(k) => serde_json::Value::from(k),
+            page.values.push(match leaf {
+                Leaf::Number(n) => RowValue::Int(n),
+                Leaf::Text(t) => RowValue::Text(Cow::Borrowed(t)),
+                Leaf::State(s) => RowValue::Text(Cow::Borrowed(nav.graph.state_name(proj.property, s))),
+                Leaf::Key(mut k) if k.len() == 1 => RowValue::Text(Cow::Owned(k.pop().unwrap_or_default())),
+                Leaf::Key(k) => RowValue::Json(serde_json::Value::from(k)),
             });
         }
     }
+    page.total += 1;
     if wanted {
-        out.rows.push(Row { key: spell_key(&nav.graph, key)?, values });
+        page.sent += 1;
+        let mut values = std::mem::take(&mut page.values);
+        page.stopped = sink(key, &mut values)?.is_break();
+        page.values = values;
     }
-    out.total += 1;
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! `Engine::visit_rows`: the rows a visitor is handed are the rows `Engine::run` returns —
-//! values, keys, order, offset, limit and total — for streamed pattern queries and for the
-//! queries that are collected first (ordered, grouped, distinct, collection queries,
-//! commands); a visitor that breaks stops the scan; instructions without rows are refused.
+//! values, keys, order, offset, limit and total — for streamed pattern and collection queries
+//! and for the queries that are collected first (ordered, grouped, distinct, commands); a
+//! visitor that breaks stops the scan; instructions without rows are refused.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -104,13 +104,23 @@ const QUERIES: &[&str] = &[
     "collection match p in . 'People' : $who select 'since' -> p ? 'Status' * 'Married' number : 'Since'",
     "collection match p in . 'People' where p number : 'Age' > 200 select 'p' -> p",
     "collection match x in . 'People' : $who y in . 'People' : $other select 'path' -> shortest x ( > 'Friends' ) to y max 6",
-    // Collected first: ordered, distinct, grouped; a collection query (keys); a command.
+    // Collected first: ordered, distinct, grouped; a command.
     "collection match p in . 'People' select 'p' -> p 'age' -> p number : 'Age' order by 'age' desc 'p' limit 9",
     "collection match p in . 'People' f in p > 'Friends' select distinct 'city' -> f reference : 'Lives In'",
     "collection match p in . 'People' f in p > 'Friends' select 'p' -> p 'n' -> count ( ) 'avg' -> avg ( f number : 'Age' ) order by 'p'",
+    "command 'Adults' ( 'min' -> 50 )",
+    // Collection queries, streamed: keys of nested dictionaries and of a matrix (its targets'
+    // keys), filters, states crossed (a row that crosses an unselected state is left out),
+    // references, offset and limit, key ranges.
     "collection select . 'People' 'Name' -> text : 'Name' 'Age' -> number : 'Age' limit 11",
     "collection select . 'People' . 'Pets' 'Kind' -> text : 'Kind'",
-    "command 'Adults' ( 'min' -> 50 )",
+    "collection select . 'People' % 'Friends' 'since' -> number : 'Since'",
+    "collection select . 'People' 'a' -> number : 'Age' > 40 'city' -> reference : 'Lives In' limit 5 offset 3",
+    "collection select . 'People' 's' -> stategroup : 'Status' == 'Married' 'since' -> ? 'Status' * 'Married' number : 'Since'",
+    "collection select . 'People' 'c' -> > 'Lives In' text : 'Name' 'n' -> text : 'Name' offset 50",
+    "collection select . 'People' from $who 'a' -> number : 'Age' limit 6",
+    "collection select . 'People' after $who 'a' -> number : 'Age' >= 30 limit 4 offset 1",
+    "collection . 'People' : $who select . 'Pets' 'kind' -> text : 'Kind'",
 ];
 
 #[test]
@@ -152,24 +162,44 @@ fn texts_of_a_streamed_query_are_borrowed_from_the_snapshot() {
 }
 
 #[test]
+fn texts_of_a_collection_query_are_borrowed_and_keys_spelled_into_one_buffer() {
+    let (_dir, e) = engine(SCHEMA);
+    load(&e);
+    let text = "collection select . 'People' 'name' -> text : 'Name'";
+    let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+    let (mut borrowed, mut keys) = (0, Vec::new());
+    e.visit_rows(&plan, &HashMap::new(), None, &mut |key, values| {
+        borrowed += usize::from(matches!(&values[0], RowValue::Text(std::borrow::Cow::Borrowed(_))));
+        keys.push(key.to_vec());
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    assert_eq!(borrowed, 60);
+    assert_eq!(keys, (0..60).map(|p| vec![format!("p{p:02}")]).collect::<Vec<_>>());
+}
+
+#[test]
 fn a_visitor_that_breaks_stops_the_scan() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);
-    let text = "collection match p in . 'People' select 'p' -> p";
-    let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
-    let mut seen = Vec::new();
-    let total = e
-        .visit_rows(&plan, &HashMap::new(), None, &mut |_, values| {
-            seen.push(values[0].as_str().unwrap().to_string());
-            if seen.len() == 3 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .unwrap();
-    assert_eq!(seen, ["p00", "p01", "p02"]);
-    assert_eq!(total, 3, "the matches counted before the visitor stopped");
+    for text in
+        ["collection match p in . 'People' select 'p' -> p", "collection select . 'People' 'p' -> text : 'Name'"]
+    {
+        let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+        let mut seen = Vec::new();
+        let total = e
+            .visit_rows(&plan, &HashMap::new(), None, &mut |key, values| {
+                seen.push(key.first().map_or_else(|| values[0].as_str().unwrap().to_string(), Clone::clone));
+                if seen.len() == 3 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .unwrap();
+        assert_eq!(seen, ["p00", "p01", "p02"], "{text}");
+        assert_eq!(total, 3, "{text}: the matches counted before the visitor stopped");
+    }
 }
 
 #[test]
