@@ -13,10 +13,13 @@
 //! OS page cache; foreign keys are not enforced by SQLite (its default), while Espalier keeps
 //! its reference index — it is not asked to check anything in these operations either.
 //!
-//! **What each sample contains.** Espalier: `Engine::run` on a plan parsed and checked once,
-//! with the `$key` (and `$v`) parameter already in the parameter map (setting it is outside
-//! the sample), including dropping the reply. SQLite: a cached prepared statement, binding the
-//! parameters, stepping it and reading the columns (collection rows into a `Vec`).
+//! **What each sample contains.** Both sides read their answer into the same Rust values, as
+//! an embedded application does: the lookup's number, the navigation's region name (a
+//! `String`), the collection's lines as `Vec<(String, i64, i64)>`. Espalier: a plan parsed and
+//! checked once, with the `$key` parameter already in the parameter map (setting it is
+//! outside the sample), its rows read through `Engine::visit_rows` (the engine collects
+//! nothing; the update runs through `Engine::run`, `$v` set outside the sample too). SQLite: a
+//! cached prepared statement, binding the parameters, stepping it and reading the columns.
 //!
 //! **SQLite schema** (the strongest natural mapping): `items` is a `WITHOUT ROWID` table keyed
 //! by its text key; groups and regions have integer primary keys which `items.group_id` and
