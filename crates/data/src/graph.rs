@@ -107,6 +107,18 @@ impl<'a> NodeView<'a> {
         self.slot(property, 0)
     }
 
+    /// The index of the selected state of stategroup `property`: [`NodeView::state`] without
+    /// reading the state's node.
+    #[inline]
+    pub fn state_index(&self, property: PropertyId) -> Result<StateIndex> {
+        let index = self.slot(property, 0)?;
+        match &self.schema.property(property).kind {
+            PropertyKind::StateGroup { states } if index < states.len() as u64 => Ok(index as StateIndex),
+            PropertyKind::StateGroup { .. } => Err(DataError::Corrupt(format!("state index {index} out of range"))),
+            _ => Err(DataError::Corrupt(format!("property {property} is not a stategroup"))),
+        }
+    }
+
     /// The selected state of stategroup `property` and its node.
     pub fn state(&self, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
         let index = self.slot(property, 0)?;

@@ -748,6 +748,19 @@ impl<'g> Exec<'g, '_> {
                 };
                 op.holds(l.cmp(&r))
             }
+            MatchCondition::Compare {
+                left: MatchTerm::Leaf { var: lv, steps: ls, property: lp, .. },
+                op,
+                right: MatchTerm::Leaf { var: rv, steps: rs, property: rp, .. },
+                how: Compared::StateName,
+            } if ls.is_empty() && rs.is_empty() => {
+                // Two variables' own stategroups (a switch's position against the one a route
+                // asks for): their names from the indexes in the records, no `Leaf` between.
+                let g = &self.graph;
+                let l = g.state_name(*lp, self.var_view(env, *lv)?.state_index(*lp)?);
+                let r = g.state_name(*rp, self.var_view(env, *rv)?.state_index(*rp)?);
+                op.holds(l.cmp(r))
+            }
             MatchCondition::Compare { left, op, right, how } => {
                 let (Some(l), Some(r)) = (self.leaf(left, env)?, self.leaf(right, env)?) else {
                     return Ok(false);
@@ -875,38 +888,51 @@ impl<'g> Exec<'g, '_> {
                 let parent = NodeRef { id: self.parent_id(cur.node.id)?, ty: step.to };
                 self.walk(Cur::bare(parent), rest, env, sink)
             }
-            MatchStepKind::Repeat { min, max, body } => {
-                // Breadth first: each node once, at its shortest distance.
-                let mut seen: HashSet<NodeRef> = HashSet::from([cur.node]);
-                if *min == 0 && self.walk(cur, rest, env, sink)? == Flow::Stop {
-                    return Ok(Flow::Stop);
-                }
-                let mut frontier = vec![cur];
-                for depth in 1..=*max {
-                    let mut next = Vec::new();
-                    for n in frontier {
-                        self.walk(n, body, env, &mut |c| {
-                            if seen.insert(c.node) {
-                                next.push(c);
-                            }
-                            Ok(Flow::Go)
-                        })?;
-                    }
-                    if depth >= *min {
-                        for c in &next {
-                            if self.walk(*c, rest, env, sink)? == Flow::Stop {
-                                return Ok(Flow::Stop);
-                            }
-                        }
-                    }
-                    if next.is_empty() {
-                        break;
-                    }
-                    frontier = next;
-                }
-                Ok(Flow::Go)
-            }
+            MatchStepKind::Repeat { min, max, body } => self.walk_repeat(cur, (*min, *max), body, rest, env, sink),
         }
+    }
+
+    /// A `repeat` step, breadth first: each node once, at its shortest distance, then `rest`
+    /// from it. Out of [`Exec::walk`], whose other steps are its hot path: its sets and lists
+    /// would make every walk call pay for their stack frame.
+    #[inline(never)]
+    fn walk_repeat(
+        &self,
+        cur: Cur<'g>,
+        (min, max): (u32, u32),
+        body: &[MatchStep],
+        rest: &[MatchStep],
+        env: &Env<'g>,
+        sink: &mut dyn FnMut(Cur<'g>) -> Result<Flow>,
+    ) -> Result<Flow> {
+        let mut seen: HashSet<NodeRef> = HashSet::from([cur.node]);
+        if min == 0 && self.walk(cur, rest, env, sink)? == Flow::Stop {
+            return Ok(Flow::Stop);
+        }
+        let mut frontier = vec![cur];
+        for depth in 1..=max {
+            let mut next = Vec::new();
+            for n in frontier {
+                self.walk(n, body, env, &mut |c| {
+                    if seen.insert(c.node) {
+                        next.push(c);
+                    }
+                    Ok(Flow::Go)
+                })?;
+            }
+            if depth >= min {
+                for c in &next {
+                    if self.walk(*c, rest, env, sink)? == Flow::Stop {
+                        return Ok(Flow::Stop);
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        Ok(Flow::Go)
     }
 
     /// `node`'s links through matrix `p` on `side`, kept by the run (see [`LinkSets`]);
@@ -1035,7 +1061,7 @@ impl<'g> Exec<'g, '_> {
                     LeafKind::Number => Leaf::Number(view.number(*property)?),
                     LeafKind::Text => Leaf::Text(Cow::Borrowed(g.string_text(view.text_id(*property)?)?)),
                     LeafKind::Stategroup => {
-                        let s = view.state(*property)?.0;
+                        let s = view.state_index(*property)?;
                         Leaf::State(s, g.state_name(*property, s))
                     }
                     LeafKind::Reference => {

@@ -453,12 +453,16 @@ pub fn inverse(steps: &[MatchStep], schema: &Schema) -> Option<Vec<MatchStep>> {
 /// exactly the nodes the walk would reach, without the key index descents on the way; the
 /// order differs (row order, not key order), which a match without `order by` does not fix.
 pub fn reads_table(from: &Anchor, steps: &[MatchStep]) -> bool {
+    // Asked by every scan the executor starts, so the cheap test first.
+    if *from != Anchor::Root {
+        return false;
+    }
     let full = steps
         .iter()
         .all(|s| matches!(s.kind, MatchStepKind::Entries(_) | MatchStepKind::Group(_) | MatchStepKind::State(..)));
     let entries = steps.iter().filter(|s| matches!(s.kind, MatchStepKind::Entries(_))).count();
     let states = steps.iter().any(|s| matches!(s.kind, MatchStepKind::State(..)));
-    *from == Anchor::Root && full && (entries >= 2 || states)
+    full && (entries >= 2 || states)
 }
 
 /// True when a root path's steps are all unkeyed entries and groups: every node of the
