@@ -8,7 +8,8 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use super::{unbound, Exec, Flow, Leaf, Result, Val};
-use crate::plan::{MatchColumn, MatchPlan};
+use crate::ast::LeafKind;
+use crate::plan::{MatchColumn, MatchPlan, MatchTerm};
 use crate::run::{Bindings, RowValue};
 use crate::InstructionError;
 
@@ -61,6 +62,16 @@ impl<'g> Exec<'g, '_> {
             // A shortest path (a list), or an aggregate (never outside a grouping).
             return Ok(self.column_value(col, env)?.map(|v| RowValue::Json(v.into_json())));
         };
+        // A variable's own number or text, the common column: read straight from its record.
+        if let MatchTerm::Leaf { var, steps, property, kind: kind @ (LeafKind::Number | LeafKind::Text) } = t {
+            if steps.is_empty() {
+                let view = self.var_view(env, *var)?;
+                return Ok(Some(match kind {
+                    LeafKind::Number => RowValue::Int(view.number(*property)?),
+                    _ => RowValue::Text(Cow::Borrowed(self.graph.string_text(view.text_id(*property)?)?)),
+                }));
+            }
+        }
         Ok(self.leaf(t, env)?.map(|leaf| match leaf {
             Leaf::Number(n) => RowValue::Int(n),
             Leaf::Text(t) => RowValue::Text(t),
