@@ -970,7 +970,7 @@ impl KeyIndex {
     fn seek<'a>(&'a self, owner: u32, key: &[u8]) -> Range<'a> {
         let root = self.root_run();
         let found = root.and_then(|r| leaf_at(r, owner, key, true));
-        Range { root, leaf: found.map(|(l, _)| l), i: found.map_or(0, |(_, i)| i), bound: Bound::None }
+        Range { root, leaf: found.map(|(l, _)| LeafView::of(l)), i: found.map_or(0, |(_, i)| i), bound: Bound::None }
     }
 
     /// Bytes the index would take on disk: every node's entries and a small header each.
@@ -1195,9 +1195,53 @@ fn build_inner_level(level: Vec<Built>) -> Vec<Built> {
 /// small enough to move around for free.
 pub struct Range<'a> {
     root: Option<&'a KeysBuf>,
-    leaf: Option<&'a KeysBuf>,
+    leaf: Option<LeafView<'a>>,
     i: usize,
     bound: Bound<'a>,
+}
+
+/// A leaf's arrays, located once: a range reads entry after entry from them instead of
+/// working out each array's place in the buffer for every entry (which cost more than the
+/// reads themselves: `Range::next` and `KeysBuf::key` led a matrix walk's profile).
+#[derive(Clone, Copy)]
+struct LeafView<'a> {
+    /// The shared owner, if the leaf has one (else each word holds its key's owner).
+    shared: Option<u32>,
+    words: &'a [u64],
+    values: &'a [u32],
+    ends: &'a [u32],
+    heap: &'a [u8],
+}
+
+impl<'a> LeafView<'a> {
+    #[inline]
+    fn of(leaf: &'a KeysBuf) -> LeafView<'a> {
+        let view = LeafView {
+            shared: leaf.shared(),
+            words: leaf.words(),
+            values: leaf.values(),
+            ends: leaf.ends(),
+            heap: leaf.heap(),
+        };
+        debug_assert!(view.words.len() == view.values.len() && view.ends.len() == view.values.len());
+        view
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Entry `i` (below [`LeafView::len`]): its owner, key and row.
+    #[inline]
+    fn entry(&self, i: usize) -> (u32, &'a [u8], u32) {
+        let owner = match self.shared {
+            Some(o) => o,
+            None => (self.words[i] >> 32) as u32,
+        };
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        (owner, &self.heap[start..self.ends[i] as usize], self.values[i])
+    }
 }
 
 /// The leaf holding the first key after `(owner, key)` (`or_equal`: at or after), and its
@@ -1245,8 +1289,7 @@ impl<'a> Iterator for Range<'a> {
         loop {
             let leaf = self.leaf?;
             if self.i < leaf.len() {
-                let (owner, key) = leaf.get(self.i);
-                let row = leaf.value(self.i);
+                let (owner, key, row) = leaf.entry(self.i);
                 self.i += 1;
                 let within = match self.bound {
                     Bound::None => true,
@@ -1259,10 +1302,10 @@ impl<'a> Iterator for Range<'a> {
                 }
                 return Some(Entry { owner, key, row });
             }
-            let (owner, key) = leaf.get(leaf.len() - 1);
+            let (owner, key, _) = leaf.entry(leaf.len() - 1);
             match self.root.and_then(|root| leaf_at(root, owner, key, false)) {
                 Some((next, i)) => {
-                    self.leaf = Some(next);
+                    self.leaf = Some(LeafView::of(next));
                     self.i = i;
                 }
                 None => self.leaf = None,
