@@ -82,22 +82,26 @@ impl<'a> NodeView<'a> {
         self.record
     }
 
+    #[inline]
     fn slot(&self, property: PropertyId, extra: usize) -> Result<u64> {
         debug_assert_eq!(self.schema.property(property).owner, self.node.ty, "property of another node type");
         record::read_u64(self.record, record::slot(self.schema, property) + extra)
     }
 
     /// The value of number `property`.
+    #[inline]
     pub fn number(&self, property: PropertyId) -> Result<i64> {
         Ok(self.slot(property, 0)? as i64)
     }
 
     /// The string id in text slot `property` (resolve it with [`Graph::string`]).
+    #[inline]
     pub fn text_id(&self, property: PropertyId) -> Result<u64> {
         self.slot(property, 0)
     }
 
     /// The target record of reference `property` (0 only while the creating instruction runs).
+    #[inline]
     pub fn reference(&self, property: PropertyId) -> Result<NodeId> {
         self.slot(property, 0).map(NodeId::from_u64)
     }
@@ -120,6 +124,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// The selected state of stategroup `property` and its node.
+    #[inline]
     pub fn state(&self, property: PropertyId) -> Result<(StateIndex, NodeRef)> {
         let index = self.slot(property, 0)?;
         let id = NodeId::from_u64(self.slot(property, 8)?);
@@ -157,6 +162,7 @@ impl<'a> Graph<'a> {
     }
 
     /// The record with id `id`; a missing one is corruption (something referred to it).
+    #[inline]
     pub fn record(&self, id: NodeId) -> Result<&'a [u8]> {
         self.find_record(id)?.ok_or_else(|| DataError::Corrupt(format!("record {id} is referenced but missing")))
     }
@@ -184,6 +190,7 @@ impl<'a> Graph<'a> {
     }
 
     /// The record holding `node`'s slots.
+    #[inline]
     fn host(&self, node: NodeRef) -> Result<&'a [u8]> {
         if node.id.is_none() {
             return Err(DataError::Corrupt(format!("node of type {} has no record", node.ty)));
@@ -192,6 +199,7 @@ impl<'a> Graph<'a> {
     }
 
     /// Reads several properties of one node with a single record lookup.
+    #[inline]
     pub fn view(&self, node: NodeRef) -> Result<NodeView<'a>> {
         Ok(NodeView { schema: self.schema, node, record: self.host(node)? })
     }
