@@ -16,9 +16,12 @@ use crate::InstructionError;
 pub(crate) mod pattern;
 mod row_test;
 mod row_value;
+mod rows;
 pub use pattern::MAX_PATTERN_ROWS;
 pub(crate) use pattern::{run_match, streams, visit_match};
 pub use row_value::RowValue;
+pub(crate) use rows::PackedRows;
+use rows::{Cell, JsonRows, Rows};
 
 /// Upper bound on rows a query may visit (also with a limit, because the total is counted).
 pub const MAX_VISITED_ROWS: u64 = 100_000_000;
@@ -270,13 +273,14 @@ impl<'g> Nav<'g> {
     /// The value of a leaf, or `None` if the projection path crosses an unselected state.
     /// Starts from the row's already-fetched record, so reading several properties of a row
     /// costs one record lookup (plus one per state or reference crossed).
+    #[inline(always)] // once per value of every row: as it was before `row` took two kinds of rows
     fn project(
         &self,
         row: NodeView<'g>,
         path: &[StepPlan],
         property: PropertyId,
         kind: LeafKind,
-    ) -> Result<Option<Leaf>, InstructionError> {
+    ) -> Result<Option<Leaf<'g>>, InstructionError> {
         let mut at = row;
         for step in path {
             at = match step {
@@ -296,7 +300,10 @@ impl<'g> Nav<'g> {
         }
         Ok(Some(match kind {
             LeafKind::Number => Leaf::Number(at.number(property)?),
-            LeafKind::Text => Leaf::Text(self.graph.string(at.text_id(property)?)?),
+            // The bytes as stored, borrowed from the graph: a text only filtered on is compared
+            // as bytes (the order of UTF-8 text), and one in the page is checked to be UTF-8
+            // where it is spelt out.
+            LeafKind::Text => Leaf::Text(self.graph.string_bytes(at.text_id(property)?)?),
             LeafKind::Stategroup => Leaf::State(at.state(property)?.0),
             LeafKind::Reference => {
                 let PropertyKind::Reference { target } = &self.schema().property(property).kind else { unreachable!() };
@@ -306,9 +313,9 @@ impl<'g> Nav<'g> {
     }
 }
 
-enum Leaf {
+enum Leaf<'g> {
     Number(i64),
-    Text(String),
+    Text(&'g [u8]),
     State(StateIndex),
     Key(Vec<String>),
 }
@@ -326,7 +333,26 @@ enum Resolved {
     Key(Comparison, Vec<String>),
 }
 
+/// Runs a collection query: its rows as a [`QueryResult`].
 pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> Result<QueryResult, InstructionError> {
+    let mut out = JsonRows::new(q.projections.iter().map(|p| p.alias.clone()).collect());
+    query_rows(nav, q, b, &mut out)?;
+    Ok(out.out)
+}
+
+/// Runs a collection query, its rows packed (see [`PackedRows`]): what the write transaction
+/// does, so that the rows are spelt out after the commit, off the writer.
+pub(crate) fn run_query_packed(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    b: &mut Bindings<'_>,
+) -> Result<PackedRows, InstructionError> {
+    let mut out = PackedRows::new(q.projections.iter().map(|p| p.alias.clone()).collect());
+    query_rows(nav, q, b, &mut out)?;
+    Ok(out)
+}
+
+fn query_rows(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>, out: &mut impl Rows) -> Result<(), InstructionError> {
     let (context, context_view) = nav.walk_view(&q.path, b)?;
     // Most queries filter nothing: then no per-query allocation for the filters.
     let filters: Vec<Option<Resolved>> = if q.projections.iter().all(|p| p.filter.is_none()) {
@@ -351,12 +377,9 @@ pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> R
         Some(s) => Some(Begin { depth: s.depth, key: b.text(&s.key)?.into_bytes(), exclusive: s.exclusive }),
     };
     let walk = Walk { filters, start };
-    let mut out =
-        QueryResult { total: 0, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows: Vec::new() };
     let mut visited = 0u64;
     let mut key: Vec<KeyPart<'_>> = Vec::new();
-    visit(nav, q, &walk, context, context_view, 0, &mut key, &mut out, &mut visited, b.cancel)?;
-    Ok(out)
+    visit(nav, q, &walk, context, context_view, 0, &mut key, out, &mut visited, b.cancel)
 }
 
 /// What a collection query's walk resolved before it began: filter values and the start key.
@@ -380,8 +403,8 @@ struct Begin {
 impl Walk {
     /// A key-range read with a limit stops once its page is full: its total is then the
     /// matching rows read so far, not all of them.
-    fn page_full(&self, q: &QueryPlan, out: &QueryResult) -> bool {
-        self.start.is_some() && q.limit.is_some_and(|l| out.rows.len() as u64 >= l)
+    fn page_full(&self, q: &QueryPlan, out: &impl Rows) -> bool {
+        self.start.is_some() && q.limit.is_some_and(|l| out.kept() as u64 >= l)
     }
 }
 
@@ -394,20 +417,22 @@ enum KeyPart<'g> {
     Target { id: espalier_data::NodeId, property: PropertyId },
 }
 
-fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>]) -> Result<Vec<String>, InstructionError> {
-    let mut key = Vec::with_capacity(parts.len());
+/// Gives the row being read its key, part by part.
+fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>], out: &mut impl Rows) -> Result<(), InstructionError> {
     for part in parts {
         match part {
-            KeyPart::Text(t) => key.push(t.to_string()),
+            KeyPart::Text(t) => out.key_part(t),
             KeyPart::Target { id, property } => {
                 let PropertyKind::Matrix { target, .. } = &graph.schema.property(*property).kind else {
                     unreachable!("a target key part comes from a matrix step");
                 };
-                key.extend(graph.target_key(*id, target)?);
+                for t in graph.target_key(*id, target)? {
+                    out.key_part(&t);
+                }
             }
         }
     }
-    Ok(key)
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)] // a recursive walk carrying its accumulators
@@ -419,7 +444,7 @@ fn visit<'g>(
     view: Option<NodeView<'g>>,
     depth: usize,
     key: &mut Vec<KeyPart<'g>>,
-    out: &mut QueryResult,
+    out: &mut impl Rows,
     visited: &mut u64,
     cancel: Option<&AtomicBool>,
 ) -> Result<(), InstructionError> {
@@ -481,6 +506,7 @@ fn visit<'g>(
     }
 }
 
+#[inline(never)] // kept out of the recursive `visit`, as the one kind of rows had it
 fn row(
     nav: &Nav<'_>,
     q: &QueryPlan,
@@ -488,11 +514,10 @@ fn row(
     node: NodeRef,
     view: Option<NodeView<'_>>,
     key: &[KeyPart<'_>],
-    out: &mut QueryResult,
+    out: &mut impl Rows,
 ) -> Result<(), InstructionError> {
     debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
-    let wanted = out.total >= q.offset && q.limit.is_none_or(|l| (out.rows.len() as u64) < l);
-    let mut values = Vec::with_capacity(if wanted { q.projections.len() } else { 0 });
+    let wanted = out.total() >= q.offset && q.limit.is_none_or(|l| (out.kept() as u64) < l);
     let mut view = view;
     for (i, proj) in q.projections.iter().enumerate() {
         let filter = filters.get(i).and_then(Option::as_ref);
@@ -504,35 +529,51 @@ fn row(
             Some(v) => v,
             None => *view.insert(nav.graph.view(node)?),
         };
-        let Some(leaf) = nav.project(row_view, &proj.path, proj.property, proj.kind)? else {
-            return Ok(());
+        let projected = match nav.project(row_view, &proj.path, proj.property, proj.kind) {
+            Ok(Some(leaf)) => leaf,
+            Ok(None) => {
+                out.drop_row();
+                return Ok(());
+            }
+            Err(e) => {
+                out.drop_row();
+                return Err(e);
+            }
         };
-        let pass = match (filter, &leaf) {
+        let pass = match (filter, &projected) {
             (None, _) => true,
             (Some(Resolved::Number(op, v)), Leaf::Number(n)) => compare(*op, n, v),
-            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, t.as_str(), v.as_str()),
-            (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_str()),
+            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, *t, v.as_bytes()),
+            (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_bytes()),
             (Some(Resolved::States(set)), Leaf::State(s)) => set.contains(s),
             (Some(Resolved::Key(op, k)), Leaf::Key(key)) => compare(*op, key, k),
             _ => unreachable!("checked: filter kind matches leaf kind"),
         };
         if !pass {
+            out.drop_row();
             return Ok(());
         }
         if wanted {
-            values.push(match leaf {
-                Leaf::Number(n) => serde_json::Value::from(n),
-                Leaf::Text(t) => serde_json::Value::from(t),
-                Leaf::State(s) => serde_json::Value::from(nav.graph.state_name(proj.property, s)),
-                Leaf::Key(k) if k.len() == 1 => serde_json::Value::from(k[0].clone()),
-                Leaf::Key(k) => serde_json::Value::from(k),
-            });
+            let cell = match projected {
+                Leaf::Number(n) => Cell::Number(n),
+                Leaf::Text(t) => Cell::Bytes(t),
+                Leaf::State(s) => Cell::Text(nav.graph.state_name(proj.property, s)),
+                Leaf::Key(k) => Cell::Key(k),
+            };
+            if let Err(e) = out.value(cell) {
+                out.drop_row();
+                return Err(e);
+            }
         }
     }
     if wanted {
-        out.rows.push(Row { key: spell_key(&nav.graph, key)?, values });
+        if let Err(e) = spell_key(&nav.graph, key, out) {
+            out.drop_row();
+            return Err(e);
+        }
+        out.keep_row();
     }
-    out.total += 1;
+    out.count();
     Ok(())
 }
 
@@ -665,10 +706,21 @@ fn choose_state(
 /// A node and its subtree in dump form (see `docs/dump-format.md`), for `get`: the data
 /// layer's exporter writes it, so `get` and `espalier export` never disagree.
 pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, InstructionError> {
+    parse_node(&node_dump(graph, node)?)
+}
+
+/// [`node_json`]'s first half: the node in dump form, as JSON text (the write transaction
+/// stops here, and the reply is parsed after the commit, off the writer).
+pub(crate) fn node_dump(graph: &Graph<'_>, node: NodeRef) -> Result<Vec<u8>, InstructionError> {
     let mut bytes = Vec::new();
     espalier_data::dump::export_node(graph, node, &mut bytes).map_err(|e| match e {
         espalier_data::dump::DumpError::Data(d) => InstructionError::Data(d),
         other => InstructionError::Data(DataError::Corrupt(other.to_string())),
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
+    Ok(bytes)
+}
+
+/// [`node_json`]'s second half: the dump form's text as a value.
+pub(crate) fn parse_node(bytes: &[u8]) -> Result<serde_json::Value, InstructionError> {
+    serde_json::from_slice(bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
 }
