@@ -292,3 +292,53 @@ impl Rows for PackedRows {
         self.total += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same calls made on both kinds of rows.
+    fn fill(rows: &mut impl Rows) {
+        rows.value(Cell::Number(1)).unwrap();
+        rows.value(Cell::Bytes("é a".as_bytes())).unwrap();
+        rows.key_part("k1");
+        rows.keep_row();
+        rows.count();
+        // A row dropped half way (a filter failed on a later column) leaves nothing.
+        rows.value(Cell::Bytes(&[b'x'; CHUNK])).unwrap();
+        rows.key_part("gone");
+        rows.drop_row();
+        rows.count();
+        rows.value(Cell::Text("Yes")).unwrap();
+        rows.value(Cell::Key(vec!["a".into(), "b".into()])).unwrap();
+        rows.value(Cell::Bytes(&[b'y'; CHUNK + 1])).unwrap();
+        rows.key_part("k2");
+        rows.key_part("t");
+        rows.keep_row();
+        rows.count();
+    }
+
+    #[test]
+    fn packed_rows_spell_out_what_json_rows_build() {
+        let columns = vec!["a".to_string(), "b".to_string()];
+        let mut json = JsonRows::new(columns.clone());
+        let mut packed = PackedRows::new(columns);
+        fill(&mut json);
+        fill(&mut packed);
+        assert_eq!(packed.kept(), 2);
+        assert_eq!(packed.total(), 3);
+        assert_eq!(packed.into_result().unwrap(), json.out);
+        assert_eq!(json.out.rows[1].key, vec!["k2".to_string(), "t".to_string()]);
+        assert_eq!(json.out.rows[1].values[1], serde_json::json!(["a", "b"]));
+    }
+
+    #[test]
+    fn a_text_that_is_not_utf8_is_an_error_not_a_panic() {
+        let mut packed = PackedRows::new(vec!["a".into()]);
+        packed.value(Cell::Bytes(&[0xff, 0xfe])).unwrap();
+        packed.keep_row();
+        assert!(matches!(packed.into_result(), Err(InstructionError::Data(DataError::Corrupt(_)))));
+        let mut json = JsonRows::new(vec!["a".into()]);
+        assert!(json.value(Cell::Bytes(&[0xff])).is_err());
+    }
+}
