@@ -16,7 +16,8 @@ use crate::incremental::{Registered, Registry};
 use crate::parse::{parse_instruction, parse_instructions, ParseOptions};
 use crate::plan::{CheckError, Checker, Plan, PlanKind};
 use crate::run::{
-    apply, run_match, run_query, streams, visit_match, visit_query, Bindings, Nav, ParamValue, QueryResult, RowValue,
+    apply, run_match, run_query, run_query_packed, streams, visit_match, visit_query, Bindings, Nav, PackedRows,
+    ParamValue, QueryResult, RowValue,
 };
 use crate::InstructionError;
 
@@ -38,6 +39,58 @@ pub enum Reply {
     /// The replies of a transaction's instructions, in order (mutations say `done` with the
     /// transaction's version).
     Transaction(Vec<Reply>),
+}
+
+/// A write request's reply as the write transaction left it: the rows of its collection
+/// queries still packed, to be spelt out by [`Written::into_reply`] after the commit, on the
+/// thread that delivers the reply rather than on the single writer (see `run/rows.rs`).
+#[derive(Debug)]
+pub struct Written(Built);
+
+#[derive(Debug)]
+enum Built {
+    Reply(Reply),
+    /// A collection query's rows.
+    Rows(PackedRows),
+    /// A `get`'s node in dump form, as JSON text.
+    Node(Vec<u8>),
+    Transaction(Vec<Built>),
+}
+
+impl Written {
+    /// The reply, its rows spelt out; an error if a text of them is not UTF-8 (corruption:
+    /// checked here rather than by the writer).
+    pub fn into_reply(self) -> Result<Reply, InstructionError> {
+        self.0.into_reply()
+    }
+
+    /// Whether it holds a query's rows or a node: a reply that costs more to spell out and
+    /// encode than a hand-off to another thread (a transaction that only writes answers
+    /// `done`s).
+    pub fn is_large(&self) -> bool {
+        self.0.is_large()
+    }
+}
+
+impl Built {
+    fn into_reply(self) -> Result<Reply, InstructionError> {
+        Ok(match self {
+            Built::Reply(r) => r,
+            Built::Rows(rows) => Reply::Query(rows.into_result()?),
+            Built::Node(bytes) => Reply::Node(crate::run::parse_node(&bytes)?),
+            Built::Transaction(list) => {
+                Reply::Transaction(list.into_iter().map(Built::into_reply).collect::<Result<_, _>>()?)
+            }
+        })
+    }
+
+    fn is_large(&self) -> bool {
+        match self {
+            Built::Reply(Reply::Query(_) | Reply::Node(_)) | Built::Rows(_) | Built::Node(_) => true,
+            Built::Reply(_) => false,
+            Built::Transaction(list) => list.iter().any(Built::is_large),
+        }
+    }
 }
 
 /// A command body, checked once when the database opens.
@@ -269,11 +322,11 @@ impl Engine {
             return self.read_snapshot(plan, &mut Bindings { params, cancel });
         }
         // The reply says only how many changes there were: named only for subscribers.
-        let committed = self.db.write_counting(|g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
+        let committed = self.db.write_counting(|g: &mut WriteGraph<'_, '_>| -> Result<Built, InstructionError> {
             let mut b = Bindings { params, cancel: None };
             self.write_request(g, plan, &mut b)
         })?;
-        Ok(stamped(committed))
+        stamped(committed).into_reply()
     }
 
     /// Runs a checked plan as [`Engine::run`] does, then rolls its writes back: the reply (or
@@ -290,7 +343,7 @@ impl Engine {
         let mut outcome = None;
         let rolled_back = self.db.write(|g: &mut WriteGraph<'_, '_>| -> Result<(), InstructionError> {
             let mut b = Bindings { params, cancel: None };
-            outcome = Some(self.write_request(g, plan, &mut b));
+            outcome = Some(self.write_request(g, plan, &mut b).and_then(Built::into_reply));
             // An error rolls the request back; this one is only a signal.
             Err(InstructionError::value("rolled back"))
         });
@@ -373,21 +426,23 @@ impl Engine {
     }
 
     /// Runs a mutating `plan` without waiting for its commit: `done` gets the reply on the
-    /// thread that ran its batch (see [`Database::write_detached`] for `lead_here`).
+    /// thread that ran its batch (see [`Database::write_detached`] for `lead_here`), with the
+    /// rows of its queries still packed: [`Written::into_reply`] spells them out, where the
+    /// caller chooses (the server does it off the writer when there are rows).
     pub fn run_detached(
         self: &Arc<Self>,
         plan: Plan,
         params: HashMap<String, ParamValue>,
         lead_here: bool,
-        done: impl FnOnce(Result<Reply, InstructionError>) + Send + 'static,
+        done: impl FnOnce(Result<Written, InstructionError>) + Send + 'static,
     ) {
         assert!(!plan.is_read_only(), "reads need no commit");
         let engine = self.clone();
-        let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Reply, InstructionError> {
+        let write = move |g: &mut WriteGraph<'_, '_>| -> Result<Built, InstructionError> {
             let mut b = Bindings { params: &params, cancel: None };
             engine.write_request(g, &plan, &mut b)
         };
-        let finish = move |r: Result<espalier_transaction::Committed<Reply>, InstructionError>| done(r.map(stamped));
+        let finish = move |r: Result<espalier_transaction::Committed<Built>, InstructionError>| done(r.map(stamped));
         self.db.write_detached(write, lead_here, finish);
     }
 
@@ -431,7 +486,7 @@ impl Engine {
         g: &mut WriteGraph<'_, '_>,
         plan: &Plan,
         b: &mut Bindings<'_>,
-    ) -> Result<Reply, InstructionError> {
+    ) -> Result<Built, InstructionError> {
         let reply = match &plan.kind {
             PlanKind::Transaction(list) => {
                 let mut replies = Vec::with_capacity(list.len());
@@ -439,7 +494,7 @@ impl Engine {
                     g.begin_member(i);
                     replies.push(self.write(g, &m.plan, b).map_err(|e| e.in_member(i, &m.text))?);
                 }
-                Reply::Transaction(replies)
+                Built::Transaction(replies)
             }
             _ => self.write(g, plan, b)?,
         };
@@ -455,16 +510,21 @@ impl Engine {
     }
 
     /// Runs `plan` inside the write transaction; mutations reply `Done` with version 0, which
-    /// [`stamp`] fills in after commit.
-    fn write(&self, g: &mut WriteGraph<'_, '_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Reply, InstructionError> {
+    /// [`stamp`] fills in after commit. A collection query's rows are packed (the writer runs
+    /// every transaction's queries; see `run/rows.rs`).
+    fn write(&self, g: &mut WriteGraph<'_, '_>, plan: &Plan, b: &mut Bindings<'_>) -> Result<Built, InstructionError> {
         match &plan.kind {
-            PlanKind::Query(_) | PlanKind::Match(_) | PlanKind::Get { .. } => {
-                self.read(&Nav { graph: g.graph() }, plan, b)
+            PlanKind::Query(q) => Ok(Built::Rows(run_query_packed(&Nav { graph: g.graph() }, q, b)?)),
+            PlanKind::Get { path, .. } => {
+                let nav = Nav { graph: g.graph() };
+                let node = nav.walk(path, b)?;
+                Ok(Built::Node(crate::run::node_dump(&nav.graph, node)?))
             }
+            PlanKind::Match(_) => Ok(Built::Reply(self.read(&Nav { graph: g.graph() }, plan, b)?)),
             PlanKind::Update { path, items, .. } => {
                 let (node, _) = Nav { graph: g.graph() }.walk_view(path, b)?;
                 apply(g, node, items, false, b)?;
-                Ok(Reply::Done { version: 0, changes: 0 })
+                Ok(Built::Reply(Reply::Done { version: 0, changes: 0 }))
             }
             PlanKind::Command { name, args, .. } => {
                 let cmd = self
@@ -476,9 +536,9 @@ impl Engine {
                 for plan in &cmd.plans {
                     self.write(g, plan, &mut inner)?;
                 }
-                Ok(Reply::Done { version: 0, changes: 0 })
+                Ok(Built::Reply(Reply::Done { version: 0, changes: 0 }))
             }
-            PlanKind::Transaction(list) => Ok(Reply::Transaction(
+            PlanKind::Transaction(list) => Ok(Built::Transaction(
                 list.iter()
                     .enumerate()
                     .map(|(i, m)| self.write(g, &m.plan, b).map_err(|e| e.in_member(i, &m.text)))
@@ -506,14 +566,24 @@ fn command_params(
 }
 
 /// A committed request's reply with its version and change count.
-fn stamped(c: espalier_transaction::Committed<Reply>) -> Reply {
-    stamp(c.value, c.version, c.changes.count)
+fn stamped(c: espalier_transaction::Committed<Built>) -> Written {
+    Written(stamp(c.value, c.version, c.changes.count))
 }
 
-fn stamp(reply: Reply, version: u64, changes: usize) -> Reply {
+fn stamp(reply: Built, version: u64, changes: usize) -> Built {
+    match reply {
+        Built::Reply(r) => Built::Reply(stamp_reply(r, version, changes)),
+        Built::Transaction(list) => Built::Transaction(list.into_iter().map(|r| stamp(r, version, changes)).collect()),
+        read @ (Built::Rows(_) | Built::Node(_)) => read,
+    }
+}
+
+fn stamp_reply(reply: Reply, version: u64, changes: usize) -> Reply {
     match reply {
         Reply::Done { .. } => Reply::Done { version, changes },
-        Reply::Transaction(list) => Reply::Transaction(list.into_iter().map(|r| stamp(r, version, changes)).collect()),
+        Reply::Transaction(list) => {
+            Reply::Transaction(list.into_iter().map(|r| stamp_reply(r, version, changes)).collect())
+        }
         other => other,
     }
 }

@@ -16,7 +16,7 @@ mod reads;
 mod run;
 mod validate;
 
-pub use engine::{compile_commands, Engine, Registration, Reply};
+pub use engine::{compile_commands, Engine, Registration, Reply, Written};
 pub use parse::{parse_instruction, parse_instructions, ParseError};
 pub use reads::QueryScope;
 pub use run::{ParamValue, QueryResult, Row, RowValue, MAX_PATTERN_ROWS, MAX_VISITED_ROWS};

@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView, WriteGraph};
@@ -17,9 +16,12 @@ use crate::InstructionError;
 pub(crate) mod pattern;
 mod row_test;
 mod row_value;
+mod rows;
 pub use pattern::MAX_PATTERN_ROWS;
 pub(crate) use pattern::{run_match, streams, visit_match};
 pub use row_value::RowValue;
+pub(crate) use rows::PackedRows;
+use rows::{Cell, JsonRows, Rows, VisitedRows};
 
 /// Upper bound on rows a query may visit (also with a limit, because the total is counted).
 pub const MAX_VISITED_ROWS: u64 = 100_000_000;
@@ -271,6 +273,7 @@ impl<'g> Nav<'g> {
     /// The value of a leaf, or `None` if the projection path crosses an unselected state.
     /// Starts from the row's already-fetched record, so reading several properties of a row
     /// costs one record lookup (plus one per state or reference crossed).
+    #[inline(always)] // once per value of every row: as it was before `row` took two kinds of rows
     fn project(
         &self,
         row: NodeView<'g>,
@@ -297,7 +300,10 @@ impl<'g> Nav<'g> {
         }
         Ok(Some(match kind {
             LeafKind::Number => Leaf::Number(at.number(property)?),
-            LeafKind::Text => Leaf::Text(self.graph.string_text(at.text_id(property)?)?),
+            // The bytes as stored, borrowed from the graph: a text only filtered on is compared
+            // as bytes (the order of UTF-8 text), and one in the page is checked to be UTF-8
+            // where it is spelt out.
+            LeafKind::Text => Leaf::Text(self.graph.string_bytes(at.text_id(property)?)?),
             LeafKind::Stategroup => Leaf::State(at.state(property)?.0),
             LeafKind::Reference => {
                 let PropertyKind::Reference { target } = &self.schema().property(property).kind else { unreachable!() };
@@ -307,10 +313,9 @@ impl<'g> Nav<'g> {
     }
 }
 
-/// A projection's value; a text is borrowed from the snapshot.
 enum Leaf<'g> {
     Number(i64),
-    Text(&'g str),
+    Text(&'g [u8]),
     State(StateIndex),
     Key(Vec<String>),
 }
@@ -328,49 +333,40 @@ enum Resolved {
     Key(Comparison, Vec<String>),
 }
 
+/// Runs a collection query: its rows as a [`QueryResult`].
 pub(crate) fn run_query(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>) -> Result<QueryResult, InstructionError> {
-    let mut rows = Vec::new();
-    let total = walk_query(nav, q, b, &mut |key, values| {
-        rows.push(Row {
-            key: spell_key(&nav.graph, key)?,
-            values: values.drain(..).map(RowValue::into_json).collect(),
-        });
-        Ok(ControlFlow::Continue(()))
-    })?;
-    Ok(QueryResult { total, columns: q.projections.iter().map(|p| p.alias.clone()).collect(), rows })
+    let mut out = JsonRows::new(q.projections.iter().map(|p| p.alias.clone()).collect());
+    query_rows(nav, q, b, &mut out)?;
+    Ok(out.out)
+}
+
+/// Runs a collection query, its rows packed (see [`PackedRows`]): what the write transaction
+/// does, so that the rows are spelt out after the commit, off the writer.
+pub(crate) fn run_query_packed(
+    nav: &Nav<'_>,
+    q: &QueryPlan,
+    b: &mut Bindings<'_>,
+) -> Result<PackedRows, InstructionError> {
+    let mut out = PackedRows::new(q.projections.iter().map(|p| p.alias.clone()).collect());
+    query_rows(nav, q, b, &mut out)?;
+    Ok(out)
 }
 
 /// Hands a collection query's rows (in order, after its offset, up to its limit) to `visit`
-/// one at a time, each row's key path spelled into one reused buffer and its texts borrowed
-/// from the snapshot ([`crate::Engine::visit_rows`]): no allocation per row for a dictionary's
-/// rows. Returns the query's `total`, or the rows matched so far when `visit` breaks.
+/// one at a time ([`crate::Engine::visit_rows`]; see [`VisitedRows`]). Returns the query's
+/// `total`, or the rows matched so far when `visit` breaks.
 pub(crate) fn visit_query(
     nav: &Nav<'_>,
     q: &QueryPlan,
     b: &mut Bindings<'_>,
-    visit: &mut dyn FnMut(&[String], &[RowValue<'_>]) -> ControlFlow<()>,
+    visit: &mut dyn FnMut(&[String], &[RowValue<'_>]) -> std::ops::ControlFlow<()>,
 ) -> Result<u64, InstructionError> {
-    let mut key: Vec<String> = Vec::new();
-    walk_query(nav, q, b, &mut |parts, values| {
-        spell_key_into(&nav.graph, parts, &mut key)?;
-        Ok(visit(&key, values))
-    })
+    let mut out = VisitedRows::new(visit);
+    query_rows(nav, q, b, &mut out)?;
+    Ok(out.total())
 }
 
-/// A collection query's rows as the walk finds them: the key parts and the values of each row
-/// in the page (the values may be taken), until it breaks.
-type RowSink<'s, 'g> =
-    dyn FnMut(&[KeyPart<'g>], &mut Vec<RowValue<'g>>) -> Result<ControlFlow<()>, InstructionError> + 's;
-
-/// The one walk of a collection query: resolves its filters and start key, walks the rows and
-/// hands those in the page to `sink`. Returns the query's `total` (rows that match, counted
-/// past the limit unless a key range stops at its page), or the rows so far when `sink` breaks.
-fn walk_query<'g>(
-    nav: &Nav<'g>,
-    q: &QueryPlan,
-    b: &mut Bindings<'_>,
-    sink: &mut RowSink<'_, 'g>,
-) -> Result<u64, InstructionError> {
+fn query_rows(nav: &Nav<'_>, q: &QueryPlan, b: &mut Bindings<'_>, out: &mut impl Rows) -> Result<(), InstructionError> {
     let (context, context_view) = nav.walk_view(&q.path, b)?;
     // Most queries filter nothing: then no per-query allocation for the filters.
     let filters: Vec<Option<Resolved>> = if q.projections.iter().all(|p| p.filter.is_none()) {
@@ -395,24 +391,9 @@ fn walk_query<'g>(
         Some(s) => Some(Begin { depth: s.depth, key: b.text(&s.key)?.into_bytes(), exclusive: s.exclusive }),
     };
     let walk = Walk { filters, start };
-    let mut page = Page { total: 0, sent: 0, stopped: false, visited: 0, values: Vec::new() };
+    let mut visited = 0u64;
     let mut key: Vec<KeyPart<'_>> = Vec::new();
-    visit(nav, q, &walk, context, context_view, 0, &mut key, &mut page, sink, b.cancel)?;
-    Ok(page.total)
-}
-
-/// Where a collection query's walk stands.
-struct Page<'g> {
-    /// Rows that matched so far.
-    total: u64,
-    /// Rows handed to the sink (those in the page).
-    sent: u64,
-    /// The sink broke: the walk ends.
-    stopped: bool,
-    /// Rows visited, against [`MAX_VISITED_ROWS`].
-    visited: u64,
-    /// The values of the row being built, reused from row to row.
-    values: Vec<RowValue<'g>>,
+    visit(nav, q, &walk, context, context_view, 0, &mut key, out, &mut visited, b.cancel)
 }
 
 /// What a collection query's walk resolved before it began: filter values and the start key.
@@ -435,9 +416,9 @@ struct Begin {
 
 impl Walk {
     /// A key-range read with a limit stops once its page is full: its total is then the
-    /// matching rows read so far, not all of them. A sink that broke stops any walk.
-    fn done(&self, q: &QueryPlan, page: &Page<'_>) -> bool {
-        page.stopped || self.start.is_some() && q.limit.is_some_and(|l| page.sent >= l)
+    /// matching rows read so far, not all of them.
+    fn page_full(&self, q: &QueryPlan, out: &impl Rows) -> bool {
+        out.stopped() || self.start.is_some() && q.limit.is_some_and(|l| out.kept() as u64 >= l)
     }
 }
 
@@ -450,36 +431,22 @@ enum KeyPart<'g> {
     Target { id: espalier_data::NodeId, property: PropertyId },
 }
 
-/// [`spell_key`] into `key`, reusing its strings' buffers.
-fn spell_key_into(graph: &Graph<'_>, parts: &[KeyPart<'_>], key: &mut Vec<String>) -> Result<(), InstructionError> {
-    if parts.iter().any(|p| matches!(p, KeyPart::Target { .. })) {
-        *key = spell_key(graph, parts)?;
-        return Ok(());
-    }
-    key.resize_with(parts.len(), String::new);
-    for (k, part) in key.iter_mut().zip(parts) {
-        if let KeyPart::Text(t) = part {
-            k.clear();
-            k.push_str(t);
-        }
-    }
-    Ok(())
-}
-
-fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>]) -> Result<Vec<String>, InstructionError> {
-    let mut key = Vec::with_capacity(parts.len());
+/// Gives the row being read its key, part by part.
+fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>], out: &mut impl Rows) -> Result<(), InstructionError> {
     for part in parts {
         match part {
-            KeyPart::Text(t) => key.push(t.to_string()),
+            KeyPart::Text(t) => out.key_part(t),
             KeyPart::Target { id, property } => {
                 let PropertyKind::Matrix { target, .. } = &graph.schema.property(*property).kind else {
                     unreachable!("a target key part comes from a matrix step");
                 };
-                key.extend(graph.target_key(*id, target)?);
+                for t in graph.target_key(*id, target)? {
+                    out.key_part(&t);
+                }
             }
         }
     }
-    Ok(key)
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)] // a recursive walk carrying its accumulators
@@ -491,25 +458,25 @@ fn visit<'g>(
     view: Option<NodeView<'g>>,
     depth: usize,
     key: &mut Vec<KeyPart<'g>>,
-    page: &mut Page<'g>,
-    sink: &mut RowSink<'_, 'g>,
+    out: &mut impl Rows,
+    visited: &mut u64,
     cancel: Option<&AtomicBool>,
 ) -> Result<(), InstructionError> {
     debug_assert!(view.is_none_or(|v| v.node == node), "a view of another node");
     if depth == q.select.len() {
-        page.visited += 1;
-        if page.visited > MAX_VISITED_ROWS {
+        *visited += 1;
+        if *visited > MAX_VISITED_ROWS {
             return Err(InstructionError::Limit(format!("query visits more than {MAX_VISITED_ROWS} rows")));
         }
-        if must_stop(cancel, page.visited) {
+        if must_stop(cancel, *visited) {
             return Err(cancelled());
         }
-        return row(nav, q, &walk.filters, node, view, key, page, sink);
+        return row(nav, q, &walk.filters, node, view, key, out);
     }
     match &q.select[depth] {
         StepPlan::Group(p) => {
             let group_view = view.map(|v| v.group(*p));
-            visit(nav, q, walk, nav.graph.group(node, *p), group_view, depth + 1, key, page, sink, cancel)
+            visit(nav, q, walk, nav.graph.group(node, *p), group_view, depth + 1, key, out, visited, cancel)
         }
         StepPlan::State { property, state, .. } => {
             let (current, child) = match view {
@@ -517,13 +484,13 @@ fn visit<'g>(
                 None => nav.graph.state(node, *property)?,
             };
             if current == *state {
-                visit(nav, q, walk, child, None, depth + 1, key, page, sink, cancel)?;
+                visit(nav, q, walk, child, None, depth + 1, key, out, visited, cancel)?;
             }
             Ok(())
         }
         StepPlan::Reference { property } => {
             let target = nav.reference_step(node, view, *property)?;
-            visit(nav, q, walk, target, None, depth + 1, key, page, sink, cancel)
+            visit(nav, q, walk, target, None, depth + 1, key, out, visited, cancel)
         }
         StepPlan::Entry { property, .. } => {
             let matrix = matches!(nav.graph.schema.property(*property).kind, PropertyKind::Matrix { .. });
@@ -532,7 +499,7 @@ fn visit<'g>(
             let start = walk.start.as_ref().filter(|s| s.depth == depth);
             let from = start.map_or(&[][..], |s| s.key.as_slice());
             let mut entries = nav.graph.entry_views_from(node, *property, from)?;
-            while !walk.done(q, page) {
+            while !walk.page_full(q, out) {
                 let Some(entry) = entries.next() else { break };
                 let (raw, entry) = entry?;
                 if start.is_some_and(|s| s.exclusive && raw == from) {
@@ -548,7 +515,7 @@ fn visit<'g>(
                     let text = std::str::from_utf8(raw).map_or_else(|_| String::from_utf8_lossy(raw), Cow::Borrowed);
                     key.push(KeyPart::Text(text));
                 }
-                visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, page, sink, cancel)?;
+                visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
                 key.truncate(before);
             }
             Ok(())
@@ -556,20 +523,18 @@ fn visit<'g>(
     }
 }
 
-#[allow(clippy::too_many_arguments)] // the walk's state, passed down
-fn row<'g>(
-    nav: &Nav<'g>,
+#[inline(never)] // kept out of the recursive `visit`, as the one kind of rows had it
+fn row(
+    nav: &Nav<'_>,
     q: &QueryPlan,
     filters: &[Option<Resolved>],
     node: NodeRef,
-    view: Option<NodeView<'g>>,
-    key: &[KeyPart<'g>],
-    page: &mut Page<'g>,
-    sink: &mut RowSink<'_, 'g>,
+    view: Option<NodeView<'_>>,
+    key: &[KeyPart<'_>],
+    out: &mut impl Rows,
 ) -> Result<(), InstructionError> {
     debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
-    let wanted = page.total >= q.offset && q.limit.is_none_or(|l| page.sent < l);
-    page.values.clear();
+    let wanted = out.total() >= q.offset && q.limit.is_none_or(|l| (out.kept() as u64) < l);
     let mut view = view;
     for (i, proj) in q.projections.iter().enumerate() {
         let filter = filters.get(i).and_then(Option::as_ref);
@@ -581,38 +546,51 @@ fn row<'g>(
             Some(v) => v,
             None => *view.insert(nav.graph.view(node)?),
         };
-        let Some(leaf) = nav.project(row_view, &proj.path, proj.property, proj.kind)? else {
-            return Ok(());
+        let projected = match nav.project(row_view, &proj.path, proj.property, proj.kind) {
+            Ok(Some(leaf)) => leaf,
+            Ok(None) => {
+                out.drop_row();
+                return Ok(());
+            }
+            Err(e) => {
+                out.drop_row();
+                return Err(e);
+            }
         };
-        let pass = match (filter, &leaf) {
+        let pass = match (filter, &projected) {
             (None, _) => true,
             (Some(Resolved::Number(op, v)), Leaf::Number(n)) => compare(*op, n, v),
-            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, *t, v.as_str()),
-            (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_str()),
+            (Some(Resolved::Text(op, v)), Leaf::Text(t)) => compare(*op, *t, v.as_bytes()),
+            (Some(Resolved::Prefix(p)), Leaf::Text(t)) => t.starts_with(p.as_bytes()),
             (Some(Resolved::States(set)), Leaf::State(s)) => set.contains(s),
             (Some(Resolved::Key(op, k)), Leaf::Key(key)) => compare(*op, key, k),
             _ => unreachable!("checked: filter kind matches leaf kind"),
         };
         if !pass {
+            out.drop_row();
             return Ok(());
         }
         if wanted {
-            page.values.push(match leaf {
-                Leaf::Number(n) => RowValue::Int(n),
-                Leaf::Text(t) => RowValue::Text(Cow::Borrowed(t)),
-                Leaf::State(s) => RowValue::Text(Cow::Borrowed(nav.graph.state_name(proj.property, s))),
-                Leaf::Key(mut k) if k.len() == 1 => RowValue::Text(Cow::Owned(k.pop().unwrap_or_default())),
-                Leaf::Key(k) => RowValue::Json(serde_json::Value::from(k)),
-            });
+            let cell = match projected {
+                Leaf::Number(n) => Cell::Number(n),
+                Leaf::Text(t) => Cell::Bytes(t),
+                Leaf::State(s) => Cell::Text(nav.graph.state_name(proj.property, s)),
+                Leaf::Key(k) => Cell::Key(k),
+            };
+            if let Err(e) = out.value(cell) {
+                out.drop_row();
+                return Err(e);
+            }
         }
     }
-    page.total += 1;
     if wanted {
-        page.sent += 1;
-        let mut values = std::mem::take(&mut page.values);
-        page.stopped = sink(key, &mut values)?.is_break();
-        page.values = values;
+        if let Err(e) = spell_key(&nav.graph, key, out) {
+            out.drop_row();
+            return Err(e);
+        }
+        out.keep_row();
     }
+    out.count();
     Ok(())
 }
 
@@ -745,10 +723,21 @@ fn choose_state(
 /// A node and its subtree in dump form (see `docs/dump-format.md`), for `get`: the data
 /// layer's exporter writes it, so `get` and `espalier export` never disagree.
 pub(crate) fn node_json(graph: &Graph<'_>, node: NodeRef) -> Result<serde_json::Value, InstructionError> {
+    parse_node(&node_dump(graph, node)?)
+}
+
+/// [`node_json`]'s first half: the node in dump form, as JSON text (the write transaction
+/// stops here, and the reply is parsed after the commit, off the writer).
+pub(crate) fn node_dump(graph: &Graph<'_>, node: NodeRef) -> Result<Vec<u8>, InstructionError> {
     let mut bytes = Vec::new();
     espalier_data::dump::export_node(graph, node, &mut bytes).map_err(|e| match e {
         espalier_data::dump::DumpError::Data(d) => InstructionError::Data(d),
         other => InstructionError::Data(DataError::Corrupt(other.to_string())),
     })?;
-    serde_json::from_slice(&bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
+    Ok(bytes)
+}
+
+/// [`node_json`]'s second half: the dump form's text as a value.
+pub(crate) fn parse_node(bytes: &[u8]) -> Result<serde_json::Value, InstructionError> {
+    serde_json::from_slice(bytes).map_err(|e| InstructionError::Data(DataError::Corrupt(format!("node JSON: {e}"))))
 }
