@@ -570,20 +570,13 @@ fn stamped(c: espalier_transaction::Committed<Built>) -> Written {
     Written(stamp(c.value, c.version, c.changes.count))
 }
 
+/// Fills in the commit's version and change count in every `done` of a reply. A transaction's
+/// members are `Built::Transaction` (`Engine::write`), never a `Reply::Transaction` inside
+/// `Built::Reply`, so one recursion covers them.
 fn stamp(reply: Built, version: u64, changes: usize) -> Built {
     match reply {
-        Built::Reply(r) => Built::Reply(stamp_reply(r, version, changes)),
+        Built::Reply(Reply::Done { .. }) => Built::Reply(Reply::Done { version, changes }),
         Built::Transaction(list) => Built::Transaction(list.into_iter().map(|r| stamp(r, version, changes)).collect()),
-        read @ (Built::Rows(_) | Built::Node(_)) => read,
-    }
-}
-
-fn stamp_reply(reply: Reply, version: u64, changes: usize) -> Reply {
-    match reply {
-        Reply::Done { .. } => Reply::Done { version, changes },
-        Reply::Transaction(list) => {
-            Reply::Transaction(list.into_iter().map(|r| stamp_reply(r, version, changes)).collect())
-        }
         other => other,
     }
 }

@@ -62,15 +62,15 @@ impl<'g> Exec<'g, '_> {
             // A shortest path (a list), or an aggregate (never outside a grouping).
             return Ok(self.column_value(col, env)?.map(|v| RowValue::Json(v.into_json())));
         };
-        // A variable's own number or text, the common column: read straight from its record.
-        if let MatchTerm::Leaf { var, steps, property, kind: kind @ (LeafKind::Number | LeafKind::Text) } = t {
-            if steps.is_empty() {
+        // The common columns without a `Leaf` between: a number through `Exec::number` (a
+        // variable's own slot read straight from its record), a variable's own text borrowed.
+        match t {
+            MatchTerm::Leaf { kind: LeafKind::Number, .. } => return Ok(self.number(t, env)?.map(RowValue::Int)),
+            MatchTerm::Leaf { var, steps, property, kind: LeafKind::Text } if steps.is_empty() => {
                 let view = self.var_view(env, *var)?;
-                return Ok(Some(match kind {
-                    LeafKind::Number => RowValue::Int(view.number(*property)?),
-                    _ => RowValue::Text(Cow::Borrowed(self.graph.string_text(view.text_id(*property)?)?)),
-                }));
+                return Ok(Some(RowValue::Text(Cow::Borrowed(self.graph.string_text(view.text_id(*property)?)?))));
             }
+            _ => {}
         }
         Ok(self.leaf(t, env)?.map(|leaf| match leaf {
             Leaf::Number(n) => RowValue::Int(n),
