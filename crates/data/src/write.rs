@@ -314,16 +314,20 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let row = self.txn.insert(ty.get(), &rec).map_err(storage)?;
         let id = NodeId::new(ty, row);
         self.touch(id);
-        self.fill_defaults(&mut rec, id, ty)?;
-        self.txn.put(ty.get(), row, &rec).map_err(storage)?;
+        if self.fill_defaults(&mut rec, id, ty)? {
+            self.txn.put(ty.get(), row, &rec).map_err(storage)?;
+        }
         if record::is_entry(self.schema, ty) {
             self.index_defaults(parent_property, id, &rec)?;
         }
         Ok(id)
     }
 
-    fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<()> {
+    /// Creates the first state of each stategroup of the node's type (and its groups'), with
+    /// its slots in `rec`; whether there was any (else `rec` is unchanged).
+    fn fill_defaults(&mut self, rec: &mut [u8], id: NodeId, logical: NodeTypeId) -> Result<bool> {
         let schema = self.schema;
+        let mut filled = false;
         for &p in &schema.node_type(logical).properties {
             match &schema.property(p).kind {
                 PropertyKind::StateGroup { states } => {
@@ -333,12 +337,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     // A condition starts in the state its default number (0) gives.
                     record::write_u64(rec, at, self.condition_default(p))?;
                     record::write_id(rec, at + 8, child)?;
+                    filled = true;
                 }
-                PropertyKind::Group { node } => self.fill_defaults(rec, id, *node)?,
+                PropertyKind::Group { node } => filled |= self.fill_defaults(rec, id, *node)?,
                 _ => {}
             }
         }
-        Ok(())
+        Ok(filled)
     }
 
     /// Record `id`.
@@ -539,7 +544,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn bump_count(&mut self, owner: NodeRef, property: PropertyId, delta: i64) -> Result<()> {
-        let mut rec = self.load(owner.id)?;
+        let mut rec = self.load_kept(owner.id)?;
         let at = record::slot(self.schema, property);
         let count = record::read_u64(&rec, at)?;
         let next = count
@@ -547,7 +552,9 @@ impl<'a, 's> WriteGraph<'a, 's> {
             .ok_or_else(|| DataError::Corrupt(format!("entry count {count} {delta:+}")))?;
         record::write_u64(&mut rec, at, next)?;
         // Touched as a collection by the caller (`touch_entry`): no query reads the count.
-        self.put_record(owner.id, &rec)
+        self.put_record(owner.id, &rec)?;
+        self.keep(rec);
+        Ok(())
     }
 
     /// Adds an entry with a default node; fails if the key exists.

@@ -242,6 +242,75 @@ impl Parts {
     }
 }
 
+/// Word offsets in a run of `len` keys and `heap_len` bytes of key heap: where its values,
+/// key ends and key heap start, and where it ends (its tail).
+fn layout(len: usize, heap_len: usize) -> [usize; 4] {
+    let values = HDR + len + len / FENCE;
+    let ends = values + len.div_ceil(2);
+    let heap = ends + len.div_ceil(2);
+    [values, ends, heap, heap + heap_len.div_ceil(8)]
+}
+
+/// Inserts key `i` of the run in `buf` (`(len, heap_len)` before it): its search word, value
+/// and bytes, which go at heap byte `start`. Every part moves right within the buffer, so
+/// they move back to front (heap, ends, values, words) and each byte is written once: no new
+/// buffer and no zeroed one, which is what a load spends its time on otherwise.
+fn insert_in_place(
+    buf: &mut Vec<u64>,
+    (n, heap_len): (usize, usize),
+    i: usize,
+    (word, value, key): (u64, u32, &[u8]),
+    start: usize,
+) {
+    let k = key.len();
+    let [v0, e0, h0, t0] = layout(n, heap_len);
+    let [v1, e1, h1, t1] = layout(n + 1, heap_len + k);
+    assert!(i <= n && start <= heap_len && buf.len() >= t0, "an insert within the run");
+    debug_assert!(v1 > v0 && e1 > e0 && h1 > h0 && t1 > t0);
+    // An inner run's children's addresses follow; `Inner::sync` writes them anew.
+    buf.truncate(t0);
+    if buf.capacity() < t1 {
+        // Room for a few more keys, not the doubling `resize` would take.
+        buf.reserve_exact(t1 - t0 + t1 / 8);
+    }
+    buf.resize(t1, 0);
+    {
+        // SAFETY: u64 is at least as aligned as u8, and every bit pattern is valid for both.
+        let (_, bytes, _) = unsafe { buf.align_to_mut::<u8>() };
+        let (h0, h1) = (h0 * 8, h1 * 8);
+        bytes.copy_within(h0 + start..h0 + heap_len, h1 + start + k);
+        bytes.copy_within(h0..h0 + start, h1);
+        bytes[h1 + start..h1 + start + k].copy_from_slice(key);
+        bytes[h1 + heap_len + k..t1 * 8].fill(0);
+    }
+    {
+        // SAFETY: as above, for u32 (stored in native byte order, as `Parts::pack` does).
+        let (_, u32s, _) = unsafe { buf.align_to_mut::<u32>() };
+        let (e0, e1) = (e0 * 2, e1 * 2);
+        u32s.copy_within(e0 + i..e0 + n, e1 + i + 1);
+        for e in &mut u32s[e1 + i + 1..e1 + n + 1] {
+            *e += k as u32;
+        }
+        u32s[e1 + i] = (start + k) as u32;
+        u32s.copy_within(e0..e0 + i, e1);
+        let (v0, v1) = (v0 * 2, v1 * 2);
+        u32s.copy_within(v0 + i..v0 + n, v1 + i + 1);
+        u32s[v1 + i] = value;
+        u32s.copy_within(v0..v0 + i, v1);
+        if n % 2 == 0 {
+            // The odd count's unused last u32 of each array.
+            u32s[v1 + n + 1] = 0;
+            u32s[e1 + n + 1] = 0;
+        }
+    }
+    buf.copy_within(HDR + i..HDR + n, HDR + i + 1);
+    buf[HDR + i] = word;
+    for f in 0..(n + 1) / FENCE {
+        buf[HDR + n + 1 + f] = buf[HDR + f * FENCE + FENCE - 1];
+    }
+    buf[0] = header(n + 1, heap_len + k, None)[0];
+}
+
 /// A packed run from its parts: words, values and heap as up to three slices each, the key
 /// ends as an iterator (`len` of each).
 fn assemble(
@@ -499,18 +568,9 @@ impl Keys {
             return;
         }
         let word = self.word(owner, key);
-        let (ends, heap) = (self.ends(), self.heap());
-        let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-        let grow = key.len() as u32;
-        let words = self.words();
-        *self = assemble(
-            self.shared(),
-            self.len() + 1,
-            [&words[..i], &[word], &words[i..]],
-            [&self.values()[..i], &[value], &self.values()[i..]],
-            ends[..i].iter().copied().chain([start as u32 + grow]).chain(ends[i..].iter().map(|e| e + grow)),
-            [&heap[..start], key, &heap[start..]],
-        );
+        let (n, heap_len) = (self.len(), self.heap_len());
+        let start = if i == 0 { 0 } else { self.ends()[i - 1] as usize };
+        self.buf.edit(|buf| insert_in_place(buf, (n, heap_len), i, (word, value, key), start));
     }
 
     fn set_value(&mut self, i: usize, value: u32) -> u32 {
@@ -595,6 +655,16 @@ enum Node {
 }
 
 impl Inner {
+    /// Writes child `c`'s buffer address after an insert or remove under it moved the buffer
+    /// (and changed nothing else of this node's).
+    fn sync_child(&mut self, c: usize) {
+        let at = self.seps.tail() + c;
+        let address = self.children[c].keys().buf.as_slice().as_ptr() as usize as u64;
+        if self.seps.buf.as_slice()[at] != address {
+            self.seps.buf.edit(|buf| buf[at] = address);
+        }
+    }
+
     /// Writes the children's buffer addresses after the separators (and marks the run as an
     /// inner node's): after every change to the separators, the children or a child's buffer.
     fn sync(&mut self) {
@@ -723,8 +793,10 @@ fn insert(node: &mut Arc<Node>, owner: u32, key: &[u8], row: u32) -> (Option<u32
                 inner.seps.insert(c, sep_owner, &sep, 0);
                 inner.children.insert(c + 1, right);
                 inner.counts.insert(c + 1, right_count);
+                inner.sync();
+            } else {
+                inner.sync_child(c);
             }
-            inner.sync();
             // At least two children stay on each side (a node of a few very long
             // separators may exceed NODE_BYTES).
             let full =

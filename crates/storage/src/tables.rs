@@ -554,7 +554,7 @@ impl Tables {
             let (flags, ops) = record
                 .payload
                 .split_first()
-                .ok_or(TablesError::Replay { log_version: record.version, why: "empty payload".into() })?;
+                .ok_or_else(|| TablesError::Replay { log_version: record.version, why: "empty payload".into() })?;
             if flags & redo::FIRST != 0 {
                 commit.clear();
             }
@@ -744,18 +744,21 @@ impl Replay<'_> {
             };
             match op {
                 Op::Put { table, row, bytes } => {
-                    let t = self.tables.get_mut(table as usize).ok_or(format!("no table {table}"))?;
+                    let t = self.tables.get_mut(table as usize).ok_or_else(|| format!("no table {table}"))?;
                     t.put_at(row, bytes).map_err(|e| e.to_string())?;
                 }
                 Op::Free { table, row } => {
-                    self.tables.get_mut(table as usize).ok_or(format!("no table {table}"))?.clear_at(row);
+                    self.tables.get_mut(table as usize).ok_or_else(|| format!("no table {table}"))?.clear_at(row);
                 }
                 Op::KeyPut { index, owner, row, key } => {
-                    let i = self.indexes.get_mut(index as usize).ok_or(format!("no key index {index}"))?;
+                    let i = self.indexes.get_mut(index as usize).ok_or_else(|| format!("no key index {index}"))?;
                     i.insert(owner, key, row).map_err(|e| format!("key of {} bytes", e.len))?;
                 }
                 Op::KeyRemove { index, owner, key } => {
-                    self.indexes.get_mut(index as usize).ok_or(format!("no key index {index}"))?.remove(owner, key);
+                    self.indexes
+                        .get_mut(index as usize)
+                        .ok_or_else(|| format!("no key index {index}"))?
+                        .remove(owner, key);
                 }
                 Op::StringStored { id, bytes } => self.strings.put_at(id, 1, bytes).map_err(|e| e.to_string())?,
                 Op::StringCount { id, count } => self.strings.set_count_at(id, count).map_err(|e| e.to_string())?,

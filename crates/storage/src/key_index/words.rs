@@ -79,9 +79,9 @@ impl Words {
         let before = v.capacity();
         let r = f(v);
         let after = v.capacity();
-        if after >= before {
+        if after > before {
             HEAP_BYTES.fetch_add((after - before) * 8, Ordering::Relaxed);
-        } else {
+        } else if after < before {
             HEAP_BYTES.fetch_sub((before - after) * 8, Ordering::Relaxed);
         }
         r

@@ -143,11 +143,11 @@ impl Writer {
     }
 
     fn table_mut(&mut self, table: u32) -> Result<&mut TableWriter, TablesError> {
-        self.tables.get_mut(table as usize).ok_or(TablesError::NoTable { table })
+        self.tables.get_mut(table as usize).ok_or_else(|| TablesError::NoTable { table })
     }
 
     fn index_mut(&mut self, index: u32) -> Result<&mut KeyIndexWriter, TablesError> {
-        self.indexes.get_mut(index as usize).ok_or(TablesError::NoIndex { index })
+        self.indexes.get_mut(index as usize).ok_or_else(|| TablesError::NoIndex { index })
     }
 
     /// A new row of `table` holding `bytes` (one row wide); returns its row.
@@ -170,7 +170,7 @@ impl Writer {
         self.check()?;
         let t = self.table_mut(table)?;
         let width = t.current().width();
-        let slot = t.row_mut(row).ok_or(TablesError::NoRow { table, row })?;
+        let slot = t.row_mut(row).ok_or_else(|| TablesError::NoRow { table, row })?;
         if bytes.len() != width {
             return Err(TablesError::Width { table, len: bytes.len(), width });
         }
