@@ -311,50 +311,48 @@ fn insert_in_place(
     buf[0] = header(n + 1, heap_len + k, None)[0];
 }
 
-/// A packed run from its parts: words, values and heap as up to three slices each, the key
-/// ends as an iterator (`len` of each).
-fn assemble(
-    shared: Option<u32>,
-    len: usize,
-    words: [&[u64]; 3],
-    values: [&[u32]; 3],
-    ends: impl Iterator<Item = u32>,
-    heap: [&[u8]; 3],
-) -> Keys {
-    let heap_len: usize = heap.iter().map(|h| h.len()).sum();
-    let (nf, halves) = (len / FENCE, len.div_ceil(2));
-    let mut buf = Vec::with_capacity(HDR + len + nf + 2 * halves + heap_len.div_ceil(8));
-    buf.extend(header(len, heap_len, shared));
-    for w in words {
-        buf.extend_from_slice(w);
+/// Removes key `i` of the run in `buf` (`(len, heap_len)` before it), whose bytes are `bytes`
+/// of the heap. Every part moves left within the buffer, so they move front to back (words,
+/// values, ends, heap), the reverse of [`insert_in_place`].
+fn remove_in_place(buf: &mut Vec<u64>, (n, heap_len): (usize, usize), i: usize, bytes: std::ops::Range<usize>) {
+    let (start, end) = (bytes.start, bytes.end);
+    let k = end - start;
+    let [v0, e0, h0, t0] = layout(n, heap_len);
+    let [v1, e1, h1, t1] = layout(n - 1, heap_len - k);
+    assert!(i < n && start <= end && end <= heap_len && buf.len() >= t0, "a removal within the run");
+    buf.copy_within(HDR + i + 1..HDR + n, HDR + i);
+    for f in 0..(n - 1) / FENCE {
+        buf[HDR + n - 1 + f] = buf[HDR + f * FENCE + FENCE - 1];
     }
-    for j in 0..nf {
-        let fence = buf[HDR + j * FENCE + FENCE - 1];
-        buf.push(fence);
-    }
-    let at = buf.len();
-    buf.resize(at + 2 * halves + heap_len.div_ceil(8), 0);
     {
-        // SAFETY: u64 is at least as aligned as u32 and u8, every bit pattern is valid for
-        // both, and the views cover only zeroed words of this buffer.
-        let (_, u32s, _) = unsafe { buf[at..at + 2 * halves].align_to_mut::<u32>() };
-        let mut k = 0;
-        for v in values {
-            u32s[k..k + v.len()].copy_from_slice(v);
-            k += v.len();
+        // SAFETY: u64 is at least as aligned as u32, and every bit pattern is valid for both.
+        let (_, u32s, _) = unsafe { buf.align_to_mut::<u32>() };
+        let (v0, v1) = (v0 * 2, v1 * 2);
+        u32s.copy_within(v0..v0 + i, v1);
+        u32s.copy_within(v0 + i + 1..v0 + n, v1 + i);
+        let (e0, e1) = (e0 * 2, e1 * 2);
+        u32s.copy_within(e0..e0 + i, e1);
+        u32s.copy_within(e0 + i + 1..e0 + n, e1 + i);
+        for e in &mut u32s[e1 + i..e1 + n - 1] {
+            *e -= k as u32;
         }
-        for (slot, e) in u32s[halves * 2..].iter_mut().zip(ends) {
-            *slot = e;
-        }
-        // SAFETY: as above, for the bytes of the heap's words.
-        let (_, bytes, _) = unsafe { buf[at + 2 * halves..].align_to_mut::<u8>() };
-        let mut k = 0;
-        for h in heap {
-            bytes[k..k + h.len()].copy_from_slice(h);
-            k += h.len();
+        if n % 2 == 0 {
+            // The odd count's unused last u32 of each array.
+            u32s[v1 + n - 1] = 0;
+            u32s[e1 + n - 1] = 0;
         }
     }
-    Keys { buf: Words::heap(buf) }
+    {
+        // SAFETY: as above, for u8.
+        let (_, bytes, _) = unsafe { buf.align_to_mut::<u8>() };
+        let (h0, h1) = (h0 * 8, h1 * 8);
+        bytes.copy_within(h0..h0 + start, h1);
+        bytes.copy_within(h0 + end..h0 + heap_len, h1 + start);
+        bytes[h1 + heap_len - k..t1 * 8].fill(0);
+    }
+    // An inner run's children's addresses went with the tail; `Inner::sync` writes them anew.
+    buf.truncate(t1);
+    buf[0] = header(n - 1, heap_len - k, None)[0];
 }
 
 impl KeysBuf {
@@ -586,19 +584,11 @@ impl Keys {
 
     /// Removes key `i`; returns its value.
     fn remove(&mut self, i: usize) -> u32 {
-        let (ends, heap, values, words) = (self.ends(), self.heap(), self.values(), self.words());
+        let ends = self.ends();
         let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-        let end = ends[i] as usize;
-        let value = values[i];
-        let shrink = (end - start) as u32;
-        *self = assemble(
-            self.shared(),
-            self.len() - 1,
-            [&words[..i], &[], &words[i + 1..]],
-            [&values[..i], &[], &values[i + 1..]],
-            ends[..i].iter().copied().chain(ends[i + 1..].iter().map(|e| e - shrink)),
-            [&heap[..start], &[], &heap[end..]],
-        );
+        let (end, value) = (ends[i] as usize, self.value(i));
+        let (n, heap_len) = (self.len(), self.heap_len());
+        self.buf.edit(|buf| remove_in_place(buf, (n, heap_len), i, start..end));
         value
     }
 
