@@ -1,6 +1,8 @@
 //! Reading the typed graph: properties of nodes, entries of collections, states, references
 //! forwards and backwards, and the path of any node.
 
+use std::borrow::Cow;
+
 use espalier_schema::{
     DownStep, NodeTypeId, ParentLink, PropertyId, PropertyKind, ReferenceTarget, Schema, StateIndex, UpStep,
 };
@@ -379,14 +381,9 @@ impl<'a> Graph<'a> {
     fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
         let slot = record::key_slot(self.schema, record)?;
         match self.schema.node_type(node.ty).parent {
-            ParentLink::DictionaryEntry { .. } => {
-                Ok(vec![String::from_utf8_lossy(self.string_bytes(slot)?).into_owned()])
-            }
+            ParentLink::DictionaryEntry { .. } => Ok(vec![self.key_text(slot)?.into_owned()]),
             ParentLink::MatrixEntry { property } => {
-                let PropertyKind::Matrix { target, .. } = &self.schema.property(property).kind else {
-                    return Err(DataError::Corrupt("matrix entry of a non-matrix".into()));
-                };
-                self.target_key(NodeId::from_u64(slot), target)
+                self.target_key(NodeId::from_u64(slot), self.matrix_target_type(property)?)
             }
             _ => Err(DataError::Corrupt(format!("record {} is not an entry", node.id))),
         }
@@ -433,27 +430,53 @@ impl<'a> Graph<'a> {
     /// matrix entry's key is its target's keys): [`Graph::path`]'s entry keys without its
     /// names, each entry's record read once.
     pub fn entry_keys(&self, node: NodeRef) -> Result<Vec<String>> {
-        // Collected from the node up, each entry's keys reversed, then all turned around.
-        let mut keys: Vec<String> = Vec::new();
+        let mut keys = Vec::new();
+        self.entry_keys_into(node, &mut keys)?;
+        Ok(keys.into_iter().map(Cow::into_owned).collect())
+    }
+
+    /// [`Graph::entry_keys`] into `out` (cleared first), each key borrowed from the snapshot
+    /// (one that is not UTF-8 comes owned, its bad bytes replaced, as `entry_keys` gives it):
+    /// what a streamed row's node column reads without an allocation per key.
+    pub fn entry_keys_into(&self, node: NodeRef, out: &mut Vec<Cow<'a, str>>) -> Result<()> {
+        // Collected from the node up, each entry's keys last first, then all turned around.
+        out.clear();
         let mut at = node;
         for _ in 0..MAX_DEPTH {
             let nt = self.schema.node_type(at.ty);
             match nt.parent {
                 ParentLink::Root => {
-                    keys.reverse();
-                    return Ok(keys);
+                    out.reverse();
+                    return Ok(());
                 }
-                ParentLink::DictionaryEntry { property } | ParentLink::MatrixEntry { property } => {
+                ParentLink::DictionaryEntry { property } => {
                     let rec = self.record(at.id)?;
-                    let mut key = self.entry_key_in(at, rec)?;
-                    key.reverse();
-                    keys.extend(key);
+                    out.push(self.key_text(record::key_slot(self.schema, rec)?)?);
+                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                }
+                ParentLink::MatrixEntry { property } => {
+                    let rec = self.record(at.id)?;
+                    let target = self.matrix_target_type(property)?;
+                    self.target_keys_up(NodeId::from_u64(record::key_slot(self.schema, rec)?), target, out)?;
                     at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                 }
                 _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,
             }
         }
         Err(DataError::Corrupt(format!("path of record {} deeper than {MAX_DEPTH}", node.id)))
+    }
+
+    /// A dictionary key's text, borrowed unless it is not UTF-8.
+    fn key_text(&self, slot: u64) -> Result<Cow<'a, str>> {
+        Ok(String::from_utf8_lossy(self.string_bytes(slot)?))
+    }
+
+    /// What matrix `property`'s keys name.
+    fn matrix_target_type(&self, property: PropertyId) -> Result<&'a ReferenceTarget> {
+        match &self.schema.property(property).kind {
+            PropertyKind::Matrix { target, .. } => Ok(target),
+            _ => Err(DataError::Corrupt("matrix entry of a non-matrix".into())),
+        }
     }
 
     /// The path from the root to `node`.
@@ -589,16 +612,22 @@ impl<'a> Graph<'a> {
     /// The key a reference holds when it points at `target_id`.
     pub fn target_key(&self, target_id: NodeId, target: &ReferenceTarget) -> Result<Vec<String>> {
         let mut key = Vec::with_capacity(target.key_arity);
+        self.target_keys_up(target_id, target, &mut key)?;
+        Ok(key.into_iter().rev().map(Cow::into_owned).collect())
+    }
+
+    /// The keys [`Graph::target_key`] gives, pushed onto `out` last first, borrowed.
+    fn target_keys_up(&self, target_id: NodeId, target: &ReferenceTarget, out: &mut Vec<Cow<'a, str>>) -> Result<()> {
+        let base = out.len();
         let mut at = NodeRef { id: target_id, ty: target.entry_type };
         for _ in 0..MAX_DEPTH {
-            if key.len() == target.key_arity {
-                key.reverse();
-                return Ok(key);
+            if out.len() - base == target.key_arity {
+                return Ok(());
             }
             if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
                 // The key and the owner, both from the entry's record.
                 let rec = self.record(at.id)?;
-                key.push(String::from_utf8_lossy(self.string_bytes(record::key_slot(self.schema, rec)?)?).into_owned());
+                out.push(self.key_text(record::key_slot(self.schema, rec)?)?);
                 at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
                 continue;
             }

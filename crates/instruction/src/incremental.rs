@@ -243,15 +243,22 @@ impl Registered {
 
     /// The rows now (one per match, or per distinct row), in no particular order.
     pub fn result(&self) -> QueryResult {
-        let rows: Vec<Vec<serde_json::Value>> = match &self.distinct {
-            Some(counts) => counts.values().map(|(row, _)| row.clone()).collect(),
-            None => self.matches.values().cloned().collect(),
-        };
+        let rows: Vec<Vec<serde_json::Value>> = self.rows().map(<[serde_json::Value]>::to_vec).collect();
         QueryResult {
             total: rows.len() as u64,
             columns: self.plan.aliases.clone(),
             rows: rows.into_iter().map(|values| Row { key: Vec::new(), values }).collect(),
         }
+    }
+
+    /// The rows of [`Registered::result`], in its order, borrowed: reading a large result
+    /// (through [`Registry::with`]) copies nothing.
+    pub fn rows(&self) -> impl Iterator<Item = &[serde_json::Value]> + '_ {
+        let (distinct, matches) = match &self.distinct {
+            Some(counts) => (Some(counts.values().map(|(row, _)| row.as_slice())), None),
+            None => (None, Some(self.matches.values().map(Vec::as_slice))),
+        };
+        distinct.into_iter().flatten().chain(matches.into_iter().flatten())
     }
 
     /// Finds every match afresh (at registration, and when a commit touched what paths do

@@ -162,6 +162,35 @@ fn texts_of_a_streamed_query_are_borrowed_from_the_snapshot() {
 }
 
 #[test]
+fn key_paths_of_a_streamed_query_are_borrowed_from_the_snapshot() {
+    let (_dir, e) = engine(SCHEMA);
+    load(&e);
+    // A dictionary entry under an entry, and a matrix entry (its last key the target's).
+    for (text, want) in [
+        ("collection match p in . 'People' k in p . 'Pets' select 'pet' -> k", None),
+        ("collection match p in . 'People' f in p % 'Friends' select 'link' -> f", Some(())),
+    ] {
+        let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+        let (mut borrowed, mut rows) = (0, 0);
+        e.visit_rows(&plan, &HashMap::new(), None, &mut |_, values| {
+            rows += 1;
+            let RowValue::Key(keys) = &values[0] else { panic!("{text}: {values:?}") };
+            assert_eq!(keys.len(), 2, "{text}: {keys:?}");
+            if want.is_some() {
+                // The link's last key is the friend's own key: a person's.
+                let last = values[0].last_key().unwrap_or_default();
+                assert!(last.len() == 3 && last.starts_with('p'), "{text}: {keys:?}");
+            }
+            borrowed += usize::from(keys.iter().all(|k| matches!(k, std::borrow::Cow::Borrowed(_))));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(rows > 10, "{text}: {rows} rows");
+        assert_eq!(borrowed, rows, "{text}");
+    }
+}
+
+#[test]
 fn texts_of_a_collection_query_are_borrowed_and_keys_spelled_into_one_buffer() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);

@@ -1,6 +1,7 @@
 //! Espalier alone on the Train Benchmark's batch model, for profiling the pattern executor:
 //! each query's plan (`explain`) and the median of its runs. `cargo run --release -p
-//! espalier-trainbenchmark --example tb_plan -- SIZE [RUNS] [QUERY]`.
+//! espalier-trainbenchmark --example tb_plan -- SIZE [RUNS] [QUERY] [SCENARIO]` (the
+//! scenario's model: `batch`, without matches, by default; `repair` has thousands).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -17,7 +18,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(q) => vec![q],
         None => Query::ALL.to_vec(),
     };
-    let model = generate(Scenario::Batch, size);
+    let scenario = match args.get(4) {
+        Some(s) => Scenario::parse(s).ok_or_else(|| format!("no scenario {s:?}: batch, inject or repair"))?,
+        None => Scenario::Batch,
+    };
+    let model = generate(scenario, size);
     let dir = tempfile::tempdir()?;
     let opts = DatabaseOptions { durability: Durability::None, ..Default::default() };
     let engine = espalier_trainbenchmark::create(&dir.path().join("db"), &model, opts)?;

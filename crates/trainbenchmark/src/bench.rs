@@ -31,16 +31,15 @@ use std::time::{Duration, Instant};
 
 use espalier_bench::progress;
 use espalier_bench::stats::Summary;
-use espalier_instruction::parse::ParseOptions;
 use espalier_instruction::plan::Plan;
-use espalier_instruction::{parse_instruction, Engine};
+use espalier_instruction::Engine;
 use espalier_transaction::{DatabaseOptions, Durability};
 use indicatif::ProgressBar;
 use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::peers::GraphPeer;
-use crate::queries::{create_tables, matches_of, sql_matches, Matches, Query};
+use crate::queries::{create_tables, ids_of, sql_matches, visit_matches, Matches, Query};
 use crate::repair::{espalier_text, fixes, pick, pick_count, sql_apply, Index};
 use crate::{generate, Scenario};
 
@@ -264,16 +263,15 @@ pub fn run(c: &Config) -> Result<Report, BenchError> {
 }
 
 fn plan_of(engine: &Engine, q: Query) -> Result<Plan, BenchError> {
-    let instr = parse_instruction(q.pattern(), ParseOptions::CLIENT).map_err(|e| err(q.name(), e))?;
-    engine.check(&instr, Some(q.pattern())).map_err(|e| err(q.name(), e))
+    crate::queries::plan(engine, q).map_err(|e| err(q.name(), e))
 }
 
+/// A run of the query in Espalier, its matches read as SQLite's side reads them
+/// (`time_sqlite`): ids of every match, sorted, inside the timing.
 fn time_espalier(engine: &Engine, plan: &Plan) -> Result<(Duration, Matches), BenchError> {
-    let params = Default::default();
     let start = Instant::now();
-    let reply = engine.run(plan, &params, None).map_err(|e| err("Espalier", e))?;
-    let took = start.elapsed();
-    Ok((took, matches_of(reply).map_err(|e| err("Espalier", e))?))
+    let matches = visit_matches(engine, plan).map_err(|e| err("Espalier", e))?;
+    Ok((start.elapsed(), matches))
 }
 
 fn time_sqlite(conn: &Connection, q: Query) -> Result<(Duration, Matches), BenchError> {
@@ -497,18 +495,21 @@ fn repair(
                 n.len()
             )));
         }
+        // The registered query's matches read out as the re-run's are: every match's ids,
+        // sorted; the rows are borrowed, not copied.
         let start = Instant::now();
-        let (_, now) = engine
+        let mut kept = engine
             .registry()
-            .result(registered.id)
-            .ok_or_else(|| BenchError(format!("{}: the registered query stopped", q.name())))?;
+            .with(registered.id, |r| r.rows().map(ids_of).collect::<Result<Matches, _>>())
+            .ok_or_else(|| BenchError(format!("{}: the registered query stopped", q.name())))?
+            .map_err(|e| err("Espalier", e))?;
+        kept.sort();
         let read = start.elapsed();
         let (refresh, stats) = engine
             .registry()
             .with(registered.id, |r| r.last_refresh())
             .flatten()
             .ok_or_else(|| BenchError(format!("{}: the repair's commit did not refresh the query", q.name())))?;
-        let kept = matches_of(espalier_instruction::Reply::Query(now)).map_err(|e| err("Espalier", e))?;
         if kept != m {
             return Err(BenchError(format!(
                 "size {size} {} after a repair: the incremental result has {} matches, the re-run {}",

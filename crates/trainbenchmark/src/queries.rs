@@ -3,8 +3,11 @@
 //! check the first against). A match is the ids of its elements, in the official order.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
-use espalier_instruction::{Engine, InstructionError, Reply};
+use espalier_instruction::parse::ParseOptions;
+use espalier_instruction::plan::Plan;
+use espalier_instruction::{parse_instruction, Engine, InstructionError, Reply};
 use rusqlite::Connection;
 
 use crate::model::Tables;
@@ -239,8 +242,40 @@ pub type Matches = Vec<Vec<u64>>;
 /// Runs the query's pattern (its text, [`Query::pattern`]) on the engine and reads its
 /// matches.
 pub fn espalier_matches(engine: &Engine, q: Query) -> Result<Matches, InstructionError> {
-    let reply = engine.execute_text(q.pattern(), &HashMap::new())?;
-    matches_of(reply)
+    visit_matches(engine, &plan(engine, q)?)
+}
+
+/// The query's pattern parsed and checked against the engine's schema, once.
+pub fn plan(engine: &Engine, q: Query) -> Result<Plan, InstructionError> {
+    let instr = parse_instruction(q.pattern(), ParseOptions::CLIENT)?;
+    engine.check(&instr, Some(q.pattern()))
+}
+
+/// Runs a query's plan and reads its matches as an embedded application reads rows
+/// ([`Engine::visit_rows`]: nothing collected, each node's keys borrowed), each column's last
+/// key parsed as the element's id: the same values SQLite's side reads from its columns.
+pub fn visit_matches(engine: &Engine, plan: &Plan) -> Result<Matches, InstructionError> {
+    let mut out = Vec::new();
+    let mut bad = None;
+    engine.visit_rows(plan, &HashMap::new(), None, &mut |_, values| match values
+        .iter()
+        .map(|v| v.last_key().and_then(|k| k.parse().ok()))
+        .collect::<Option<Vec<u64>>>()
+    {
+        Some(ids) => {
+            out.push(ids);
+            ControlFlow::Continue(())
+        }
+        None => {
+            bad = Some(format!("{values:?} are not element keys"));
+            ControlFlow::Break(())
+        }
+    })?;
+    if let Some(why) = bad {
+        return Err(InstructionError::Value(why));
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The matches of a query reply: the last component of every key is the element's id.
@@ -248,24 +283,24 @@ pub fn matches_of(reply: Reply) -> Result<Matches, InstructionError> {
     let Reply::Query(result) = reply else {
         return Err(InstructionError::Value("a pattern query replies with rows".into()));
     };
-    let mut out = Vec::with_capacity(result.rows.len());
-    for row in result.rows {
-        let ids = row
-            .values
-            .iter()
-            .map(|v| {
-                let last = match v {
-                    serde_json::Value::Array(parts) => parts.last().and_then(|p| p.as_str()),
-                    other => other.as_str(),
-                };
-                last.and_then(|s| s.parse().ok())
-                    .ok_or_else(|| InstructionError::Value(format!("{v} is not an element key")))
-            })
-            .collect::<Result<Vec<u64>, _>>()?;
-        out.push(ids);
-    }
+    let mut out = result.rows.iter().map(|row| ids_of(&row.values)).collect::<Result<Matches, _>>()?;
     out.sort();
     Ok(out)
+}
+
+/// The element ids of a match's row as a reply holds it: the last key of each column.
+pub fn ids_of(values: &[serde_json::Value]) -> Result<Vec<u64>, InstructionError> {
+    values
+        .iter()
+        .map(|v| {
+            let last = match v {
+                serde_json::Value::Array(parts) => parts.last().and_then(|p| p.as_str()),
+                other => other.as_str(),
+            };
+            last.and_then(|s| s.parse().ok())
+                .ok_or_else(|| InstructionError::Value(format!("{v} is not an element key")))
+        })
+        .collect()
 }
 
 /// An in-memory SQLite database holding `t` (see [`create_tables`]), for [`sql_matches`].

@@ -16,6 +16,9 @@ pub enum RowValue<'a> {
     /// A text, a state's name or a key of one component; borrowed from the snapshot when it
     /// is a text read from a table.
     Text(Cow<'a, str>),
+    /// A node's key path of several components (the keys of the entries from the root down),
+    /// borrowed from the snapshot as [`RowValue::Text`] is.
+    Key(Vec<Cow<'a, str>>),
     /// A list: a key path of several components, or the nodes of a shortest path.
     Json(serde_json::Value),
 }
@@ -43,6 +46,7 @@ impl<'a> RowValue<'a> {
                 serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
             }
             RowValue::Text(t) => serde_json::Value::String(t.to_string()),
+            RowValue::Key(k) => k.iter().map(|c| serde_json::Value::String(c.to_string())).collect(),
             RowValue::Json(v) => v.clone(),
         }
     }
@@ -51,6 +55,16 @@ impl<'a> RowValue<'a> {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             RowValue::Int(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The last key of a node's key path (its own entry's key, or its matrix target's last
+    /// one), if the value is a key path; a text of one component is its own last key.
+    pub fn last_key(&self) -> Option<&str> {
+        match self {
+            RowValue::Key(k) => k.last().map(|c| &**c),
+            RowValue::Text(t) => Some(t),
             _ => None,
         }
     }

@@ -63,9 +63,20 @@ impl<'g> Exec<'g, '_> {
             return Ok(self.column_value(col, env)?.map(|v| RowValue::Json(v.into_json())));
         };
         // The common columns without a `Leaf` between: a number through `Exec::number` (a
-        // variable's own slot read straight from its record), a variable's own text borrowed.
+        // variable's own slot read straight from its record), a variable's own text and a
+        // node's keys borrowed.
         match t {
             MatchTerm::Leaf { kind: LeafKind::Number, .. } => return Ok(self.number(t, env)?.map(RowValue::Int)),
+            // A node's key path, its keys borrowed.
+            MatchTerm::Key(v) => {
+                let mut keys = Vec::new();
+                self.graph.entry_keys_into(self.slot(env, *v).node, &mut keys)?;
+                return Ok(Some(if keys.len() == 1 {
+                    RowValue::Text(keys.swap_remove(0))
+                } else {
+                    RowValue::Key(keys)
+                }));
+            }
             MatchTerm::Leaf { var, steps, property, kind: LeafKind::Text } if steps.is_empty() => {
                 let view = self.var_view(env, *var)?;
                 return Ok(Some(RowValue::Text(Cow::Borrowed(self.graph.string_text(view.text_id(*property)?)?))));
