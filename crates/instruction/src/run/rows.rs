@@ -240,12 +240,8 @@ impl Rows for VisitedRows<'_> {
                 std::mem::forget(std::mem::replace(slot, value(c)));
             }
             let flow = (self.visit)(key, &values[..n]);
-            // Numbers and borrowed texts own nothing: dropping the array's values one call
-            // each was a fifth of a collection query's instructions.
-            let owns = |v: &RowValue<'_>| {
-                !matches!(v, RowValue::Null | RowValue::Int(_) | RowValue::Float(_) | RowValue::Text(Cow::Borrowed(_)))
-            };
-            if values[..n].iter().any(owns) {
+            // Numbers and borrowed texts own nothing (`RowValue::owns`).
+            if values[..n].iter().any(RowValue::owns) {
                 drop(std::mem::ManuallyDrop::into_inner(values));
             }
             flow

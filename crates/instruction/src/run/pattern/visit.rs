@@ -34,7 +34,7 @@ pub(crate) fn visit_match(
     let mut row: Vec<RowValue<'_>> = Vec::with_capacity(plan.columns.len());
     let (mut total, mut sent) = (0u64, 0u64);
     exec.block(&plan.block.ops, &env, &mut |_, env| {
-        row.clear();
+        RowValue::clear(&mut row);
         for col in &plan.columns {
             match exec.row_value(col, env)? {
                 Some(v) => row.push(v),
