@@ -503,7 +503,7 @@ fn repair(
             .with(registered.id, |r| r.rows().map(ids_of).collect::<Result<Matches, _>>())
             .ok_or_else(|| BenchError(format!("{}: the registered query stopped", q.name())))?
             .map_err(|e| err("Espalier", e))?;
-        kept.sort();
+        kept.sort_unstable();
         let read = start.elapsed();
         let (refresh, stats) = engine
             .registry()

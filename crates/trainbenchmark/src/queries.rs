@@ -236,7 +236,8 @@ impl Query {
     }
 }
 
-/// A query's matches, each the ids of its columns; sorted, so match sets compare.
+/// A query's matches, each the ids of its columns; sorted (unstably: equal matches are
+/// equal), so match sets compare.
 pub type Matches = Vec<Vec<u64>>;
 
 /// Runs the query's pattern (its text, [`Query::pattern`]) on the engine and reads its
@@ -274,7 +275,7 @@ pub fn visit_matches(engine: &Engine, plan: &Plan) -> Result<Matches, Instructio
     if let Some(why) = bad {
         return Err(InstructionError::Value(why));
     }
-    out.sort();
+    out.sort_unstable();
     Ok(out)
 }
 
@@ -284,7 +285,7 @@ pub fn matches_of(reply: Reply) -> Result<Matches, InstructionError> {
         return Err(InstructionError::Value("a pattern query replies with rows".into()));
     };
     let mut out = result.rows.iter().map(|row| ids_of(&row.values)).collect::<Result<Matches, _>>()?;
-    out.sort();
+    out.sort_unstable();
     Ok(out)
 }
 
@@ -386,6 +387,6 @@ pub fn sql_matches(conn: &Connection, q: Query) -> rusqlite::Result<Matches> {
     let mut out: Matches = st
         .query_map([], |row| (0..n).map(|i| row.get::<_, i64>(i).map(|v| v as u64)).collect())?
         .collect::<rusqlite::Result<_>>()?;
-    out.sort();
+    out.sort_unstable();
     Ok(out)
 }
