@@ -115,7 +115,8 @@ fn prefix8(key: &[u8]) -> u64 {
 /// ends, key bytes. One allocation per node, so that a lookup in a cold node touches the few
 /// cache lines it reads and one or two 4 KiB pages, not one page per array (a cold page costs
 /// a TLB miss, which on a virtual machine is several memory loads). Reads go straight to the
-/// buffer; a write rebuilds it (a node is about 4 KiB).
+/// buffer; a write moves the parts within it, in place when no snapshot shares the node
+/// (`insert_in_place`, `remove_in_place`; a node is about 4 KiB).
 #[derive(Clone)]
 struct Keys {
     /// Two header words (`len | heap_len << 32`; the shared owner, [`SHARED`] if there is one,
