@@ -131,7 +131,7 @@ impl Rows for JsonRows {
 /// Columns a visited row hands over from the stack.
 const ON_STACK: usize = 8;
 
-/// A value of the row being visited: its text as a range of the row's byte buffer.
+/// A value of the row being visited: its text as a range of the row's text buffer.
 enum Visited {
     Number(i64),
     Text(Range<usize>),
@@ -139,7 +139,7 @@ enum Visited {
 }
 
 /// Rows handed one at a time to [`crate::Engine::visit_rows`]'s visitor, as they are kept:
-/// a row's texts are copied into one byte buffer and its key into one list of strings, both
+/// a row's texts are copied into one text buffer and its key into one list of strings, both
 /// reused from row to row, so a page of rows allocates nothing per row once the first has
 /// sized them.
 pub(crate) struct VisitedRows<'v> {
@@ -147,7 +147,8 @@ pub(crate) struct VisitedRows<'v> {
     total: u64,
     kept: usize,
     stopped: bool,
-    bytes: Vec<u8>,
+    /// The row's texts, checked as UTF-8 once, on the way in.
+    text: String,
     cells: Vec<Visited>,
     key: Vec<String>,
     /// Key parts of the row being read (the first `key_len` of `key`).
@@ -161,7 +162,7 @@ impl<'v> VisitedRows<'v> {
             total: 0,
             kept: 0,
             stopped: false,
-            bytes: Vec::new(),
+            text: String::new(),
             cells: Vec::new(),
             key: Vec::new(),
             key_len: 0,
@@ -185,14 +186,14 @@ impl Rows for VisitedRows<'_> {
         let visited = match cell {
             Cell::Number(n) => Visited::Number(n),
             Cell::Bytes(b) => {
-                let start = self.bytes.len();
-                self.bytes.extend_from_slice(utf8(b)?.as_bytes());
-                Visited::Text(start..self.bytes.len())
+                let start = self.text.len();
+                self.text.push_str(utf8(b)?);
+                Visited::Text(start..self.text.len())
             }
             Cell::Text(t) => {
-                let start = self.bytes.len();
-                self.bytes.extend_from_slice(t.as_bytes());
-                Visited::Text(start..self.bytes.len())
+                let start = self.text.len();
+                self.text.push_str(t);
+                Visited::Text(start..self.text.len())
             }
             Cell::Key(k) => Visited::Value(key_json(k)),
         };
@@ -213,21 +214,18 @@ impl Rows for VisitedRows<'_> {
 
     #[inline(always)]
     fn drop_row(&mut self) {
-        self.bytes.clear();
+        self.text.clear();
         self.cells.clear();
         self.key_len = 0;
     }
 
     fn keep_row(&mut self) {
         self.kept += 1;
-        let bytes = &self.bytes;
+        let text = &self.text;
         let value = |c: &Visited| match c {
             Visited::Number(n) => RowValue::Int(*n),
-            // Checked to be UTF-8 (or a state's name) when it was added.
-            Visited::Text(r) => {
-                let b = &bytes[r.clone()];
-                RowValue::Text(std::str::from_utf8(b).map_or_else(|_| String::from_utf8_lossy(b), Cow::Borrowed))
-            }
+            // Ranges of what was pushed: on character boundaries, so `get` always finds them.
+            Visited::Text(r) => RowValue::Text(Cow::Borrowed(text.get(r.clone()).unwrap_or_default())),
             Visited::Value(v) => RowValue::Json(v.clone()),
         };
         // On the stack for the usual few columns: no allocation per row.
