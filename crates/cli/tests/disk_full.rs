@@ -20,8 +20,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 const SCHEMA: &str = "root ( 'Docs' -> dictionary ( 'Body' -> text ) )\n";
 
-/// The file system's size: the server's first 64 MiB log segment and the ballast fit, the
-/// next segment does not, until the ballast is deleted.
+/// The file system's size: the ballast and the server's log segments (1 MiB, doubling) up to
+/// 32 MiB fit, the 64 MiB one does not, until the ballast is deleted.
 const TMPFS_MIB: u64 = 160;
 const BALLAST_MIB: u64 = 64;
 /// One document's text (as in the report: 100 KB texts).

@@ -110,6 +110,42 @@ fn segments_roll_and_truncate_before() {
     assert_eq!(segments(db).len(), 1);
 }
 
+#[test]
+fn segments_start_small_and_double_up_to_the_segment_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path();
+    // Largest 64 × 4 KiB: segments of 4, 8, 16, … KiB, then 256 KiB each.
+    let largest = 64 * 4096;
+    let mut w = LogWriter::open(db, options(largest, Preparation::PreZeroed, Durability::None), 1).expect("open");
+    let batches: Vec<Vec<usize>> = (0..1500).map(|i| vec![300 + i % 200; 2]).collect();
+    let written = append(&mut w, &batches);
+    drop(w);
+    let sizes: Vec<u64> = segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect();
+    assert!(sizes.len() >= 7, "{sizes:?}");
+    let want: Vec<u64> = (0..sizes.len()).map(|i| (4096u64 << i).min(largest)).collect();
+    assert_eq!(sizes, want, "each segment twice the one before, up to the largest");
+    let (read, end) = read_all(db, 0);
+    assert_eq!(read, written);
+    assert_eq!(end.tail, Tail::Clean);
+}
+
+#[test]
+fn a_batch_larger_than_a_small_segment_lengthens_it_and_the_next_fits_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path();
+    let mut w = LogWriter::open(db, options(1 << 20, Preparation::PreZeroed, Durability::Sync), 1).expect("open");
+    // The first segment is 16 KiB; a 40 KB batch goes into it whole, then small batches.
+    let mut written = append(&mut w, &[vec![40_000], vec![100]]);
+    written.extend(append(&mut w, &[vec![50_000], vec![100; 3]]));
+    drop(w);
+    let sizes: Vec<u64> = segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect();
+    assert!(sizes[0] > 40_000 && sizes[0] < 48 << 10, "{sizes:?}");
+    assert!(sizes[1] >= 80_000, "the next segment holds twice what overflowed the first: {sizes:?}");
+    let (read, end) = read_all(db, 0);
+    assert_eq!(read, written);
+    assert_eq!(end.tail, Tail::Clean);
+}
+
 /// Writes a log whose last batch is one record, returns (records, segment, the last
 /// record's offset and length).
 fn log_with_last_record(db: &Path, prep: Preparation) -> (Records, PathBuf, usize, usize) {

@@ -22,7 +22,9 @@ pub struct LogOptions {
     /// When an append is durable: `Sync` — on return (one `fdatasync` per batch); `Periodic` —
     /// within the interval (a background `fdatasync`); `None` — when the OS writes back.
     pub durability: Durability,
-    /// A segment is closed and the next begun when a batch would not fit (64 MiB by default).
+    /// A segment is closed and the next begun when a batch would not fit. Segments start at
+    /// a 64th of this (at least [`MIN_SEGMENT_SIZE`]) and double with each new segment up to
+    /// it (64 MiB by default), so that a database that writes little keeps a small log.
     pub segment_size: u64,
     /// How segment space is made ready (pre-zeroed by default).
     pub preparation: Preparation,
@@ -50,6 +52,8 @@ struct Current {
     file: Arc<LogFile>,
     /// Offset after the last record written.
     end: u64,
+    /// The size the segment was prepared with: a batch that would end past it starts the next.
+    size: u64,
 }
 
 /// What the writer shares with its background `fdatasync` thread (`periodic` mode).
@@ -92,6 +96,13 @@ impl Shared {
 struct Prepared {
     file: std::fs::File,
     path: PathBuf,
+    size: u64,
+}
+
+/// The size of the first segment a writer prepares: a 64th of the largest, at least
+/// [`MIN_SEGMENT_SIZE`], a multiple of 8.
+fn first_segment_size(largest: u64) -> u64 {
+    (largest / 64).max(MIN_SEGMENT_SIZE).min(largest) & !7
 }
 
 /// Appends batches of records to the log in `DIR/log`. One per database; not shared between
@@ -105,6 +116,8 @@ pub struct LogWriter {
     /// The next segment, being prepared in the background.
     preparer: Option<JoinHandle<Result<Prepared, LogError>>>,
     prepared_seq: u64,
+    /// The size of the next segment to prepare (doubling up to `options.segment_size`).
+    next_size: u64,
     syncer: Option<JoinHandle<()>>,
     #[cfg(any(test, feature = "fault-injection"))]
     faults: Arc<Faults>,
@@ -167,6 +180,7 @@ impl LogWriter {
             stop: Mutex::new(false),
             wake: Condvar::new(),
         });
+        let next_size = first_segment_size(options.segment_size);
         let mut writer = LogWriter {
             log_dir: dir,
             options,
@@ -175,6 +189,7 @@ impl LogWriter {
             shared,
             preparer: None,
             prepared_seq: 0,
+            next_size,
             syncer: None,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: Faults::new(),
@@ -227,8 +242,7 @@ impl LogWriter {
         if len > capacity {
             return Err(LogError::BatchTooLarge { len, max: capacity });
         }
-        let segment_size = self.options.segment_size;
-        let fits = self.current.as_ref().is_some_and(|c| c.end + len as u64 <= segment_size);
+        let fits = self.current.as_ref().is_some_and(|c| c.end + len as u64 <= c.size);
         if fits {
             self.write_batch(batch.records_bytes())?;
         } else {
@@ -307,7 +321,13 @@ impl LogWriter {
         let (file, end) = result.inspect_err(|e| self.shared.poison(e))?;
         let file = Arc::new(file);
         *lock(&self.shared.current) = Some(file.clone());
-        self.current = Some(Current { file, end });
+        // A batch larger than the prepared size made the file longer: later ones go on.
+        self.current = Some(Current { file, end, size: prepared.size.max(end) });
+        if end > prepared.size {
+            // Segments this write rate fills at once are too small: the next fits it twice.
+            self.next_size = self.next_size.max(end.saturating_mul(2).next_power_of_two());
+            self.next_size = self.next_size.min(self.options.segment_size);
+        }
         self.after_write(end);
         self.spawn_preparer();
         Ok(())
@@ -326,11 +346,19 @@ impl LogWriter {
         self.prepared_seq += 1;
         let path = self.log_dir.join(format!("prepared-{:06}.tmp", self.prepared_seq));
         let (size, how, sync) =
-            (self.options.segment_size, self.options.preparation, self.options.durability != Durability::None);
+            (self.take_size(), self.options.preparation, self.options.durability != Durability::None);
         let thread = std::thread::Builder::new()
             .name("espalier-log-prepare".into())
-            .spawn(move || prepare(&path, size, how, sync).map(|file| Prepared { file, path }));
+            .spawn(move || prepare(&path, size, how, sync).map(|file| Prepared { file, path, size }));
         self.preparer = thread.ok();
+    }
+
+    /// The size of the segment to prepare now; the next one is twice it, up to the largest.
+    fn take_size(&mut self) -> u64 {
+        let size = self.next_size;
+        self.next_size = size.saturating_mul(2).min(self.options.segment_size);
+        debug_assert!(size >= MIN_SEGMENT_SIZE.min(self.options.segment_size) && size & 7 == 0);
+        size
     }
 
     fn take_prepared(&mut self) -> Result<Prepared, LogError> {
@@ -355,9 +383,10 @@ impl LogWriter {
             Err(_) => {
                 self.prepared_seq += 1;
                 let path = self.log_dir.join(format!("prepared-{:06}.tmp", self.prepared_seq));
+                let size = self.take_size();
                 let o = &self.options;
-                let file = prepare(&path, o.segment_size, o.preparation, o.durability != Durability::None)?;
-                Ok(Prepared { file, path })
+                let file = prepare(&path, size, o.preparation, o.durability != Durability::None)?;
+                Ok(Prepared { file, path, size })
             }
         }
     }
