@@ -147,10 +147,26 @@ impl Oo7Espalier {
         params: &[(&str, ParamValue)],
         f: &mut dyn FnMut(&[RowValue<'_>]) -> Result<()>,
     ) -> Result<()> {
-        let plan = self.plans.get(text).ok_or(EspalierError::NotHere("an unchecked query"))?;
         let params: HashMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        self.visit_with(self.plan(text)?, &params, f)
+    }
+
+    /// The checked plan of a query.
+    fn plan(&self, text: &'static str) -> Result<&Plan> {
+        self.plans.get(text).ok_or(EspalierError::NotHere("an unchecked query"))
+    }
+
+    /// [`Oo7Espalier::visit`] with the plan and the parameters at hand: an operation that
+    /// runs one query many times finds its plan and makes its parameter map once and sets
+    /// the parameter for each run, as SQLite's side prepares a statement once and binds.
+    fn visit_with(
+        &self,
+        plan: &Plan,
+        params: &HashMap<String, ParamValue>,
+        f: &mut dyn FnMut(&[RowValue<'_>]) -> Result<()>,
+    ) -> Result<()> {
         let mut failed = None;
-        self.engine.visit_rows(plan, &params, None, &mut |_, values| match f(values) {
+        self.engine.visit_rows(plan, params, None, &mut |_, values| match f(values) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 failed = Some(e);
@@ -186,8 +202,13 @@ impl Oo7Espalier {
                 Ok(())
             })?,
             Op::Q1 => {
+                let plan = self.plan(Q1)?;
+                let mut params = HashMap::from([("id".to_string(), ParamValue::Int(0))]);
                 for id in &draw.ids {
-                    self.visit(Q1, &[("id", ParamValue::Int(*id))], &mut |r| {
+                    if let Some(slot) = params.get_mut("id") {
+                        *slot = ParamValue::Int(*id);
+                    }
+                    self.visit_with(plan, &params, &mut |r| {
                         let mut v = 0i64;
                         for i in 0..r.len() {
                             v = v.wrapping_add(int(r, i, "Q1")?);
@@ -205,8 +226,13 @@ impl Oo7Espalier {
                 })?;
             }
             Op::Q4 => {
+                let plan = self.plan(Q4)?;
+                let mut params = HashMap::from([("title".to_string(), ParamValue::Text(String::new()))]);
                 for t in &draw.titles {
-                    self.visit(Q4, &[("title", ParamValue::Text(t.clone()))], &mut |r| {
+                    if let Some(slot) = params.get_mut("title") {
+                        *slot = ParamValue::Text(t.clone());
+                    }
+                    self.visit_with(plan, &params, &mut |r| {
                         a.add(int(r, 0, "Q4")?);
                         Ok(())
                     })?;
