@@ -120,13 +120,11 @@ fn segments_start_small_and_double_up_to_the_segment_size() {
     let batches: Vec<Vec<usize>> = (0..1500).map(|i| vec![300 + i % 200; 2]).collect();
     let written = append(&mut w, &batches);
     drop(w);
-    let sizes: Vec<u64> = segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect();
+    let sizes = segment_lengths(db);
     assert!(sizes.len() >= 7, "{sizes:?}");
     let want: Vec<u64> = (0..sizes.len()).map(|i| (4096u64 << i).min(largest)).collect();
     assert_eq!(sizes, want, "each segment twice the one before, up to the largest");
-    let (read, end) = read_all(db, 0);
-    assert_eq!(read, written);
-    assert_eq!(end.tail, Tail::Clean);
+    reads_back_clean(db, &written);
 }
 
 #[test]
@@ -138,11 +136,21 @@ fn a_batch_larger_than_a_small_segment_lengthens_it_and_the_next_fits_it() {
     let mut written = append(&mut w, &[vec![40_000], vec![100]]);
     written.extend(append(&mut w, &[vec![50_000], vec![100; 3]]));
     drop(w);
-    let sizes: Vec<u64> = segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect();
+    let sizes = segment_lengths(db);
     assert!(sizes[0] > 40_000 && sizes[0] < 48 << 10, "{sizes:?}");
     assert!(sizes[1] >= 80_000, "the next segment holds twice what overflowed the first: {sizes:?}");
+    reads_back_clean(db, &written);
+}
+
+/// The lengths of the log's segment files, in order.
+fn segment_lengths(db: &Path) -> Vec<u64> {
+    segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect()
+}
+
+/// The whole log reads back as `written`, with a clean tail.
+fn reads_back_clean(db: &Path, written: &Records) {
     let (read, end) = read_all(db, 0);
-    assert_eq!(read, written);
+    assert_eq!(&read, written);
     assert_eq!(end.tail, Tail::Clean);
 }
 
