@@ -23,7 +23,7 @@ pub use change::{Change, ChangeSet, NodePath, PathStep, QueryDiff, Touched};
 pub use check::{check, CheckReport};
 pub use dump::{export, import, DumpError, ImportStats};
 pub use error::{DataError, UniqueViolation};
-pub use graph::{EntryKey, Graph, NodeView};
+pub use graph::{lossy_text, EntryKey, Graph, NodeView};
 pub use keys::{meta, shape};
 pub use record::{NodeId, NodeRef, ROOT_ID};
 pub use write::GraphSavepoint;

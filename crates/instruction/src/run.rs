@@ -510,10 +510,7 @@ fn visit<'g>(
                     key.push(KeyPart::Target { id: nav.graph.matrix_target_of(*property, raw)?, property: *property });
                 } else {
                     // Borrowed from the snapshot: no allocation for rows outside the page.
-                    // `from_utf8`'s ASCII fast path, not the lossy chunk walk: keys are
-                    // written as text, so only a corrupt one needs the lossy form.
-                    let text = std::str::from_utf8(raw).map_or_else(|_| String::from_utf8_lossy(raw), Cow::Borrowed);
-                    key.push(KeyPart::Text(text));
+                    key.push(KeyPart::Text(espalier_data::lossy_text(raw)));
                 }
                 visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
                 key.truncate(before);

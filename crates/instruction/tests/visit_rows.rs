@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 
-use espalier_instruction::parse::ParseOptions;
-use espalier_instruction::{parse_instruction, Engine, ParamValue, Reply, RowValue};
+use espalier_instruction::{Engine, ParamValue, Reply, RowValue};
 use serde_json::Value;
 
 mod common;
-use common::{engine, exec, Rng};
+use common::{engine, exec, plan, Rng};
 
 const SCHEMA: &str = r#"
 root (
@@ -80,7 +79,7 @@ fn run(e: &Engine, text: &str, params: &HashMap<String, ParamValue>) -> (u64, Ve
 
 /// What `visit_rows` hands over, in the same form.
 fn visit(e: &Engine, text: &str, params: &HashMap<String, ParamValue>) -> (u64, Vec<(Vec<String>, Vec<Value>)>) {
-    let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+    let plan = plan(e, text);
     let mut rows = Vec::new();
     let total = e
         .visit_rows(&plan, params, None, &mut |key, values| {
@@ -150,7 +149,7 @@ fn texts_of_a_streamed_query_are_borrowed_from_the_snapshot() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);
     let text = "collection match p in . 'People' select 'name' -> p text : 'Name' 'p' -> p";
-    let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+    let plan = plan(&e, text);
     let (mut borrowed, mut rows) = (0, 0);
     e.visit_rows(&plan, &HashMap::new(), None, &mut |_, values| {
         rows += 1;
@@ -166,17 +165,17 @@ fn key_paths_of_a_streamed_query_are_borrowed_from_the_snapshot() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);
     // A dictionary entry under an entry, and a matrix entry (its last key the target's).
-    for (text, want) in [
-        ("collection match p in . 'People' k in p . 'Pets' select 'pet' -> k", None),
-        ("collection match p in . 'People' f in p % 'Friends' select 'link' -> f", Some(())),
+    for (text, matrix) in [
+        ("collection match p in . 'People' k in p . 'Pets' select 'pet' -> k", false),
+        ("collection match p in . 'People' f in p % 'Friends' select 'link' -> f", true),
     ] {
-        let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+        let plan = plan(&e, text);
         let (mut borrowed, mut rows) = (0, 0);
         e.visit_rows(&plan, &HashMap::new(), None, &mut |_, values| {
             rows += 1;
             let RowValue::Key(keys) = &values[0] else { panic!("{text}: {values:?}") };
             assert_eq!(keys.len(), 2, "{text}: {keys:?}");
-            if want.is_some() {
+            if matrix {
                 // The link's last key is the friend's own key: a person's.
                 let last = values[0].last_key().unwrap_or_default();
                 assert!(last.len() == 3 && last.starts_with('p'), "{text}: {keys:?}");
@@ -195,7 +194,7 @@ fn texts_of_a_collection_query_are_borrowed_and_keys_spelled_into_one_buffer() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);
     let text = "collection select . 'People' 'name' -> text : 'Name'";
-    let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+    let plan = plan(&e, text);
     let (mut borrowed, mut keys) = (0, Vec::new());
     e.visit_rows(&plan, &HashMap::new(), None, &mut |key, values| {
         borrowed += usize::from(matches!(&values[0], RowValue::Text(std::borrow::Cow::Borrowed(_))));
@@ -214,7 +213,7 @@ fn a_visitor_that_breaks_stops_the_scan() {
     for text in
         ["collection match p in . 'People' select 'p' -> p", "collection select . 'People' 'p' -> text : 'Name'"]
     {
-        let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+        let plan = plan(&e, text);
         let mut seen = Vec::new();
         let total = e
             .visit_rows(&plan, &HashMap::new(), None, &mut |key, values| {
@@ -241,7 +240,7 @@ fn instructions_without_rows_are_refused_and_nothing_runs() {
         "get . 'People' : \"p01\"",
         "transaction ( collection match p in . 'People' select 'p' -> p )",
     ] {
-        let plan = e.check(&parse_instruction(text, ParseOptions::CLIENT).unwrap(), Some(text)).unwrap();
+        let plan = plan(&e, text);
         let mut called = false;
         let err = e
             .visit_rows(&plan, &HashMap::new(), None, &mut |_, _| {

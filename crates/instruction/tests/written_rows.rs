@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use espalier_instruction::{parse_instruction, Engine, ParamValue, Reply};
+use espalier_instruction::{Engine, ParamValue, Reply};
 
 mod common;
-use common::{engine, exec};
+use common::{engine, exec, plan};
 
 const SCHEMA: &str = r#"
 root (
@@ -86,7 +86,7 @@ fn a_detached_write_answers_packed_rows_and_a_node_spelt_out() {
     let Reply::Query(alone) = e.execute_text(q, &params()).unwrap() else { panic!() };
     let Reply::Node(node) = e.execute_text("get . 'Clients' : \"c03\"", &params()).unwrap() else { panic!() };
     let run = |text: &str| {
-        let plan = e.check(&parse_instruction(text, Default::default()).unwrap(), Some(text)).unwrap();
+        let plan = plan(&e, text);
         let (tx, rx) = mpsc::channel();
         e.run_detached(plan, params(), true, move |r| tx.send(r).unwrap());
         rx.recv().unwrap().unwrap()

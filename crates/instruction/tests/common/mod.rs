@@ -25,6 +25,13 @@ pub fn execute_json(
     e.run(&plan, params, None)
 }
 
+/// An instruction's text parsed (as a client sends it) and checked: a plan to run or visit.
+pub fn plan(e: &Engine, text: &str) -> espalier_instruction::plan::Plan {
+    let instr = espalier_instruction::parse_instruction(text, espalier_instruction::parse::ParseOptions::CLIENT)
+        .unwrap_or_else(|err| panic!("{text}\n  does not parse: {err}"));
+    e.check(&instr, Some(text)).unwrap_or_else(|err| panic!("{text}\n  does not check: {err}"))
+}
+
 /// Runs an instruction that must succeed.
 pub fn exec(e: &Engine, text: &str) {
     e.execute_text(text, &HashMap::new()).unwrap_or_else(|err| panic!("{text}\n  failed: {err}"));
