@@ -190,6 +190,27 @@ fn key_paths_of_a_streamed_query_are_borrowed_from_the_snapshot() {
 }
 
 #[test]
+fn a_reference_of_one_key_is_a_text_streamed_or_not() {
+    let (_dir, e) = engine(SCHEMA);
+    load(&e);
+    // A collection query streams; `order by` makes a pattern query collect its rows first.
+    for text in [
+        "collection select . 'People' 'city' -> reference : 'Lives In'",
+        "collection match p in . 'People' select 'city' -> p reference : 'Lives In' order by 'city'",
+    ] {
+        let mut rows = 0;
+        e.visit_rows(&plan(&e, text), &HashMap::new(), None, &mut |_, values| {
+            rows += 1;
+            let city = values[0].as_str().unwrap_or_else(|| panic!("{text}: {values:?}"));
+            assert!(city.starts_with('c'), "{text}: {city}");
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert_eq!(rows, 60, "{text}");
+    }
+}
+
+#[test]
 fn texts_of_a_collection_query_are_borrowed_and_keys_spelled_into_one_buffer() {
     let (_dir, e) = engine(SCHEMA);
     load(&e);

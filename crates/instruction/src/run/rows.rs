@@ -138,6 +138,17 @@ enum Visited {
     Value(serde_json::Value),
 }
 
+/// The value a visitor is handed for `cell`, its text borrowed from the row's `text`.
+fn visited_value<'r>(text: &'r str, cell: &'r Visited) -> RowValue<'r> {
+    match cell {
+        Visited::Number(n) => RowValue::Int(*n),
+        // Ranges of what was pushed: on character boundaries, so `get` always finds them.
+        Visited::Text(r) => RowValue::Text(Cow::Borrowed(text.get(r.clone()).unwrap_or_default())),
+        // A key of one component is a text, as `Engine::run`'s rows give it.
+        Visited::Value(v) => RowValue::from_json(v),
+    }
+}
+
 /// Rows handed one at a time to [`crate::Engine::visit_rows`]'s visitor, as they are kept:
 /// a row's texts are copied into one text buffer and its key into one list of strings, both
 /// reused from row to row, so a page of rows allocates nothing per row once the first has
@@ -221,13 +232,8 @@ impl Rows for VisitedRows<'_> {
 
     fn keep_row(&mut self) {
         self.kept += 1;
-        let text = &self.text;
-        let value = |c: &Visited| match c {
-            Visited::Number(n) => RowValue::Int(*n),
-            // Ranges of what was pushed: on character boundaries, so `get` always finds them.
-            Visited::Text(r) => RowValue::Text(Cow::Borrowed(text.get(r.clone()).unwrap_or_default())),
-            Visited::Value(v) => RowValue::Json(v.clone()),
-        };
+        let text = self.text.as_str();
+        let value = |c| visited_value(text, c);
         // On the stack for the usual few columns: no allocation per row.
         let key = &self.key[..self.key_len];
         self.stopped = if self.cells.len() <= ON_STACK {
