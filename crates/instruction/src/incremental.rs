@@ -537,10 +537,14 @@ impl Reads<'_> {
         for op in &block.ops {
             match &op.kind {
                 MatchOp::Scan { from, steps, var, .. } => self.path(*from, steps, None, Some(*var), top),
-                MatchOp::Index { var, .. } => {
+                MatchOp::Index { var, index, .. } => {
                     // Bound from the root by down steps only: its own node is all that counts.
                     if self.all {
                         self.opaque.insert(self.vars[*var].ty);
+                    } else if let Some(decl) = self.schema.indexes.get(*index as usize) {
+                        // The probe reads the indexed property in the variable's own record
+                        // (through groups only); an exact probe leaves no filter to say so.
+                        self.path(Anchor::Var(*var), &[], Some(decl.property), None, top);
                     }
                 }
                 MatchOp::Filter(c) => self.cond(c, top),

@@ -107,6 +107,14 @@ fn the_planner_binds_by_the_index_that_answers_the_condition() {
     assert_eq!(plan(&e, q)[0], "bind o by index 'Order Amount' ('Amount' from 5 to …)");
     assert_eq!(rows(&e, q), vec!["[[\"c3\",\"o1\"]]"]);
 
+    // Inclusive bounds on a number: the index yields exactly the rows they hold for, so no
+    // filter re-checks them (a strict bound, above, keeps its filter).
+    let q = "collection match c in . 'Clients' where c number : 'Age' >= 40 and c number : 'Age' <= 50 select 'k' -> c";
+    let p = plan(&e, q);
+    assert_eq!(p[0], "bind c by index 'Client Age' ('Age' from 40 to 50)");
+    assert!(!p.iter().any(|l| l.starts_with("filter")), "{p:#?}");
+    assert_eq!(rows(&e, q), vec!["[\"c2\"]", "[\"c3\"]"]);
+
     // A join: each client probes the orders' amount index with its age (both sides are
     // indexed; one is scanned), rather than every order being read for each client.
     exec(&e, &client("c4", "Cyd", "d@x", 7));

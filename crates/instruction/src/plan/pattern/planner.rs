@@ -89,9 +89,17 @@ impl<'c, 's> PatternChecker<'c, 's> {
             } else {
                 (every * served.iter().map(|&j| pending[j].selectivity).product::<f64>()).max(1.0)
             };
-            // A number is stored whole in the index key: equal keys are equal values.
-            let exact = matches!(probe, IndexProbe::Equal(_) | IndexProbe::EqualTerm(_))
-                && matches!(schema.property(decl.property).kind, PropertyKind::Number);
+            // A number is stored whole in the index key: equal keys are equal values, and a
+            // range read between inclusive bounds holds exactly the values `>=` and `<=` ask
+            // for (a strict bound still needs its filter).
+            let exact = matches!(schema.property(decl.property).kind, PropertyKind::Number)
+                && match probe {
+                    IndexProbe::Equal(_) | IndexProbe::EqualTerm(_) => true,
+                    IndexProbe::Range { .. } => served.iter().all(|&j| {
+                        matches!(pending[j].cond, MatchCondition::Compare { op: Comparison::Ge | Comparison::Le, .. })
+                    }),
+                    IndexProbe::States(_) | IndexProbe::Prefix(_) => false,
+                };
             let choice = IndexChoice { index: n, probe, served, rows, exact };
             if best.as_ref().is_none_or(|b| choice.rows < b.rows) {
                 best = Some(choice);
