@@ -473,6 +473,7 @@ impl<'g> Exec<'g, '_> {
         Ok(self.graph.header(id)?.parent)
     }
 
+    #[inline]
     fn slot(&self, env: &Env<'g>, var: usize) -> Slot<'g> {
         env[var].get().expect("planned: variables are bound before use")
     }
@@ -482,6 +483,7 @@ impl<'g> Exec<'g, '_> {
         Cur { node: s.node, view: s.view }
     }
 
+    #[inline]
     fn var_view(&self, env: &Env<'g>, var: usize) -> Result<NodeView<'g>> {
         let s = self.slot(env, var);
         match s.view {
@@ -604,7 +606,12 @@ impl<'g> Exec<'g, '_> {
                 }
             }
             env[var].set(Some(Slot { node: view.node, view: Some(view) }));
-            self.block(rest, env, emit)
+            // The scan is often the block's last operation: each match straight to `emit`.
+            if rest.is_empty() {
+                emit(self, env)
+            } else {
+                self.block(rest, env, emit)
+            }
         };
         let g = &self.graph;
         let mut flow = Flow::Go;

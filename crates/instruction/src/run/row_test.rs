@@ -84,6 +84,34 @@ impl Test {
     }
 }
 
+/// A number or text term that reads one variable's own record, compiled to its slot's byte
+/// position (a streamed column, `pattern::visit`): the same slot [`RowTest`] and
+/// `NodeView::number` read, found once per run instead of once per row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotRead {
+    /// The variable whose record holds the slot.
+    pub(crate) var: usize,
+    /// The slot's byte position in that record.
+    pub(crate) at: usize,
+    /// A number, or a text's string id.
+    pub(crate) kind: LeafKind,
+}
+
+impl SlotRead {
+    /// The read for `term` if it is a number or text of its variable's own record (through
+    /// groups only).
+    pub(crate) fn compile(term: &MatchTerm, schema: &Schema) -> Option<SlotRead> {
+        match term {
+            MatchTerm::Leaf { var, steps, property, kind: kind @ (LeafKind::Number | LeafKind::Text) }
+                if in_record(steps) =>
+            {
+                Some(SlotRead { var: *var, at: record::slot(schema, *property), kind: *kind })
+            }
+            _ => None,
+        }
+    }
+}
+
 #[inline]
 fn slot(record: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(record.get(at..at + 8)?.try_into().ok()?))

@@ -58,17 +58,6 @@ impl<'a> RowValue<'a> {
         !matches!(self, RowValue::Null | RowValue::Int(_) | RowValue::Float(_) | RowValue::Text(Cow::Borrowed(_)))
     }
 
-    /// Empties `row`, dropping only the values that own something ([`RowValue::owns`]).
-    pub(crate) fn clear(row: &mut Vec<RowValue<'a>>) {
-        for v in row.drain(..) {
-            if v.owns() {
-                drop(v);
-            } else {
-                std::mem::forget(v);
-            }
-        }
-    }
-
     /// The number, if the value is one.
     pub fn as_i64(&self) -> Option<i64> {
         match self {

@@ -10,8 +10,10 @@ use std::ops::ControlFlow;
 use super::{unbound, Exec, Flow, Leaf, Result, Val};
 use crate::ast::LeafKind;
 use crate::plan::{MatchColumn, MatchPlan, MatchTerm};
+use crate::run::row_test::SlotRead;
 use crate::run::{Bindings, RowValue};
 use crate::InstructionError;
+use espalier_data::record;
 
 /// Whether [`visit_match`] streams `plan` (else its rows are collected first).
 pub(crate) fn streams(plan: &MatchPlan) -> bool {
@@ -31,14 +33,34 @@ pub(crate) fn visit_match(
     debug_assert!(streams(plan), "only a plan that needs no row before the first streams");
     let exec = Exec::new(graph, plan, b)?;
     let env = unbound(plan);
-    let mut row: Vec<RowValue<'_>> = Vec::with_capacity(plan.columns.len());
+    let reads: Vec<ColumnRead<'_>> = plan
+        .columns
+        .iter()
+        .map(|col| match col {
+            MatchColumn::Term(t) => {
+                SlotRead::compile(t, graph.schema).map_or(ColumnRead::General(col), ColumnRead::Slot)
+            }
+            col => ColumnRead::General(col),
+        })
+        .collect();
+    // One row, its values replaced in place: a value that owns nothing is forgotten, not
+    // dropped (a drop is an out-of-line call per value, as `RowValue::owns` says).
+    let mut row: Vec<RowValue<'_>> = vec![RowValue::Null; plan.columns.len()];
     let (mut total, mut sent) = (0u64, 0u64);
     exec.block(&plan.block.ops, &env, &mut |_, env| {
-        RowValue::clear(&mut row);
-        for col in &plan.columns {
-            match exec.row_value(col, env)? {
-                Some(v) => row.push(v),
-                None => return Ok(Flow::Go), // an undefined column leaves the match out
+        for (value, read) in row.iter_mut().zip(&reads) {
+            let v = match read {
+                ColumnRead::Slot(r) => exec.slot_value(r, env)?,
+                ColumnRead::General(col) => match exec.row_value(col, env)? {
+                    Some(v) => v,
+                    None => return Ok(Flow::Go), // an undefined column leaves the match out
+                },
+            };
+            let old = std::mem::replace(value, v);
+            if old.owns() {
+                drop(old);
+            } else {
+                std::mem::forget(old);
             }
         }
         total += 1;
@@ -54,7 +76,25 @@ pub(crate) fn visit_match(
     Ok(total)
 }
 
+/// How a streamed column is read: a variable's own number or text at its byte position in
+/// the record, or through [`Exec::row_value`].
+enum ColumnRead<'p> {
+    Slot(SlotRead),
+    General(&'p MatchColumn),
+}
+
 impl<'g> Exec<'g, '_> {
+    /// The value of a number or text column read straight from its variable's record; the
+    /// value [`Exec::row_value`] gives for it.
+    #[inline]
+    fn slot_value(&self, r: &SlotRead, env: &super::Env<'g>) -> Result<RowValue<'g>> {
+        let id = record::read_u64(self.var_view(env, r.var)?.record(), r.at)?;
+        Ok(match r.kind {
+            LeafKind::Number => RowValue::Int(id as i64),
+            _ => RowValue::Text(Cow::Borrowed(self.graph.string_text(id)?)),
+        })
+    }
+
     /// A column's value in the match `env` binds, as [`Exec::row`] gives it, borrowing what
     /// it can; `None` when it is undefined.
     fn row_value<'s>(&'s self, col: &MatchColumn, env: &super::Env<'g>) -> Result<Option<RowValue<'s>>> {
