@@ -356,12 +356,18 @@ impl Database {
         self.tables.writer().sync().map_err(|e| TxError::Commit(e.to_string()))
     }
 
-    /// Bytes the database's files ([`Database::files`]) take on disk (allocated blocks).
+    /// Bytes the database's files ([`Database::files`]) take on disk (allocated blocks), with
+    /// the log segment prepared ahead (`log/*.tmp`, pre-zeroed: not data, but disk it holds).
     pub fn disk_size(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
+        let log = espalier_storage::log::log_dir(self.tables.dir());
+        let prepared = std::fs::read_dir(&log)
+            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "tmp")).collect())
+            .unwrap_or_else(|_| Vec::new());
         // A file that went meanwhile (a checkpoint replaced, a segment cut) counts 0.
         Database::files(self.tables.dir())
             .iter()
+            .chain(&prepared)
             .filter_map(|f| std::fs::metadata(f).ok())
             .map(|m| m.blocks() * 512)
             .sum()

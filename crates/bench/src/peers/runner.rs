@@ -773,8 +773,8 @@ impl Bench {
         let mut out = vec![DiskSize {
             system: System::Espalier,
             bytes: db.disk_size(),
-            what: "checkpoint files, manifest and log after a checkpoint (the log's current segment \
-                   counts whole: it is pre-zeroed), allocated blocks"
+            what: "checkpoint files, manifest and log after a checkpoint (which retires the log's \
+                   segments; the next one, prepared ahead and pre-zeroed, counts whole), allocated blocks"
                 .into(),
         }];
         if let Some(p) = self.sqlite.as_mut() {

@@ -142,6 +142,46 @@ fn a_batch_larger_than_a_small_segment_lengthens_it_and_the_next_fits_it() {
     reads_back_clean(db, &written);
 }
 
+#[test]
+fn a_segment_a_checkpoint_covers_is_retired_and_the_next_starts_small() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path();
+    let largest = 64 * 4096;
+    let mut w = LogWriter::open(db, options(largest, Preparation::PreZeroed, Durability::Sync), 1).expect("open");
+    // Enough to reach segments of the largest size.
+    let written = append(&mut w, &(0..1500).map(|i| vec![300 + i % 200; 2]).collect::<Vec<_>>());
+    let last = written.len() as u64;
+    assert!(!w.retire_covered(last - 1).expect("retire"), "a checkpoint before the last version covers less");
+    assert!(!segments(db).is_empty());
+    // A checkpoint at the last version: the older segments go as always, then the current.
+    assert!(w.truncate_before(last + 1).expect("truncate") > 0);
+    assert_eq!(segments(db).len(), 1, "the segment being written stays");
+    assert!(w.retire_covered(last).expect("retire"), "a checkpoint at the last version covers it all");
+    assert!(segments(db).is_empty(), "{:?}", segments(db));
+    assert!(!w.retire_covered(last).expect("retire again"), "nothing left to retire");
+    // An empty log after the checkpoint reads as the end of the data.
+    let (read, end) = read_all(db, last + 1);
+    assert!(read.is_empty());
+    assert_eq!(end.tail, Tail::Clean);
+    // Appends go on in a new segment of the first size, from the next version.
+    let more = append(&mut w, &[vec![100], vec![200, 300]]);
+    assert_eq!(more[0].0, last + 1);
+    drop(w);
+    assert_eq!(segments(db)[0].0, last + 1);
+    assert_eq!(segment_lengths(db), vec![4096]);
+    let (read, end) = read_all(db, last + 1);
+    assert_eq!(read, more);
+    assert_eq!(end.tail, Tail::Clean);
+    // Only the one prepared segment waits beside it, of the next size.
+    let prepared: Vec<u64> = std::fs::read_dir(log_dir(db))
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "tmp"))
+        .map(|e| e.metadata().expect("meta").len())
+        .collect();
+    assert!(prepared.iter().all(|&l| l <= 8192), "{prepared:?}");
+}
+
 /// The lengths of the log's segment files, in order.
 fn segment_lengths(db: &Path) -> Vec<u64> {
     segments(db).iter().map(|(_, p)| std::fs::metadata(p).expect("meta").len()).collect()

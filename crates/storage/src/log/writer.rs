@@ -267,6 +267,39 @@ impl LogWriter {
         super::reader::truncate_log_before(&self.log_dir, version)
     }
 
+    /// Deletes the segment being written when a checkpoint covers every version appended
+    /// (`covered` is the last one: no append came after it), so that a database that is not
+    /// writing keeps no log beside its checkpoint. The segment prepared ahead is deleted too
+    /// and a first-size one prepared instead: the next append starts a small segment, as in a
+    /// new log. Returns whether it retired the segment.
+    ///
+    /// Safe against a crash at any point: the checkpoint holds every record of the segment,
+    /// and recovery reads an empty log after it as the end of the data.
+    pub fn retire_covered(&mut self, covered: u64) -> Result<bool, LogError> {
+        // A poisoned log keeps its files for the reopen that must follow.
+        if self.shared.poisoned.load(Ordering::SeqCst)
+            || covered.checked_add(1) != Some(self.next_version)
+            || self.current.is_none()
+        {
+            return Ok(false);
+        }
+        let Some(current) = self.current.take() else { return Ok(false) };
+        // The background syncer (periodic mode) follows no segment until the next append.
+        *lock(&self.shared.current) = None;
+        std::fs::remove_file(&current.file.path).map_err(LogError::io(&current.file.path, 0))?;
+        if let Some(thread) = self.preparer.take() {
+            if let Ok(Ok(prepared)) = thread.join() {
+                std::fs::remove_file(&prepared.path).map_err(LogError::io(&prepared.path, 0))?;
+            }
+        }
+        if self.options.durability != Durability::None {
+            sync_dir(&self.log_dir)?;
+        }
+        self.next_size = first_segment_size(self.options.segment_size);
+        self.spawn_preparer();
+        Ok(true)
+    }
+
     /// One write of the records at the end of the current segment, then the mode's sync.
     fn write_batch(&mut self, records: &[u8]) -> Result<(), LogError> {
         let Some(current) = self.current.as_mut() else {

@@ -436,6 +436,18 @@ fn a_checkpoint_replaces_the_log_it_covers_and_recovery_starts_from_it() {
     assert!(done.segments_deleted > 0 && segments(dir.path()) < before, "{done:?}");
     assert_eq!(db.log_bytes_since_checkpoint(), 0);
     assert_eq!(db.checkpoint().unwrap(), None, "nothing new to cover");
+    // Nothing was committed after it: the segment being written went too, and a database
+    // opened on the checkpoint alone has every commit.
+    let log_segments = |d: &Path| {
+        std::fs::read_dir(d.join("log"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().extension().unwrap() == "log")
+            .count()
+    };
+    assert_eq!(log_segments(dir.path()), 0);
+    drop(db);
+    let db = Tables::open(dir.path(), shape(), opts.clone()).unwrap();
+    assert_eq!((db.recovered().commits, db.snapshot().version()), (0, 200));
     // Commits after it come from the log.
     {
         let mut w = db.writer();
