@@ -195,7 +195,7 @@ impl Oo7Espalier {
             Op::T8 | Op::T9 => self.visit(MANUAL, &[], &mut |r| {
                 let text = r.first().and_then(RowValue::as_str).ok_or(EspalierError::Reply("T8", "no text".into()))?;
                 if op == Op::T8 {
-                    a.count += text.bytes().filter(|&b| b == b'I').count() as u64;
+                    a.count += crate::ops::count_byte(text.as_bytes(), b'I');
                 } else {
                     a.count += u64::from(text.as_bytes().first() == text.as_bytes().last());
                 }

@@ -173,7 +173,7 @@ pub fn read(conn: &Connection, op: Op, draw: &Draw) -> Result<Answer> {
             while let Some(r) = rows.next()? {
                 let text = r.get_ref(0)?.as_str()?;
                 if op == Op::T8 {
-                    a.count += text.bytes().filter(|&b| b == b'I').count() as u64;
+                    a.count += crate::ops::count_byte(text.as_bytes(), b'I');
                 } else {
                     a.count += u64::from(text.as_bytes().first() == text.as_bytes().last());
                 }
