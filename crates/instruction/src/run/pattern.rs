@@ -17,7 +17,7 @@ use espalier_data::index::{self, IndexValue, Probe};
 use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView};
 use espalier_schema::{PropertyKind, StateIndex};
 
-use super::row_test::RowTest;
+use super::row_test::{RowTest, SlotCompare};
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
 use crate::plan::{
@@ -194,6 +194,9 @@ struct Exec<'g, 'p> {
     produced: Vec<Cell<u64>>,
     /// By operation id: the filter compiled to a test of one variable's record, if it is one.
     tests: Vec<Option<RowTest>>,
+    /// By operation id: the filter compiled to a comparison of two variables' numbers, if it
+    /// is one (and no [`RowTest`]).
+    compares: Vec<Option<SlotCompare>>,
     /// Links of the starts that reach filters ask about again and again.
     link_sets: RefCell<LinkSets>,
     /// Number indexes a join probes often, read whole.
@@ -365,13 +368,15 @@ impl<'g, 'p> Exec<'g, 'p> {
         let blocks = std::iter::once(&plan.block)
             .chain(plan.seeded.iter().map(|(_, b)| b))
             .chain(plan.paired.iter().map(|(_, b)| b));
+        let mut compares: Vec<Option<SlotCompare>> = (0..plan.op_count).map(|_| None).collect();
         for block in blocks {
-            compile_tests(block, &lits, graph.schema, &mut tests);
+            compile_tests(block, &lits, graph.schema, &mut tests, &mut compares);
         }
         Ok(Exec {
             graph,
             plan,
             tests,
+            compares,
             link_sets: RefCell::default(),
             index_sets: RefCell::default(),
             lits,
@@ -383,18 +388,15 @@ impl<'g, 'p> Exec<'g, 'p> {
 }
 
 /// Compiles every filter of `block` (and of the blocks inside its conditions) that reads one
-/// variable's record alone into `tests`, by operation id.
-fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
-    fn inner(c: &MatchCondition, lits: &[Lit], schema: &espalier_schema::Schema, tests: &mut [Option<RowTest>]) {
-        match c {
-            MatchCondition::And(list) | MatchCondition::Or(list) => {
-                list.iter().for_each(|c| inner(c, lits, schema, tests))
-            }
-            MatchCondition::Not(c) => inner(c, lits, schema, tests),
-            MatchCondition::Exists(b) => compile_tests(b, lits, schema, tests),
-            _ => {}
-        }
-    }
+/// variable's record alone into `tests`, and each that compares two variables' own numbers
+/// into `compares`, by operation id.
+fn compile_tests(
+    block: &Block,
+    lits: &[Lit],
+    schema: &espalier_schema::Schema,
+    tests: &mut [Option<RowTest>],
+    compares: &mut [Option<SlotCompare>],
+) {
     for op in &block.ops {
         if let MatchOp::Filter(c) = &op.kind {
             if let Some(slot) = tests.get_mut(op.id) {
@@ -403,9 +405,32 @@ fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, 
                     _ => None,
                 };
                 *slot = RowTest::compile(c, &number, schema);
+                if slot.is_none() {
+                    if let Some(compare) = compares.get_mut(op.id) {
+                        *compare = SlotCompare::compile(c, schema);
+                    }
+                }
             }
-            inner(c, lits, schema, tests);
+            compile_inner(c, lits, schema, tests, compares);
         }
+    }
+}
+
+/// [`compile_tests`] for the blocks inside a condition (`exists`).
+fn compile_inner(
+    c: &MatchCondition,
+    lits: &[Lit],
+    schema: &espalier_schema::Schema,
+    tests: &mut [Option<RowTest>],
+    compares: &mut [Option<SlotCompare>],
+) {
+    match c {
+        MatchCondition::And(list) | MatchCondition::Or(list) => {
+            list.iter().for_each(|c| compile_inner(c, lits, schema, tests, compares))
+        }
+        MatchCondition::Not(c) => compile_inner(c, lits, schema, tests, compares),
+        MatchCondition::Exists(b) => compile_tests(b, lits, schema, tests, compares),
+        _ => {}
     }
 }
 
@@ -524,9 +549,12 @@ impl<'g> Exec<'g, '_> {
         let produced = &self.produced[op.id];
         match &op.kind {
             MatchOp::Filter(c) => {
-                let fast = match &self.tests[op.id] {
-                    Some(t) => t.holds(self.var_view(env, t.var)?.record()),
-                    None => None,
+                let fast = match (&self.tests[op.id], &self.compares[op.id]) {
+                    (Some(t), _) => t.holds(self.var_view(env, t.var)?.record()),
+                    (None, Some(c)) => {
+                        c.holds(self.var_view(env, c.left.var)?.record(), self.var_view(env, c.right.var)?.record())
+                    }
+                    (None, None) => None,
                 };
                 let holds = match fast {
                     Some(h) => h,

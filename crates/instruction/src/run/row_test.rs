@@ -7,7 +7,7 @@ use espalier_data::record;
 use espalier_schema::{Schema, StateIndex};
 
 use crate::ast::{Comparison, LeafKind};
-use crate::plan::{Anchor, MatchCondition, MatchStep, MatchStepKind, MatchTerm};
+use crate::plan::{Anchor, Compared, MatchCondition, MatchStep, MatchStepKind, MatchTerm};
 
 /// Most parts a compiled test has (an `and` of many conditions stays general past it).
 const MAX_PARTS: usize = 16;
@@ -109,6 +109,37 @@ impl SlotRead {
             }
             _ => None,
         }
+    }
+}
+
+/// A comparison of two numbers each read from its variable's own record (`cp 'Date' >
+/// ba 'Date'`, a join's condition), compiled once per run to their byte positions: the
+/// general evaluator would build a leaf of each side for every pair of rows.
+#[derive(Debug)]
+pub(crate) struct SlotCompare {
+    pub(crate) left: SlotRead,
+    op: Comparison,
+    pub(crate) right: SlotRead,
+}
+
+impl SlotCompare {
+    /// The compiled form of `c`, if it compares two such numbers.
+    pub(crate) fn compile(c: &MatchCondition, schema: &Schema) -> Option<SlotCompare> {
+        let MatchCondition::Compare { left, op, right, how: Compared::Number } = c else { return None };
+        let (left, right) = (SlotRead::compile(left, schema)?, SlotRead::compile(right, schema)?);
+        (left.kind == LeafKind::Number && right.kind == LeafKind::Number).then_some(SlotCompare {
+            left,
+            op: *op,
+            right,
+        })
+    }
+
+    /// Whether the comparison holds for the left and right variables' records; `None` when a
+    /// record is too short for its slot (damage: the general evaluator reports it).
+    #[inline]
+    pub(crate) fn holds(&self, left: &[u8], right: &[u8]) -> Option<bool> {
+        let (l, r) = (slot(left, self.left.at)? as i64, slot(right, self.right.at)? as i64);
+        Some(self.op.holds(l.cmp(&r)))
     }
 }
 
