@@ -425,8 +425,9 @@ impl Walk {
 /// One part of a row's key while the walk is under it. A matrix entry's key is its target's
 /// key, which takes lookups to spell out: it is only spelled out for rows in the page.
 enum KeyPart<'g> {
-    /// A dictionary key, borrowed from the snapshot.
-    Text(Cow<'g, str>),
+    /// A dictionary key's bytes, borrowed from the snapshot: read as text only when the row
+    /// is spelt out (a row outside the page never is).
+    Text(&'g [u8]),
     /// The key of the entry `id` a matrix (`property`) entry points at.
     Target { id: espalier_data::NodeId, property: PropertyId },
 }
@@ -435,7 +436,7 @@ enum KeyPart<'g> {
 fn spell_key(graph: &Graph<'_>, parts: &[KeyPart<'_>], out: &mut impl Rows) -> Result<(), InstructionError> {
     for part in parts {
         match part {
-            KeyPart::Text(t) => out.key_part(t),
+            KeyPart::Text(t) => out.key_part(&espalier_data::lossy_text(t)),
             KeyPart::Target { id, property } => {
                 let PropertyKind::Matrix { target, .. } = &graph.schema.property(*property).kind else {
                     unreachable!("a target key part comes from a matrix step");
@@ -509,8 +510,8 @@ fn visit<'g>(
                 if matrix {
                     key.push(KeyPart::Target { id: nav.graph.matrix_target_of(*property, raw)?, property: *property });
                 } else {
-                    // Borrowed from the snapshot: no allocation for rows outside the page.
-                    key.push(KeyPart::Text(espalier_data::lossy_text(raw)));
+                    // Borrowed from the snapshot: nothing done for rows outside the page.
+                    key.push(KeyPart::Text(raw));
                 }
                 visit(nav, q, walk, entry.node, Some(entry), depth + 1, key, out, visited, cancel)?;
                 key.truncate(before);

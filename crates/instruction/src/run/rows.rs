@@ -194,21 +194,23 @@ impl Rows for VisitedRows<'_> {
 
     #[inline(always)]
     fn value(&mut self, cell: Cell<'_>) -> Result<(), InstructionError> {
-        let visited = match cell {
-            Cell::Number(n) => Visited::Number(n),
+        // A push in each arm: a value built first, then pushed, was assembled on the stack in
+        // pieces and copied with wider loads, which stalled store forwarding (about half of
+        // `run::row`'s samples in `bench core`'s collection query).
+        match cell {
+            Cell::Number(n) => self.cells.push(Visited::Number(n)),
             Cell::Bytes(b) => {
                 let start = self.text.len();
                 self.text.push_str(utf8(b)?);
-                Visited::Text(start..self.text.len())
+                self.cells.push(Visited::Text(start..self.text.len()));
             }
             Cell::Text(t) => {
                 let start = self.text.len();
                 self.text.push_str(t);
-                Visited::Text(start..self.text.len())
+                self.cells.push(Visited::Text(start..self.text.len()));
             }
-            Cell::Key(k) => Visited::Value(key_json(k)),
-        };
-        self.cells.push(visited);
+            Cell::Key(k) => self.cells.push(Visited::Value(key_json(k))),
+        }
         Ok(())
     }
 
