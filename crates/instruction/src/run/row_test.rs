@@ -1,7 +1,9 @@
 //! Conditions that read only one variable's own record, compiled once per run to byte
 //! positions in it: a filter over every row of a scan then tests the row's bytes, with no
-//! term, leaf or view built on the way. Anything else stays with the general evaluator
-//! (`Exec::holds`), which gives the same answers.
+//! term, leaf or view built on the way. Likewise a comparison of two variables' own numbers
+//! ([`SlotCompare`]) and a streamed column of a variable's own number or text ([`SlotRead`]).
+//! Anything else stays with the general evaluator (`Exec::holds`, `Exec::row_value`), which
+//! gives the same answers.
 
 use espalier_data::record;
 use espalier_schema::{Schema, StateIndex};
