@@ -64,10 +64,15 @@ impl<'g> Cur<'g> {
 }
 
 /// A bound variable; the record, once read, is kept for the other terms that read it.
+///
+/// `repr(C)` with the view first: in Rust's layout a binding was copied through a stack
+/// temporary shifted by `NodeRef`'s 4 bytes of padding, and the reloads across two stores
+/// stalled store forwarding (`perf annotate`: a third of OO7 Q7's time, 1.84 → 1.29 ms).
 #[derive(Clone, Copy)]
+#[repr(C)]
 struct Slot<'g> {
-    node: NodeRef,
     view: Option<NodeView<'g>>,
+    node: NodeRef,
 }
 
 /// The variables' bindings. Cells, so that a scan can bind its variable while the walk that
