@@ -17,7 +17,7 @@ use espalier_data::index::{self, IndexValue, Probe};
 use espalier_data::{DataError, EntryKey, Graph, NodeId, NodeRef, NodeView};
 use espalier_schema::{PropertyKind, StateIndex};
 
-use super::row_test::{RowTest, SlotCompare};
+use super::row_test::{RowTest, SlotCompare, SlotRead};
 use super::{Bindings, QueryResult, Row, MAX_VISITED_ROWS};
 use crate::ast::{Comparison, LeafKind};
 use crate::plan::{
@@ -202,6 +202,8 @@ struct Exec<'g, 'p> {
     /// By operation id: the filter compiled to a comparison of two variables' numbers, if it
     /// is one (and no [`RowTest`]).
     compares: Vec<Option<SlotCompare>>,
+    /// By column: the number the column reads (or aggregates), when it is a variable's own.
+    column_numbers: Vec<Option<SlotRead>>,
     /// Links of the starts that reach filters ask about again and again.
     link_sets: RefCell<LinkSets>,
     /// Number indexes a join probes often, read whole.
@@ -377,11 +379,27 @@ impl<'g, 'p> Exec<'g, 'p> {
         for block in blocks {
             compile_tests(block, &lits, graph.schema, &mut tests, &mut compares);
         }
+        let column_numbers = plan
+            .columns
+            .iter()
+            .map(|col| match col {
+                MatchColumn::Term(t)
+                | MatchColumn::Count { term: Some(t), .. }
+                | MatchColumn::Sum(t)
+                | MatchColumn::Min(t)
+                | MatchColumn::Max(t)
+                | MatchColumn::Avg(t) => {
+                    SlotRead::compile(t, graph.schema).filter(|r| r.kind == crate::ast::LeafKind::Number)
+                }
+                MatchColumn::Count { term: None, .. } | MatchColumn::Shortest { .. } => None,
+            })
+            .collect();
         Ok(Exec {
             graph,
             plan,
             tests,
             compares,
+            column_numbers,
             link_sets: RefCell::default(),
             index_sets: RefCell::default(),
             lits,
@@ -1285,9 +1303,17 @@ impl<'g> Exec<'g, '_> {
     /// every match; `false` when a value is undefined.
     fn row_into(&self, env: &Env<'g>, only: Option<bool>, out: &mut Vec<Val>) -> Result<bool> {
         out.clear();
-        for col in &self.plan.columns {
+        for (col, number) in self.plan.columns.iter().zip(&self.column_numbers) {
             // `only`: Some(false) = the grouping keys, Some(true) = the aggregated terms.
             if only.is_some_and(|aggs| aggs != col.is_aggregate()) {
+                continue;
+            }
+            if let Some(r) = number {
+                // Read at its byte position and pushed where it is made: a value returned
+                // through `column_value` was copied across the stores that built it (a
+                // store-forwarding stall per match, OO7 Q8).
+                let n = espalier_data::record::read_u64(self.var_view(env, r.var)?.record(), r.at)? as i64;
+                out.push(Val::Int(n));
                 continue;
             }
             match self.column_value(col, env)? {
