@@ -676,8 +676,6 @@ impl Tables {
         *last = snapshot.log_version;
         self.checkpointed_bytes.store(snapshot.log_bytes, Ordering::Release);
         let mut segments_deleted = crate::log::truncate_before(&self.dir, snapshot.log_version + 1)?;
-        // Nothing committed since the snapshot: the segment being written is covered too.
-        segments_deleted += usize::from(self.writer().log.retire_covered(snapshot.log_version)?);
         checkpoint::remove_others(&self.dir, &written.files)?;
         // The text directory's pages are the checkpoint's own: swapped at once. Then the
         // writer reads the texts just written through it and drops their heap copies.
@@ -715,6 +713,9 @@ impl Tables {
             w.strings.swap_in_mapped_texts(&snapshot.strings, mapped.clone());
             0
         });
+        // Last, once the checkpoint is wholly in place: if nothing was committed since the
+        // snapshot, the segment being written is covered too.
+        segments_deleted += usize::from(self.writer().log.retire_covered(snapshot.log_version)?);
         Ok(Some(Checkpointed {
             log_version: snapshot.log_version,
             bytes: written.bytes,

@@ -174,6 +174,15 @@ fn tables_options(options: &DatabaseOptions) -> TablesOptions {
     TablesOptions { durability: options.durability, holder: Holder::Process, segment_size: options.log_segment_size }
 }
 
+/// The files in `dir` whose name ends in `.ext`, in name order (none if `dir` is missing).
+fn with_extension(dir: &Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 impl Database {
     /// Whether `path` holds a database.
     pub fn exists(path: &Path) -> bool {
@@ -183,13 +192,6 @@ impl Database {
     /// The files of the database in `path` that hold its data (the manifest, the checkpoint files,
     /// then the log's segments in order), for copying it or reading it cold; not the lock.
     pub fn files(path: &Path) -> Vec<std::path::PathBuf> {
-        let with_extension = |dir: &Path, ext: &str| -> Vec<std::path::PathBuf> {
-            let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-                .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect())
-                .unwrap_or_default();
-            found.sort();
-            found
-        };
         let mut files = vec![path.join(espalier_storage::tables::MANIFEST)];
         files.extend(with_extension(path, "ckpt"));
         files.extend(with_extension(&espalier_storage::log::log_dir(path), "log"));
@@ -360,10 +362,7 @@ impl Database {
     /// the log segment prepared ahead (`log/*.tmp`, pre-zeroed: not data, but disk it holds).
     pub fn disk_size(&self) -> u64 {
         use std::os::unix::fs::MetadataExt;
-        let log = espalier_storage::log::log_dir(self.tables.dir());
-        let prepared = std::fs::read_dir(&log)
-            .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "tmp")).collect())
-            .unwrap_or_else(|_| Vec::new());
+        let prepared = with_extension(&espalier_storage::log::log_dir(self.tables.dir()), "tmp");
         // A file that went meanwhile (a checkpoint replaced, a segment cut) counts 0.
         Database::files(self.tables.dir())
             .iter()

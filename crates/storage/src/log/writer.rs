@@ -277,10 +277,7 @@ impl LogWriter {
     /// and recovery reads an empty log after it as the end of the data.
     pub fn retire_covered(&mut self, covered: u64) -> Result<bool, LogError> {
         // A poisoned log keeps its files for the reopen that must follow.
-        if self.shared.poisoned.load(Ordering::SeqCst)
-            || covered.checked_add(1) != Some(self.next_version)
-            || self.current.is_none()
-        {
+        if self.shared.poisoned.load(Ordering::SeqCst) || covered.checked_add(1) != Some(self.next_version) {
             return Ok(false);
         }
         let Some(current) = self.current.take() else { return Ok(false) };
