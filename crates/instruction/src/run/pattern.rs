@@ -202,8 +202,9 @@ struct Exec<'g, 'p> {
     /// By operation id: the filter compiled to a comparison of two variables' numbers, if it
     /// is one (and no [`RowTest`]).
     compares: Vec<Option<SlotCompare>>,
-    /// By column: the number the column reads (or aggregates), when it is a variable's own.
-    column_numbers: Vec<Option<SlotRead>>,
+    /// By column: the number or text the column reads (or aggregates), when it is a
+    /// variable's own, compiled to its byte position.
+    column_slots: Vec<Option<SlotRead>>,
     /// Links of the starts that reach filters ask about again and again.
     link_sets: RefCell<LinkSets>,
     /// Number indexes a join probes often, read whole.
@@ -379,7 +380,7 @@ impl<'g, 'p> Exec<'g, 'p> {
         for block in blocks {
             compile_tests(block, &lits, graph.schema, &mut tests, &mut compares);
         }
-        let column_numbers = plan
+        let column_slots = plan
             .columns
             .iter()
             .map(|col| match col {
@@ -388,9 +389,7 @@ impl<'g, 'p> Exec<'g, 'p> {
                 | MatchColumn::Sum(t)
                 | MatchColumn::Min(t)
                 | MatchColumn::Max(t)
-                | MatchColumn::Avg(t) => {
-                    SlotRead::compile(t, graph.schema).filter(|r| r.kind == crate::ast::LeafKind::Number)
-                }
+                | MatchColumn::Avg(t) => SlotRead::compile(t, graph.schema),
                 MatchColumn::Count { term: None, .. } | MatchColumn::Shortest { .. } => None,
             })
             .collect();
@@ -399,7 +398,7 @@ impl<'g, 'p> Exec<'g, 'p> {
             plan,
             tests,
             compares,
-            column_numbers,
+            column_slots,
             link_sets: RefCell::default(),
             index_sets: RefCell::default(),
             lits,
@@ -529,6 +528,13 @@ impl<'g> Exec<'g, '_> {
     fn var_cur(&self, env: &Env<'g>, var: usize) -> Cur<'g> {
         let s = self.slot(env, var);
         Cur { node: s.node, view: s.view }
+    }
+
+    /// The 8-byte slot a compiled column reads in its variable's record: a number, or a
+    /// text's string id.
+    #[inline]
+    fn slot_word(&self, r: &SlotRead, env: &Env<'g>) -> Result<u64> {
+        Ok(espalier_data::record::read_u64(self.var_view(env, r.var)?.record(), r.at)?)
     }
 
     #[inline]
@@ -1303,17 +1309,16 @@ impl<'g> Exec<'g, '_> {
     /// every match; `false` when a value is undefined.
     fn row_into(&self, env: &Env<'g>, only: Option<bool>, out: &mut Vec<Val>) -> Result<bool> {
         out.clear();
-        for (col, number) in self.plan.columns.iter().zip(&self.column_numbers) {
+        for (col, slot) in self.plan.columns.iter().zip(&self.column_slots) {
             // `only`: Some(false) = the grouping keys, Some(true) = the aggregated terms.
             if only.is_some_and(|aggs| aggs != col.is_aggregate()) {
                 continue;
             }
-            if let Some(r) = number {
+            if let Some(r) = slot.filter(|r| r.kind == LeafKind::Number) {
                 // Read at its byte position and pushed where it is made: a value returned
                 // through `column_value` was copied across the stores that built it (a
                 // store-forwarding stall per match, OO7 Q8).
-                let n = espalier_data::record::read_u64(self.var_view(env, r.var)?.record(), r.at)? as i64;
-                out.push(Val::Int(n));
+                out.push(Val::Int(self.slot_word(&r, env)? as i64));
                 continue;
             }
             match self.column_value(col, env)? {

@@ -13,7 +13,6 @@ use crate::plan::{MatchColumn, MatchPlan, MatchTerm};
 use crate::run::row_test::SlotRead;
 use crate::run::{Bindings, RowValue};
 use crate::InstructionError;
-use espalier_data::record;
 
 /// Whether [`visit_match`] streams `plan` (else its rows are collected first).
 pub(crate) fn streams(plan: &MatchPlan) -> bool {
@@ -33,25 +32,16 @@ pub(crate) fn visit_match(
     debug_assert!(streams(plan), "only a plan that needs no row before the first streams");
     let exec = Exec::new(graph, plan, b)?;
     let env = unbound(plan);
-    let reads: Vec<ColumnRead<'_>> = plan
-        .columns
-        .iter()
-        .map(|col| match col {
-            MatchColumn::Term(t) => {
-                SlotRead::compile(t, graph.schema).map_or(ColumnRead::General(col), ColumnRead::Slot)
-            }
-            col => ColumnRead::General(col),
-        })
-        .collect();
     // One row, its values replaced in place: a value that owns nothing is forgotten, not
     // dropped (a drop is an out-of-line call per value, as `RowValue::owns` says).
     let mut row: Vec<RowValue<'_>> = vec![RowValue::Null; plan.columns.len()];
     let (mut total, mut sent) = (0u64, 0u64);
     exec.block(&plan.block.ops, &env, &mut |_, env| {
-        for (value, read) in row.iter_mut().zip(&reads) {
-            let v = match read {
-                ColumnRead::Slot(r) => exec.slot_value(r, env)?,
-                ColumnRead::General(col) => match exec.row_value(col, env)? {
+        // A variable's own number or text is read at its byte position (`Exec::column_slots`).
+        for ((value, col), slot) in row.iter_mut().zip(&plan.columns).zip(&exec.column_slots) {
+            let v = match slot {
+                Some(r) => exec.slot_value(r, env)?,
+                None => match exec.row_value(col, env)? {
                     Some(v) => v,
                     None => return Ok(Flow::Go), // an undefined column leaves the match out
                 },
@@ -76,19 +66,12 @@ pub(crate) fn visit_match(
     Ok(total)
 }
 
-/// How a streamed column is read: a variable's own number or text at its byte position in
-/// the record, or through [`Exec::row_value`].
-enum ColumnRead<'p> {
-    Slot(SlotRead),
-    General(&'p MatchColumn),
-}
-
 impl<'g> Exec<'g, '_> {
     /// The value of a number or text column read straight from its variable's record; the
     /// value [`Exec::row_value`] gives for it.
     #[inline]
     fn slot_value(&self, r: &SlotRead, env: &super::Env<'g>) -> Result<RowValue<'g>> {
-        let id = record::read_u64(self.var_view(env, r.var)?.record(), r.at)?;
+        let id = self.slot_word(r, env)?;
         Ok(match r.kind {
             LeafKind::Number => RowValue::Int(id as i64),
             _ => RowValue::Text(Cow::Borrowed(self.graph.string_text(id)?)),
