@@ -3,6 +3,8 @@
 //! checkpoints, so that a target can hand the readers records whose checksums hold (random
 //! bytes almost never get past a crc32c).
 
+pub mod frame_codec;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
