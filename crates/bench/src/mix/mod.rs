@@ -25,6 +25,7 @@ pub mod scans;
 pub mod sqlite;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,10 @@ pub const MAX_ATTEMPTS: u64 = 10_000;
 const MAX_CLIENT_ERRORS: u64 = 100;
 /// Latency samples kept per client.
 const MAX_SAMPLES_PER_CLIENT: usize = 1_000_000;
+/// How many measured windows a point may run over while it has no batch done: on a loaded
+/// machine a transaction that retries can outlast a short window, and a point without a
+/// batch says nothing. The point's seconds then stretch to its last batch.
+const MAX_OVERTIME_WINDOWS: f64 = 10.0;
 
 /// A system the mix runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -296,6 +301,8 @@ fn load_average() -> Option<f64> {
 #[derive(Default)]
 struct Tally {
     samples: Vec<Duration>,
+    /// When the last measured batch ended (past the window only while the point had none).
+    last_done: Option<Instant>,
     batches: u64,
     errors: u64,
     first_error: Option<String>,
@@ -318,21 +325,31 @@ fn point(
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(config.warmup_seconds);
     let end = measure_from + Duration::from_secs_f64(config.seconds);
+    let overtime_end = end + Duration::from_secs_f64(config.seconds * MAX_OVERTIME_WINDOWS);
+    let measured = AtomicU64::new(0);
     let tallies = Mutex::new(Vec::with_capacity(k));
     std::thread::scope(|scope| {
         for (client, mut session) in sessions.into_iter().enumerate() {
-            let tallies = &tallies;
+            let (tallies, measured) = (&tallies, &measured);
             scope.spawn(move || {
                 let mut generator =
                     ops::Generator::new(config.seed, round, client, config.size, config.max_scan, config.mix);
                 let mut tally = Tally::default();
-                while Instant::now() < end && tally.errors < MAX_CLIENT_ERRORS {
+                loop {
+                    let now = Instant::now();
+                    let idle = measured.load(Ordering::Relaxed) == 0;
+                    if tally.errors >= MAX_CLIENT_ERRORS || !(now < end || (idle && now < overtime_end)) {
+                        break;
+                    }
                     let batch = generator.batch(config.ops_per_batch);
                     let t = Instant::now();
                     match session.run(&batch, transactional) {
                         Ok(outcome) => {
                             let done = Instant::now();
-                            if t >= measure_from && done <= end {
+                            let idle = measured.load(Ordering::Relaxed) == 0;
+                            if t >= measure_from && (done <= end || idle) {
+                                measured.fetch_add(1, Ordering::Relaxed);
+                                tally.last_done = tally.last_done.max(Some(done));
                                 tally.batches += 1;
                                 if tally.samples.len() < MAX_SAMPLES_PER_CLIENT {
                                     tally.samples.push(done - t);
@@ -380,6 +397,9 @@ fn point(
     };
     let mut acknowledged = Outcome::default();
     for t in tallies {
+        if let Some(done) = t.last_done {
+            p.seconds = p.seconds.max(done.duration_since(measure_from).as_secs_f64());
+        }
         samples.extend(t.samples);
         p.batches += t.batches;
         p.errors += t.errors;
@@ -395,7 +415,7 @@ fn point(
         }
     }
     p.retries = acknowledged.retries;
-    p.batches_per_s = p.batches as f64 / config.seconds;
+    p.batches_per_s = p.batches as f64 / p.seconds;
     p.ops_per_s = p.batches_per_s * config.ops_per_batch as f64;
     if !samples.is_empty() {
         p.latency = Some(Summary::of(&mut samples));

@@ -21,7 +21,7 @@ pub struct Point {
     pub transactions: bool,
     /// Concurrent clients.
     pub clients: usize,
-    /// Seconds measured.
+    /// Seconds measured: the window, or up to the first batch's end when none ended inside it.
     pub seconds: f64,
     /// Batches (or transactions) that began and ended inside the measured seconds.
     pub batches: u64,
