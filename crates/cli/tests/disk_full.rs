@@ -20,7 +20,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_espalier");
 
 const SCHEMA: &str = "root ( 'Docs' -> dictionary ( 'Body' -> text ) )\n";
 
-/// The file system's size: the ballast and the server's log segments (1 MiB, doubling) up to
+/// The file system's size: the ballast and the server's log segments (64 KiB, doubling) up to
 /// 32 MiB fit, the 64 MiB one does not, until the ballast is deleted.
 const TMPFS_MIB: u64 = 160;
 const BALLAST_MIB: u64 = 64;

@@ -23,7 +23,7 @@ pub struct LogOptions {
     /// within the interval (a background `fdatasync`); `None` — when the OS writes back.
     pub durability: Durability,
     /// A segment is closed and the next begun when a batch would not fit. Segments start at
-    /// a 64th of this (at least [`MIN_SEGMENT_SIZE`]) and double with each new segment up to
+    /// a 1024th of this (at least [`MIN_SEGMENT_SIZE`]) and double with each new segment up to
     /// it (64 MiB by default), so that a database that writes little keeps a small log.
     pub segment_size: u64,
     /// How segment space is made ready (pre-zeroed by default).
@@ -99,10 +99,12 @@ struct Prepared {
     size: u64,
 }
 
-/// The size of the first segment a writer prepares: a 64th of the largest, at least
-/// [`MIN_SEGMENT_SIZE`], a multiple of 8.
+/// The size of the first segment a writer prepares (in a new log, and after a checkpoint
+/// retired the log): a 1024th of the largest, at least [`MIN_SEGMENT_SIZE`], a multiple of 8.
+/// Small because an idle database keeps this one, pre-zeroed, beside its checkpoint (64 KiB
+/// by default); a busy one doubles past it within a few segments.
 fn first_segment_size(largest: u64) -> u64 {
-    (largest / 64).max(MIN_SEGMENT_SIZE).min(largest) & !7
+    (largest / 1024).max(MIN_SEGMENT_SIZE).min(largest) & !7
 }
 
 /// Appends batches of records to the log in `DIR/log`. One per database; not shared between
