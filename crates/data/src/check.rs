@@ -19,7 +19,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::graph::Graph;
 use crate::keys::{self, meta};
-use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
+use crate::record::{self, Header, NodeId, NodeRef, ROOT_ID};
 use crate::{DataError, Result};
 
 /// Problems described in a report; the rest are only counted.
@@ -173,11 +173,10 @@ impl<'g> Checker<'g, '_> {
             self.problem("the root record (1) is missing".into());
             return Ok(());
         };
-        let want = Header { ty: espalier_schema::ROOT, parent_property: NO_PARENT, parent: NodeId::NONE };
-        match record::header(rec) {
-            Ok(h) if h == want => {}
-            Ok(h) => {
-                self.problem(format!("the root record's header is {h:?}, expected {want:?}"));
+        match record::parent_row(rec) {
+            Ok(0) => {}
+            Ok(row) => {
+                self.problem(format!("the root record's header names parent row {row}, expected 0"));
                 return Ok(());
             }
             Err(e) => {
@@ -228,7 +227,7 @@ impl<'g> Checker<'g, '_> {
     /// The key entry `node` (record `rec`) stores, as its collection's key index orders it: a
     /// dictionary key's text (the string is counted as held), a matrix key's target id.
     fn stored_key(&mut self, node: NodeRef, rec: &[u8]) -> Result<std::result::Result<Vec<u8>, String>> {
-        let slot = match soft(record::key_slot(self.g.schema, rec))? {
+        let slot = match soft(record::key_slot(self.g.schema, node.ty, rec))? {
             Ok(v) => v,
             Err(m) => return Ok(Err(m)),
         };
@@ -371,20 +370,15 @@ impl<'g> Checker<'g, '_> {
             return Ok(());
         };
         let want = Header { ty: node.ty, parent_property: property, parent };
-        match record::header(rec) {
+        match record::header(self.g.schema, node.id.node_type(), rec) {
             Ok(h) if h == want => self.record(node, rec, key, place),
             Ok(h) => {
                 self.problem(format!(
-                    "{}: record {} has header (type {}, parent {} through property {}), expected (type {}, parent {} \
-                     through property {})",
+                    "{}: record {}'s header names parent record {}, expected {}",
                     place(),
                     node.id,
-                    h.ty,
                     h.parent,
-                    h.parent_property,
-                    want.ty,
-                    want.parent,
-                    want.parent_property
+                    want.parent
                 ));
                 Ok(())
             }
@@ -405,20 +399,17 @@ impl<'g> Checker<'g, '_> {
         target: &espalier_schema::ReferenceTarget,
     ) -> Result<bool> {
         let schema = self.g.schema;
-        let Some(rec) = self.g.find_record(target_id)? else {
+        if self.g.find_record(target_id)?.is_none() {
             self.problem(format!("{}: points to record {target_id}, which does not exist", self.place(from, p)));
             return Ok(false);
-        };
-        match record::header(rec) {
-            Ok(h) if h.ty == target.entry_type => {}
-            _ => {
-                self.problem(format!(
-                    "{}: points to record {target_id}, which is not an entry of '{}'",
-                    self.place(from, p),
-                    schema.property(target.dictionary).name
-                ));
-                return Ok(false);
-            }
+        }
+        if target_id.node_type() != target.entry_type {
+            self.problem(format!(
+                "{}: points to record {target_id}, which is not an entry of '{}'",
+                self.place(from, p),
+                schema.property(target.dictionary).name
+            ));
+            return Ok(false);
         }
         if self.damaged {
             if let Err(why) = self.attachment(target_id)? {
@@ -530,7 +521,7 @@ impl<'g> Checker<'g, '_> {
                 let id = NodeId::new(t, row);
                 self.report.records += 1;
                 self.tick();
-                if !matches!(record::header(rec), Ok(h) if self.valid_type(h.ty)) {
+                if record::parent_row(rec).is_err() {
                     self.damaged = true;
                 }
                 match self.attachment(id)? {
@@ -550,16 +541,12 @@ impl<'g> Checker<'g, '_> {
             let Some(rec) = self.g.find_record(at)? else {
                 return Ok(Err(self.missing(at)?));
             };
-            let h = match record::header(rec) {
-                Ok(h) if self.valid_type(h.ty) && h.ty == at.node_type() => h,
-                Ok(h) if self.valid_type(h.ty) => {
-                    return Ok(Err(format!(
-                        "record {at} has type {} but is in the table of type {}",
-                        h.ty,
-                        at.node_type()
-                    )))
-                }
-                Ok(h) => return Ok(Err(format!("record {at} has unknown type {}", h.ty))),
+            // A record's type is its table's; its header holds only the parent's row.
+            if !self.valid_type(at.node_type()) {
+                return Ok(Err(format!("record {at} is in the table of unknown type {}", at.node_type())));
+            }
+            let h = match record::header(schema, at.node_type(), rec) {
+                Ok(h) => h,
                 Err(e) => return Ok(Err(e.to_string())),
             };
             let property = match schema.node_type(h.ty).parent {
@@ -570,24 +557,9 @@ impl<'g> Checker<'g, '_> {
                 | ParentLink::MatrixEntry { property }
                 | ParentLink::State { property, .. } => property,
             };
-            if h.parent_property != property {
-                return Ok(Err(format!(
-                    "record {at} names parent property {} but its type belongs to property {property}",
-                    h.parent_property
-                )));
-            }
             let Some(parent) = self.g.find_record(h.parent)? else {
                 return Ok(Err(format!("record {at}'s parent record {} is missing", h.parent)));
             };
-            match record::header(parent) {
-                Ok(ph) if ph.ty == schema.property(property).host => {}
-                _ => {
-                    return Ok(Err(format!(
-                        "record {at}'s parent record {} does not hold property {property}",
-                        h.parent
-                    )))
-                }
-            }
             match schema.node_type(h.ty).parent {
                 ParentLink::State { state, .. } => {
                     let slot = record::slot(schema, property);
@@ -600,7 +572,7 @@ impl<'g> Checker<'g, '_> {
                     }
                 }
                 _ => {
-                    let slot = match record::key_slot(schema, rec) {
+                    let slot = match record::key_slot(schema, h.ty, rec) {
                         Ok(k) => k,
                         Err(e) => return Ok(Err(e.to_string())),
                     };
@@ -660,7 +632,7 @@ impl<'g> Checker<'g, '_> {
                 self.tick();
                 let owner = NodeId::new(prop.host, e.owner);
                 let owner_ok = match self.g.find_record(owner)? {
-                    Some(rec) => matches!(record::header(rec), Ok(h) if h.ty == prop.host),
+                    Some(_) => owner.node_type() == prop.host,
                     None => false,
                 };
                 if !owner_ok {
@@ -675,7 +647,7 @@ impl<'g> Checker<'g, '_> {
                 let id = NodeId::new(entry_ty, e.row);
                 let ok = match self.g.find_record(id)? {
                     Some(rec) => {
-                        matches!(record::header(rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
+                        matches!(record::header(self.g.schema, entry_ty, rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
                             && self.key_of(entry_ty, rec).as_deref() == Some(e.key)
                     }
                     None => false,
@@ -702,7 +674,7 @@ impl<'g> Checker<'g, '_> {
 
     /// The key bytes an entry record of type `ty` stores (without counting anything).
     fn key_of(&self, ty: NodeTypeId, rec: &[u8]) -> Option<Vec<u8>> {
-        self.key_bytes(ty, record::key_slot(self.g.schema, rec).ok()?)
+        self.key_bytes(ty, record::key_slot(self.g.schema, ty, rec).ok()?)
     }
 
     fn scan_links(&mut self) -> Result<()> {
@@ -728,7 +700,7 @@ impl<'g> Checker<'g, '_> {
                     continue;
                 };
                 let rec = self.g.find_record(source)?;
-                let header = rec.and_then(|r| record::header(r).ok());
+                let header = rec.and_then(|r| record::header(schema, source_ty, r).ok());
                 let (ok, referrer) = match &prop.kind {
                     PropertyKind::Reference { .. } => {
                         let node = NodeRef { id: source, ty: prop.owner };
@@ -742,7 +714,7 @@ impl<'g> Checker<'g, '_> {
                         // The row is the entry's owner's.
                         let ok = header
                             .is_some_and(|h| h.ty == *ty && h.parent_property == p && h.parent.row() == e.row)
-                            && rec.and_then(|r| record::key_slot(schema, r).ok()) == Some(target.get());
+                            && rec.and_then(|r| record::key_slot(schema, *ty, r).ok()) == Some(target.get());
                         (ok, node)
                     }
                     _ => continue,

@@ -186,7 +186,7 @@ impl<'a> Graph<'a> {
 
     /// The header of record `id`, or `None` if there is no such record.
     pub fn find_header(&self, id: NodeId) -> Result<Option<Header>> {
-        self.find_record(id)?.map(record::header).transpose()
+        self.find_record(id)?.map(|r| record::header(self.schema, id.node_type(), r)).transpose()
     }
 
     /// Whether there is a record with id `id`.
@@ -196,7 +196,7 @@ impl<'a> Graph<'a> {
 
     /// The header of record `id`; a missing record is corruption.
     pub fn header(&self, id: NodeId) -> Result<Header> {
-        record::header(self.record(id)?)
+        record::header(self.schema, id.node_type(), self.record(id)?)
     }
 
     /// The record holding `node`'s slots.
@@ -376,7 +376,7 @@ impl<'a> Graph<'a> {
             return Err(DataError::Corrupt("cannot go up from a state that has no record".into()));
         }
         let owner_ty = self.schema.property(property).owner;
-        Ok(Some(NodeRef { id: self.header(node.id)?.parent, ty: owner_ty }))
+        Ok(Some(NodeRef { id: record::parent(self.schema, node.ty, self.record(node.id)?)?, ty: owner_ty }))
     }
 
     /// The key of entry `node` as the instruction language writes it: one text for a
@@ -387,7 +387,7 @@ impl<'a> Graph<'a> {
 
     /// [`Graph::entry_key`] from the entry's record, already read.
     fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
-        let slot = record::key_slot(self.schema, record)?;
+        let slot = record::key_slot(self.schema, node.ty, record)?;
         match self.schema.node_type(node.ty).parent {
             ParentLink::DictionaryEntry { .. } => Ok(vec![self.key_text(slot)?.into_owned()]),
             ParentLink::MatrixEntry { property } => {
@@ -408,7 +408,7 @@ impl<'a> Graph<'a> {
 
     /// The target record of a matrix entry.
     pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
-        record::key_slot(self.schema, self.record(node.id)?).map(NodeId::from_u64)
+        record::key_slot(self.schema, node.ty, self.record(node.id)?).map(NodeId::from_u64)
     }
 
     /// Every node of type `ty` in the snapshot with its record, in row order: a sequential
@@ -459,14 +459,20 @@ impl<'a> Graph<'a> {
                 }
                 ParentLink::DictionaryEntry { property } => {
                     let rec = self.record(at.id)?;
-                    out.push(self.key_text(record::key_slot(self.schema, rec)?)?);
-                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                    out.push(self.key_text(record::key_slot(self.schema, at.ty, rec)?)?);
+                    at = NodeRef {
+                        id: record::parent(self.schema, at.ty, rec)?,
+                        ty: self.schema.property(property).owner,
+                    };
                 }
                 ParentLink::MatrixEntry { property } => {
                     let rec = self.record(at.id)?;
                     let target = self.matrix_target_type(property)?;
-                    self.target_keys_up(NodeId::from_u64(record::key_slot(self.schema, rec)?), target, out)?;
-                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                    self.target_keys_up(NodeId::from_u64(record::key_slot(self.schema, at.ty, rec)?), target, out)?;
+                    at = NodeRef {
+                        id: record::parent(self.schema, at.ty, rec)?,
+                        ty: self.schema.property(property).owner,
+                    };
                 }
                 _ => at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("path ended before the root".into()))?,
             }
@@ -527,7 +533,10 @@ impl<'a> Graph<'a> {
                         key: self.entry_key_in(at, rec)?,
                         matrix: matches!(nt.parent, ParentLink::MatrixEntry { .. }),
                     });
-                    at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                    at = NodeRef {
+                        id: record::parent(self.schema, at.ty, rec)?,
+                        ty: self.schema.property(property).owner,
+                    };
                     continue;
                 }
                 ParentLink::State { property, state } => self.state_step(property, state),
@@ -635,8 +644,8 @@ impl<'a> Graph<'a> {
             if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
                 // The key and the owner, both from the entry's record.
                 let rec = self.record(at.id)?;
-                out.push(self.key_text(record::key_slot(self.schema, rec)?)?);
-                at = NodeRef { id: record::header(rec)?.parent, ty: self.schema.property(property).owner };
+                out.push(self.key_text(record::key_slot(self.schema, at.ty, rec)?)?);
+                at = NodeRef { id: record::parent(self.schema, at.ty, rec)?, ty: self.schema.property(property).owner };
                 continue;
             }
             at = self.parent(at)?.ok_or_else(|| DataError::Corrupt("reference key walk reached the root".into()))?;

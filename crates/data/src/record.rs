@@ -2,10 +2,11 @@
 //!
 //! A node that has a record (the root, an entry, a state with properties) is a row of its node
 //! type's table (`docs/storage.md`): its id is `type << 32 | row`, so following a reference is
-//! an index into the target's table, never a search. A row is a 16-byte header, the fixed
-//! layout the schema computes (property slots at their offsets), then, for an entry, an
-//! 8-byte key slot: a dictionary entry's key text as a string id (counted like a text slot),
-//! a matrix entry's target id.
+//! an index into the target's table, never a search. A row is a 4-byte header (the parent's
+//! row: the parent's type and the property that holds the node follow from the node's type,
+//! so they are not stored), the fixed layout the schema computes (property slots at their
+//! offsets), then, for an entry, an 8-byte key slot: a dictionary entry's key text as a
+//! string id (counted like a text slot), a matrix entry's target id.
 
 use espalier_schema::{NodeTypeId, ParentLink, PropertyId, Schema, Storage};
 
@@ -86,8 +87,8 @@ impl std::fmt::Display for NodeId {
     }
 }
 
-/// Bytes of a row's header.
-pub const HEADER: usize = 16;
+/// Bytes of a row's header: the parent's row (u32, little-endian; 0 for the root).
+pub const HEADER: usize = 4;
 /// Bytes of an entry's key slot.
 pub const KEY_SLOT: usize = 8;
 /// Parent property of the root record.
@@ -108,27 +109,62 @@ impl NodeRef {
     pub const ROOT: NodeRef = NodeRef { id: ROOT_ID, ty: espalier_schema::ROOT };
 }
 
-/// The decoded header of a record.
+/// The decoded header of a record, with what its node type says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     /// The node type of the record.
     pub ty: NodeTypeId,
     /// The parent's property that holds the node ([`NO_PARENT`] for the root).
     pub parent_property: PropertyId,
-    /// The parent's record (0 for the root).
+    /// The parent's record (0 for the root, and for a row whose parent row is 0: corrupt).
     pub parent: NodeId,
 }
 
-/// Decodes the header at the start of a record.
-pub fn header(bytes: &[u8]) -> Result<Header, DataError> {
-    if bytes.len() < HEADER {
-        return Err(DataError::Corrupt(format!("record of {} bytes has no header", bytes.len())));
+/// Where a record of type `ty` hangs: the property holding it (a dictionary, matrix or
+/// stategroup) and the node type whose record holds that property; `None` for the root and
+/// for types without records of their own.
+#[inline]
+pub fn parent_link(schema: &Schema, ty: NodeTypeId) -> Option<(PropertyId, NodeTypeId)> {
+    match schema.node_type(ty).parent {
+        ParentLink::DictionaryEntry { property }
+        | ParentLink::MatrixEntry { property }
+        | ParentLink::State { property, .. } => Some((property, schema.property(property).host)),
+        ParentLink::Root | ParentLink::Group { .. } => None,
     }
-    Ok(Header {
-        ty: NodeTypeId::new(u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default())),
-        parent_property: PropertyId::new(u32::from_le_bytes(bytes[4..8].try_into().unwrap_or_default())),
-        parent: NodeId(u64::from_le_bytes(bytes[8..16].try_into().unwrap_or_default())),
+}
+
+/// Decodes the header of `bytes`, a record of type `ty`.
+pub fn header(schema: &Schema, ty: NodeTypeId, bytes: &[u8]) -> Result<Header, DataError> {
+    Ok(match parent_link(schema, ty) {
+        None => Header { ty, parent_property: NO_PARENT, parent: NodeId::NONE },
+        Some((parent_property, host)) => Header { ty, parent_property, parent: parent_of(host, bytes)? },
     })
+}
+
+/// The parent's row that the header of `bytes` holds (0 for the root).
+#[inline]
+pub fn parent_row(bytes: &[u8]) -> Result<u32, DataError> {
+    bytes
+        .get(..HEADER)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or_else(|| DataError::Corrupt(format!("record of {} bytes has no header", bytes.len())))
+}
+
+/// The parent's record of `bytes`, a record whose parent is of type `host`.
+#[inline]
+fn parent_of(host: NodeTypeId, bytes: &[u8]) -> Result<NodeId, DataError> {
+    let row = parent_row(bytes)?;
+    Ok(if row == 0 { NodeId::NONE } else { NodeId::new(host, row) })
+}
+
+/// The parent's record of `bytes`, a record of type `ty` ([`NodeId::NONE`] for the root).
+#[inline]
+pub fn parent(schema: &Schema, ty: NodeTypeId, bytes: &[u8]) -> Result<NodeId, DataError> {
+    match parent_link(schema, ty) {
+        None => Ok(NodeId::NONE),
+        Some((_, host)) => parent_of(host, bytes),
+    }
 }
 
 /// Whether nodes of type `ty` are entries (and so have a key slot).
@@ -144,14 +180,14 @@ pub fn row_width(schema: &Schema, ty: NodeTypeId) -> usize {
     }
 }
 
-/// A fresh record: header, zeroed layout (number 0, text "" = string 0, empty collections),
-/// and the key slot (for an entry).
-pub fn new_record(schema: &Schema, h: Header, key: u64) -> Vec<u8> {
-    let mut r = vec![0u8; row_width(schema, h.ty)];
-    r[0..4].copy_from_slice(&h.ty.get().to_le_bytes());
-    r[4..8].copy_from_slice(&h.parent_property.get().to_le_bytes());
-    r[8..16].copy_from_slice(&h.parent.get().to_le_bytes());
-    if is_entry(schema, h.ty) {
+/// A fresh record of type `ty` under `parent` (a record of the type [`parent_link`] names;
+/// [`NodeId::NONE`] for the root): header, zeroed layout (number 0, text "" = string 0,
+/// empty collections), and the key slot (for an entry).
+pub fn new_record(schema: &Schema, ty: NodeTypeId, parent: NodeId, key: u64) -> Vec<u8> {
+    debug_assert_eq!(parent_link(schema, ty).map(|(_, host)| host), parent.is_some().then(|| parent.node_type()));
+    let mut r = vec![0u8; row_width(schema, ty)];
+    r[..HEADER].copy_from_slice(&parent.row().to_le_bytes());
+    if is_entry(schema, ty) {
         let at = r.len() - KEY_SLOT;
         r[at..].copy_from_slice(&key.to_le_bytes());
     }
@@ -159,12 +195,11 @@ pub fn new_record(schema: &Schema, h: Header, key: u64) -> Vec<u8> {
 }
 
 /// The key slot of an entry's record: its key's string id (dictionary) or target id (matrix).
-pub fn key_slot(schema: &Schema, record: &[u8]) -> Result<u64, DataError> {
-    let h = header(record)?;
-    if !is_entry(schema, h.ty) {
-        return Err(DataError::Corrupt(format!("a record of type {} has no key", h.ty)));
+pub fn key_slot(schema: &Schema, ty: NodeTypeId, record: &[u8]) -> Result<u64, DataError> {
+    if !is_entry(schema, ty) {
+        return Err(DataError::Corrupt(format!("a record of type {ty} has no key")));
     }
-    read_u64(record, HEADER + schema.record_size(h.ty) as usize)
+    read_u64(record, HEADER + schema.record_size(ty) as usize)
 }
 
 /// Byte position of a property's slot in its host record.

@@ -13,7 +13,7 @@ use crate::change::{Change, ChangeSet, Touched, MAX_TOUCHED};
 use crate::graph::{EntryKey, Graph, NodeView};
 use crate::index::{self, IndexValue, OwnedValue};
 use crate::keys::{self, MAX_KEY_BYTES};
-use crate::record::{self, Header, NodeId, NodeRef, NO_PARENT, ROOT_ID};
+use crate::record::{self, NodeId, NodeRef, NO_PARENT, ROOT_ID};
 use crate::{DataError, Result};
 
 /// Deepest ancestry walk when checking whether a referrer lies inside a removed subtree.
@@ -310,7 +310,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
             return Err(DataError::Corrupt(format!("node type {ty} has no record of its own")));
         }
         // The row first (zeroed), so that the node's id exists for its states' parent field.
-        let mut rec = record::new_record(self.schema, Header { ty, parent_property, parent }, key);
+        let mut rec = record::new_record(self.schema, ty, parent, key);
         let row = self.txn.insert(ty.get(), &rec).map_err(storage)?;
         let id = NodeId::new(ty, row);
         self.touch(id);
@@ -433,7 +433,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         }
         let path = match self.schema.node_type(node.ty).parent {
             ParentLink::State { property, state } => {
-                let parent = record::header(self.record_by_id(node.id)?)?.parent;
+                let parent = record::parent(self.schema, node.ty, self.record_by_id(node.id)?)?;
                 let owner = NodeRef { id: parent, ty: self.schema.property(property).owner };
                 let mut path = self.path_at(owner, depth + 1)?;
                 path.0.push(self.graph().state_step(property, state));
@@ -709,17 +709,17 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.release_slots(&rec, node.id, node.ty, boundary)?;
         match self.schema.node_type(node.ty).parent {
             ParentLink::MatrixEntry { property } => {
-                let target = NodeId::from_u64(record::key_slot(self.schema, &rec)?);
+                let target = NodeId::from_u64(record::key_slot(self.schema, node.ty, &rec)?);
                 self.delete_link(target, node.id, property)?;
                 self.touch_link(target, property);
-                let owner = record::header(&rec)?.parent.row();
+                let owner = record::parent(self.schema, node.ty, &rec)?.row();
                 self.txn
                     .index_remove(keys::entries_index(property), owner, &keys::target_key(target))
                     .map_err(storage)?;
             }
             ParentLink::DictionaryEntry { property } => {
-                let key_id = record::key_slot(self.schema, &rec)?;
-                let owner = record::header(&rec)?.parent.row();
+                let key_id = record::key_slot(self.schema, node.ty, &rec)?;
+                let owner = record::parent(self.schema, node.ty, &rec)?.row();
                 let key = self.graph().string_bytes(key_id)?.to_vec();
                 self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
                 self.release(key_id)?;

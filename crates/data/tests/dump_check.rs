@@ -395,7 +395,7 @@ fn check_finds_a_wrong_entry_count() {
     let p = props(db.schema());
     corrupt(&db, |g| {
         let mut rec = g.graph().record(ROOT_ID)?.to_vec();
-        let at = 16 + g.schema.property(p.shipments).offset as usize;
+        let at = espalier_data::record::slot(g.schema, p.shipments);
         rec[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
         g.txn().put(ROOT_ID.table(), ROOT_ID.row(), &rec).unwrap();
         Ok(())
@@ -715,24 +715,23 @@ fn import_of_100k_entries_streams_and_reports_progress() {
 }
 
 #[test]
-fn check_survives_a_record_of_unknown_type() {
+fn check_finds_a_record_whose_parent_row_names_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = build(dir.path());
     let p = props(db.schema());
     corrupt(&db, |g| {
-        // Make city "c" claim a type the schema does not have.
+        // The header is the parent's row alone: make city "c" name a region row that is not there.
         let south = entry(&g.graph(), NodeRef::ROOT, p.regions, "south");
         let c = entry(&g.graph(), south, p.cities, "c");
         let mut rec = g.graph().record(c.id)?.to_vec();
-        rec[0..4].copy_from_slice(&9999u32.to_le_bytes());
+        rec[..espalier_data::record::HEADER].copy_from_slice(&9999u32.to_le_bytes());
         g.txn().put(c.id.table(), c.id.row(), &rec).unwrap();
         Ok(())
     });
     let r = check_db(&db);
-    assert_problem(&r.problems, &["is not reachable from the root", "unknown type 9999"]);
-    assert_problem(&r.problems, &["has header (type 9999"]);
-    // s1's route into ["south", "c"] now points at a damaged record.
-    assert_problem(&r.problems, &["points to record", "which is not an entry of 'Cities'"]);
+    assert_problem(&r.problems, &["is not reachable from the root", "parent record", "is missing"]);
+    assert_problem(&r.problems, &["'Cities' entry \"c\"", "'s header names parent record"]);
+    assert_problem(&r.problems, &["'Shipments' : \"s1\", property 'Route'", "cannot be read"]);
 }
 
 /// A bulk load without change records (`set_record_changes(false)`) writes exactly what the

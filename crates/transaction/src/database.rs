@@ -166,6 +166,14 @@ impl<'d> Snapshot<'d> {
 fn open_error(e: TablesError) -> TxError {
     match e {
         TablesError::Locked(lock) => TxError::Locked(Arc::new(lock)),
+        // The schema is the stored one, so only a build of another on-disk format lays its
+        // rows out otherwise (format 6 shrank the row header, say).
+        e @ TablesError::ShapeMismatch { .. } => TxError::Open(format!(
+            "{e}: it was written by a build of another on-disk format (this one reads format {}). Export it \
+             with the build that made it and import the dump with this one (README, \"Moving a database from an \
+             earlier version\")",
+            meta::FORMAT_VERSION
+        )),
         e => TxError::Open(e.to_string()),
     }
 }

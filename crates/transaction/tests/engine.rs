@@ -95,6 +95,25 @@ fn add_order(g: &mut WriteGraph<'_, '_>, p: &P, key: &str, client: &str) -> Resu
 /// `write_counting` counts the changes of a request nobody subscribed to without naming
 /// them, and names them as `write` does once someone subscribes; a rolled-back member of a
 /// batch counts nothing.
+/// A database whose rows another build laid out (format 5's 16-byte header, say) is refused
+/// with what to do, and nothing in it changes.
+#[test]
+fn a_database_of_another_layout_is_refused_with_the_way_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = compile(SCHEMA).unwrap();
+    let mut shape = espalier_data::shape(&schema);
+    for w in shape.tables.iter_mut().filter(|w| **w > 0) {
+        *w += 12;
+    }
+    let options = espalier_storage::tables::TablesOptions::default();
+    drop(espalier_storage::tables::Tables::create(dir.path(), shape, SCHEMA.as_bytes(), options).unwrap());
+    let manifest = std::fs::read(dir.path().join(espalier_storage::tables::MANIFEST)).unwrap();
+    let e = Database::open(dir.path(), DatabaseOptions::default()).err().expect("refused").to_string();
+    assert!(e.contains("differ from the schema's") && e.contains("another on-disk format"), "{e}");
+    assert!(e.contains("Export it with the build that made it"), "{e}");
+    assert_eq!(std::fs::read(dir.path().join(espalier_storage::tables::MANIFEST)).unwrap(), manifest);
+}
+
 #[test]
 fn counted_writes_name_their_changes_only_for_subscribers() {
     let dir = tempfile::tempdir().unwrap();

@@ -71,7 +71,7 @@ impl WriteGraph<'_, '_> {
         let rec = self.record_by_id(member)?;
         Ok(match over {
             Over::Collection(c) => {
-                let h = record::header(rec)?;
+                let h = record::header(self.schema, member.node_type(), rec)?;
                 (h.parent_property == c).then_some(h.parent)
             }
             Over::Referrers(r) => {

@@ -672,9 +672,10 @@ impl<'g> Exec<'g, '_> {
         };
         let g = &self.graph;
         let mut flow = Flow::Go;
-        if let Some(states) = filters.iter().find_map(|f| self.state_asked(f, var)).and_then(|st| g.nodes_of(st)) {
+        let asked = filters.iter().find_map(|f| self.state_asked(f, var));
+        if let Some((st, states)) = asked.and_then(|st| Some((st, g.nodes_of(st)?))) {
             for state in states {
-                let parent = espalier_data::record::header(state.record())?.parent;
+                let parent = espalier_data::record::parent(g.schema, st, state.record())?;
                 flow = one(g.view(NodeRef { id: parent, ty })?)?;
                 if flow == Flow::Stop {
                     break;
