@@ -92,8 +92,9 @@ pub fn u64_be(b: &[u8]) -> Option<NodeId> {
 /// Meta values kept beside the tables.
 pub mod meta {
     /// Bumped when the layout of rows and key indexes changes incompatibly (4: tables; 5:
-    /// matrix and link keys are four-byte rows; 6: a row's header is its parent's row alone).
-    pub const FORMAT_VERSION: u64 = 6;
+    /// matrix and link keys are four-byte rows; 6: a row's header is its parent's row alone;
+    /// 7: a matrix entry's key slot is its target's row, 4 bytes).
+    pub const FORMAT_VERSION: u64 = 7;
     /// The name the format version is kept under.
     pub const FORMAT: &[u8] = b"format";
 }

@@ -5,8 +5,8 @@
 //! an index into the target's table, never a search. A row is a 4-byte header (the parent's
 //! row: the parent's type and the property that holds the node follow from the node's type,
 //! so they are not stored), the fixed layout the schema computes (property slots at their
-//! offsets), then, for an entry, an 8-byte key slot: a dictionary entry's key text as a
-//! string id (counted like a text slot), a matrix entry's target id.
+//! offsets), then, for an entry, its key slot: a dictionary entry's key text as an 8-byte
+//! string id (counted like a text slot), a matrix entry's target row (4 bytes).
 
 use espalier_schema::{NodeTypeId, ParentLink, PropertyId, Schema, Storage};
 
@@ -89,8 +89,10 @@ impl std::fmt::Display for NodeId {
 
 /// Bytes of a row's header: the parent's row (u32, little-endian; 0 for the root).
 pub const HEADER: usize = 4;
-/// Bytes of an entry's key slot.
+/// Bytes of a dictionary entry's key slot: the key's string id.
 pub const KEY_SLOT: usize = 8;
+/// Bytes of a matrix entry's key slot: the target's row (its type is the matrix's target).
+pub const MATRIX_KEY_SLOT: usize = 4;
 /// Parent property of the root record.
 pub const NO_PARENT: PropertyId = PropertyId::new(u32::MAX);
 
@@ -172,10 +174,37 @@ pub fn is_entry(schema: &Schema, ty: NodeTypeId) -> bool {
     matches!(schema.node_type(ty).parent, ParentLink::DictionaryEntry { .. } | ParentLink::MatrixEntry { .. })
 }
 
+/// What an entry of type `ty` keeps in its key slot, at the end of its row.
+enum KeyKind {
+    /// A dictionary key's string id, 8 bytes.
+    Text,
+    /// A matrix key's target row, 4 bytes; the target is of this type.
+    Row(NodeTypeId),
+}
+
+fn key_kind(schema: &Schema, ty: NodeTypeId) -> Option<KeyKind> {
+    match schema.node_type(ty).parent {
+        ParentLink::DictionaryEntry { .. } => Some(KeyKind::Text),
+        ParentLink::MatrixEntry { property } => match &schema.property(property).kind {
+            espalier_schema::PropertyKind::Matrix { target, .. } => Some(KeyKind::Row(target.entry_type)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// Bytes of a row of type `ty`'s table (0 for a type without records).
 pub fn row_width(schema: &Schema, ty: NodeTypeId) -> usize {
     match schema.node_type(ty).storage {
-        Storage::Record { size } => HEADER + size as usize + if is_entry(schema, ty) { KEY_SLOT } else { 0 },
+        Storage::Record { size } => {
+            HEADER
+                + size as usize
+                + match key_kind(schema, ty) {
+                    Some(KeyKind::Text) => KEY_SLOT,
+                    Some(KeyKind::Row(_)) => MATRIX_KEY_SLOT,
+                    None => 0,
+                }
+        }
         _ => 0,
     }
 }
@@ -187,19 +216,40 @@ pub fn new_record(schema: &Schema, ty: NodeTypeId, parent: NodeId, key: u64) -> 
     debug_assert_eq!(parent_link(schema, ty).map(|(_, host)| host), parent.is_some().then(|| parent.node_type()));
     let mut r = vec![0u8; row_width(schema, ty)];
     r[..HEADER].copy_from_slice(&parent.row().to_le_bytes());
-    if is_entry(schema, ty) {
-        let at = r.len() - KEY_SLOT;
-        r[at..].copy_from_slice(&key.to_le_bytes());
+    match key_kind(schema, ty) {
+        Some(KeyKind::Text) => {
+            let at = r.len() - KEY_SLOT;
+            r[at..].copy_from_slice(&key.to_le_bytes());
+        }
+        Some(KeyKind::Row(target)) => {
+            let key = NodeId::from_u64(key);
+            debug_assert!(key.is_none() || key.node_type() == target, "a matrix key {key} not of type {target}");
+            let at = r.len() - MATRIX_KEY_SLOT;
+            r[at..].copy_from_slice(&key.row().to_le_bytes());
+        }
+        None => {}
     }
     r
 }
 
-/// The key slot of an entry's record: its key's string id (dictionary) or target id (matrix).
+/// The key slot of an entry's record: its key's string id (dictionary) or target id (matrix,
+/// whose slot holds only the row).
 pub fn key_slot(schema: &Schema, ty: NodeTypeId, record: &[u8]) -> Result<u64, DataError> {
-    if !is_entry(schema, ty) {
-        return Err(DataError::Corrupt(format!("a record of type {ty} has no key")));
+    let at = HEADER + schema.record_size(ty) as usize;
+    match key_kind(schema, ty) {
+        Some(KeyKind::Text) => read_u64(record, at),
+        Some(KeyKind::Row(target)) => {
+            let row = record
+                .get(at..at + MATRIX_KEY_SLOT)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_le_bytes)
+                .ok_or_else(|| {
+                    DataError::Corrupt(format!("record of {} bytes has no key slot at {at}", record.len()))
+                })?;
+            Ok(if row == 0 { 0 } else { NodeId::new(target, row).get() })
+        }
+        None => Err(DataError::Corrupt(format!("a record of type {ty} has no key"))),
     }
-    read_u64(record, HEADER + schema.record_size(ty) as usize)
 }
 
 /// Byte position of a property's slot in its host record.
