@@ -17,6 +17,10 @@ fn quick_run_reports_every_query_cross_checked() {
     let sizes = report["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 1);
     assert_eq!(sizes[0]["size"], 1);
+    // Both systems' files after the run: a checkpoint and a SQLite file hold pages at least.
+    for system in ["disk_espalier_bytes", "disk_sqlite_bytes"] {
+        assert!(sizes[0][system].as_u64().unwrap() >= 4096, "{system}: {}", sizes[0][system]);
+    }
     let queries = sizes[0]["queries"].as_array().unwrap();
     let names: Vec<&str> = queries.iter().map(|q| q["query"].as_str().unwrap()).collect();
     assert_eq!(

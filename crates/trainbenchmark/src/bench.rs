@@ -135,6 +135,12 @@ pub struct SizeReport {
     pub load_espalier_ms: f64,
     /// Creating and filling SQLite's tables, in ms.
     pub load_sqlite_ms: f64,
+    /// Espalier's bytes on disk after the run (the model and its repairs), synced and
+    /// checkpointed (allocated blocks of its files, the log's segment prepared ahead included).
+    pub disk_espalier_bytes: u64,
+    /// SQLite's bytes on disk after the run (allocated blocks, after a checkpoint that empties
+    /// the WAL).
+    pub disk_sqlite_bytes: u64,
     /// The peers asked for: loaded, or why not.
     pub peers: Vec<PeerLoad>,
     /// Each query's results.
@@ -218,6 +224,10 @@ pub struct RepairReport {
 
 fn bar(c: &Config, len: u64, prefix: String) -> ProgressBar {
     progress::bar(c.progress, len, &prefix, progress::STEPS)
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
 }
 
 fn open_sqlite(path: &Path) -> Result<Connection, BenchError> {
@@ -350,11 +360,20 @@ fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
     for (report, (q, plan, matches)) in queries.iter_mut().zip(found) {
         report.repair = repair(c, size, q, &engine, &plan, &conn, &mut index, matches, &report.espalier)?;
     }
+    // Last: a checkpoint maps the tables from files, which the timings above did not read.
+    let db = engine.database();
+    db.sync().map_err(|e| err("syncing Espalier", e))?;
+    db.checkpoint().map_err(|e| err("checkpointing Espalier", e))?;
+    let disk_espalier_bytes = db.disk_size();
+    let disk_sqlite_bytes = espalier_bench::peers::sqlite::disk_size(&conn, &tmp.path().join("sqlite.db"))
+        .map_err(|e| err("measuring SQLite's file", e))?;
     Ok(SizeReport {
         size,
         elements: model.size(),
         load_espalier_ms: ms(load_espalier),
         load_sqlite_ms: ms(load_sqlite),
+        disk_espalier_bytes,
+        disk_sqlite_bytes,
         peers,
         queries,
     })
@@ -633,8 +652,15 @@ impl Report {
         for s in &self.sizes {
             let _ = writeln!(
                 out,
-                "### Size {} ({} elements; loaded in {:.0} ms into Espalier, {:.0} ms into SQLite)\n",
-                s.size, s.elements, s.load_espalier_ms, s.load_sqlite_ms
+                "### Size {} ({} elements; loaded in {:.0} ms into Espalier, {:.0} ms into SQLite; on disk \
+                 after the run {:.2} MiB and {:.2} MiB, {:.2}×)\n",
+                s.size,
+                s.elements,
+                s.load_espalier_ms,
+                s.load_sqlite_ms,
+                mib(s.disk_espalier_bytes),
+                mib(s.disk_sqlite_bytes),
+                s.disk_espalier_bytes as f64 / s.disk_sqlite_bytes.max(1) as f64
             );
             let _ = writeln!(
                 out,

@@ -109,15 +109,7 @@ impl SqlitePeer {
     /// Bytes on disk: the database file after a checkpoint that empties the WAL, plus what
     /// is left in the WAL (allocated blocks).
     pub fn disk_size(&mut self) -> Result<u64, PeerError> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(|e| PeerError::sqlite("checkpointing the WAL", e))?;
-        let mut total = 0;
-        for suffix in ["", "-wal"] {
-            let p = PathBuf::from(format!("{}{suffix}", self.path.display()));
-            total += allocated(&p)?;
-        }
-        Ok(total)
+        disk_size(&self.conn, &self.path)
     }
 
     /// The version of the SQLite library linked.
@@ -129,6 +121,19 @@ impl SqlitePeer {
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// Bytes on disk of the SQLite database at `path`, open as `conn`: the file after a
+/// checkpoint that empties the WAL, plus what is left in the WAL (allocated blocks).
+pub fn disk_size(conn: &Connection, path: &Path) -> Result<u64, PeerError> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .map_err(|e| PeerError::sqlite("checkpointing the WAL", e))?;
+    let mut total = 0;
+    for suffix in ["", "-wal"] {
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        total += allocated(&p)?;
+    }
+    Ok(total)
 }
 
 /// Bytes a file occupies on disk (0 if it does not exist).
