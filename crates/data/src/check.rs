@@ -225,27 +225,37 @@ impl<'g> Checker<'g, '_> {
     }
 
     /// The key entry `node` (record `rec`) stores, as its collection's key index orders it: a
-    /// dictionary key's text (the string is counted as held), a matrix key's target id.
+    /// dictionary key's text (a string is counted as held), a matrix key's target row.
     fn stored_key(&mut self, node: NodeRef, rec: &[u8]) -> Result<std::result::Result<Vec<u8>, String>> {
-        let slot = match soft(record::key_slot(self.g.schema, node.ty, rec))? {
-            Ok(v) => v,
-            Err(m) => return Ok(Err(m)),
-        };
         if let ParentLink::DictionaryEntry { property } = self.g.schema.node_type(node.ty).parent {
-            if slot != 0 {
-                self.strings.entry(slot).or_insert((0, node, property)).0 += 1;
+            if let Ok(record::DictionaryKey::String(id)) = record::dictionary_key(self.g.schema, node.ty, rec) {
+                if id != 0 {
+                    self.strings.entry(id).or_insert((0, node, property)).0 += 1;
+                }
             }
         }
-        Ok(self.key_bytes(node.ty, slot).ok_or_else(|| format!("its key is string {slot}, which is not stored")))
+        Ok(self.key_of(node.ty, rec))
     }
 
-    /// The key bytes (as the collection's key index orders them) of an entry of type `ty`
-    /// whose key slot holds `slot`: a dictionary key's text, a matrix key's target row;
-    /// `None` if the text is not stored.
-    fn key_bytes(&self, ty: NodeTypeId, slot: u64) -> Option<Vec<u8>> {
-        match self.g.schema.node_type(ty).parent {
-            ParentLink::DictionaryEntry { .. } => self.g.txn.string(slot).map(<[u8]>::to_vec),
-            _ => Some(keys::target_key(NodeId::from_u64(slot)).to_vec()),
+    /// The key bytes (as the collection's key index orders them) of `rec`, an entry of type
+    /// `ty`: a dictionary key's text (inline, or a string that must be stored), a matrix key's
+    /// target row; else why not. Counts nothing.
+    fn key_of(&self, ty: NodeTypeId, rec: &[u8]) -> std::result::Result<Vec<u8>, String> {
+        let schema = self.g.schema;
+        match schema.node_type(ty).parent {
+            ParentLink::DictionaryEntry { .. } => match record::dictionary_key(schema, ty, rec) {
+                Ok(record::DictionaryKey::Inline(key)) => Ok(key.to_vec()),
+                Ok(record::DictionaryKey::String(id)) => self
+                    .g
+                    .txn
+                    .string(id)
+                    .map(<[u8]>::to_vec)
+                    .ok_or_else(|| format!("its key is string {id}, which is not stored")),
+                Err(e) => Err(e.to_string()),
+            },
+            _ => {
+                record::matrix_target(schema, ty, rec).map(|t| keys::target_key(t).to_vec()).map_err(|e| e.to_string())
+            }
         }
     }
 
@@ -572,12 +582,9 @@ impl<'g> Checker<'g, '_> {
                     }
                 }
                 _ => {
-                    let slot = match record::key_slot(schema, h.ty, rec) {
-                        Ok(k) => k,
-                        Err(e) => return Ok(Err(e.to_string())),
-                    };
-                    let Some(key) = self.key_bytes(h.ty, slot) else {
-                        return Ok(Err(format!("record {at}'s key is string {slot}, which is not stored")));
+                    let key = match self.key_of(h.ty, rec) {
+                        Ok(key) => key,
+                        Err(why) => return Ok(Err(format!("record {at}: {why}"))),
                     };
                     let row = self.g.txn.index(keys::entries_index(property)).and_then(|i| i.get(h.parent.row(), &key));
                     if row != Some(at.row()) {
@@ -648,7 +655,7 @@ impl<'g> Checker<'g, '_> {
                 let ok = match self.g.find_record(id)? {
                     Some(rec) => {
                         matches!(record::header(self.g.schema, entry_ty, rec), Ok(h) if h == Header { ty: entry_ty, parent_property: p, parent: owner })
-                            && self.key_of(entry_ty, rec).as_deref() == Some(e.key)
+                            && self.key_of(entry_ty, rec).ok().as_deref() == Some(e.key)
                     }
                     None => false,
                 };
@@ -670,11 +677,6 @@ impl<'g> Checker<'g, '_> {
             ));
         }
         Ok(())
-    }
-
-    /// The key bytes an entry record of type `ty` stores (without counting anything).
-    fn key_of(&self, ty: NodeTypeId, rec: &[u8]) -> Option<Vec<u8>> {
-        self.key_bytes(ty, record::key_slot(self.g.schema, ty, rec).ok()?)
     }
 
     fn scan_links(&mut self) -> Result<()> {
@@ -714,7 +716,7 @@ impl<'g> Checker<'g, '_> {
                         // The row is the entry's owner's.
                         let ok = header
                             .is_some_and(|h| h.ty == *ty && h.parent_property == p && h.parent.row() == e.row)
-                            && rec.and_then(|r| record::key_slot(schema, *ty, r).ok()) == Some(target.get());
+                            && rec.and_then(|r| record::matrix_target(schema, *ty, r).ok()) == Some(target);
                         (ok, node)
                     }
                     _ => continue,

@@ -387,12 +387,12 @@ impl<'a> Graph<'a> {
 
     /// [`Graph::entry_key`] from the entry's record, already read.
     fn entry_key_in(&self, node: NodeRef, record: &[u8]) -> Result<Vec<String>> {
-        let slot = record::key_slot(self.schema, node.ty, record)?;
         match self.schema.node_type(node.ty).parent {
-            ParentLink::DictionaryEntry { .. } => Ok(vec![self.key_text(slot)?.into_owned()]),
-            ParentLink::MatrixEntry { property } => {
-                self.target_key(NodeId::from_u64(slot), self.matrix_target_type(property)?)
+            ParentLink::DictionaryEntry { .. } => {
+                Ok(vec![self.key_text(record::dictionary_key(self.schema, node.ty, record)?)?.into_owned()])
             }
+            ParentLink::MatrixEntry { property } => self
+                .target_key(record::matrix_target(self.schema, node.ty, record)?, self.matrix_target_type(property)?),
             _ => Err(DataError::Corrupt(format!("record {} is not an entry", node.id))),
         }
     }
@@ -408,7 +408,7 @@ impl<'a> Graph<'a> {
 
     /// The target record of a matrix entry.
     pub fn matrix_target(&self, node: NodeRef) -> Result<NodeId> {
-        record::key_slot(self.schema, node.ty, self.record(node.id)?).map(NodeId::from_u64)
+        record::matrix_target(self.schema, node.ty, self.record(node.id)?)
     }
 
     /// Every node of type `ty` in the snapshot with its record, in row order: a sequential
@@ -459,7 +459,7 @@ impl<'a> Graph<'a> {
                 }
                 ParentLink::DictionaryEntry { property } => {
                     let rec = self.record(at.id)?;
-                    out.push(self.key_text(record::key_slot(self.schema, at.ty, rec)?)?);
+                    out.push(self.key_text(record::dictionary_key(self.schema, at.ty, rec)?)?);
                     at = NodeRef {
                         id: record::parent(self.schema, at.ty, rec)?,
                         ty: self.schema.property(property).owner,
@@ -468,7 +468,7 @@ impl<'a> Graph<'a> {
                 ParentLink::MatrixEntry { property } => {
                     let rec = self.record(at.id)?;
                     let target = self.matrix_target_type(property)?;
-                    self.target_keys_up(NodeId::from_u64(record::key_slot(self.schema, at.ty, rec)?), target, out)?;
+                    self.target_keys_up(record::matrix_target(self.schema, at.ty, rec)?, target, out)?;
                     at = NodeRef {
                         id: record::parent(self.schema, at.ty, rec)?,
                         ty: self.schema.property(property).owner,
@@ -481,8 +481,11 @@ impl<'a> Graph<'a> {
     }
 
     /// A dictionary key's text, borrowed unless it is not UTF-8.
-    fn key_text(&self, slot: u64) -> Result<Cow<'a, str>> {
-        Ok(lossy_text(self.string_bytes(slot)?))
+    fn key_text(&self, key: record::DictionaryKey<'a>) -> Result<Cow<'a, str>> {
+        Ok(lossy_text(match key {
+            record::DictionaryKey::Inline(bytes) => bytes,
+            record::DictionaryKey::String(id) => self.string_bytes(id)?,
+        }))
     }
 
     /// What matrix `property`'s keys name.
@@ -644,7 +647,7 @@ impl<'a> Graph<'a> {
             if let ParentLink::DictionaryEntry { property } = self.schema.node_type(at.ty).parent {
                 // The key and the owner, both from the entry's record.
                 let rec = self.record(at.id)?;
-                out.push(self.key_text(record::key_slot(self.schema, at.ty, rec)?)?);
+                out.push(self.key_text(record::dictionary_key(self.schema, at.ty, rec)?)?);
                 at = NodeRef { id: record::parent(self.schema, at.ty, rec)?, ty: self.schema.property(property).owner };
                 continue;
             }

@@ -5,8 +5,9 @@
 //! an index into the target's table, never a search. A row is a 4-byte header (the parent's
 //! row: the parent's type and the property that holds the node follow from the node's type,
 //! so they are not stored), the fixed layout the schema computes (property slots at their
-//! offsets), then, for an entry, its key slot: a dictionary entry's key text as an 8-byte
-//! string id (counted like a text slot), a matrix entry's target row (4 bytes).
+//! offsets), then, for an entry, its key slot: a dictionary entry's key in 8 bytes (inline
+//! when at most 7 bytes long, else a string id counted like a text slot), a matrix entry's
+//! target row (4 bytes).
 
 use espalier_schema::{NodeTypeId, ParentLink, PropertyId, Schema, Storage};
 
@@ -89,7 +90,7 @@ impl std::fmt::Display for NodeId {
 
 /// Bytes of a row's header: the parent's row (u32, little-endian; 0 for the root).
 pub const HEADER: usize = 4;
-/// Bytes of a dictionary entry's key slot: the key's string id.
+/// Bytes of a dictionary entry's key slot: the key inline, or its string id.
 pub const KEY_SLOT: usize = 8;
 /// Bytes of a matrix entry's key slot: the target's row (its type is the matrix's target).
 pub const MATRIX_KEY_SLOT: usize = 4;
@@ -176,7 +177,7 @@ pub fn is_entry(schema: &Schema, ty: NodeTypeId) -> bool {
 
 /// What an entry of type `ty` keeps in its key slot, at the end of its row.
 enum KeyKind {
-    /// A dictionary key's string id, 8 bytes.
+    /// A dictionary key, inline or as a string id, 8 bytes.
     Text,
     /// A matrix key's target row, 4 bytes; the target is of this type.
     Row(NodeTypeId),
@@ -232,24 +233,62 @@ pub fn new_record(schema: &Schema, ty: NodeTypeId, parent: NodeId, key: u64) -> 
     r
 }
 
-/// The key slot of an entry's record: its key's string id (dictionary) or target id (matrix,
-/// whose slot holds only the row).
-pub fn key_slot(schema: &Schema, ty: NodeTypeId, record: &[u8]) -> Result<u64, DataError> {
-    let at = HEADER + schema.record_size(ty) as usize;
-    match key_kind(schema, ty) {
-        Some(KeyKind::Text) => read_u64(record, at),
-        Some(KeyKind::Row(target)) => {
-            let row = record
-                .get(at..at + MATRIX_KEY_SLOT)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes)
-                .ok_or_else(|| {
-                    DataError::Corrupt(format!("record of {} bytes has no key slot at {at}", record.len()))
-                })?;
-            Ok(if row == 0 { 0 } else { NodeId::new(target, row).get() })
-        }
-        None => Err(DataError::Corrupt(format!("a record of type {ty} has no key"))),
+/// Longest dictionary key kept in its entry's key slot rather than in the string table: most
+/// keys are short ids, and interning each only added a string, its count and its text.
+pub const INLINE_KEY_BYTES: usize = 7;
+/// Bit 63 of a dictionary key slot: the key is inline, its length in bits 56..59 and its bytes
+/// the slot's first bytes (string ids are table rows, below 2^32).
+const INLINE_KEY: u64 = 1 << 63;
+
+/// The key slot value of dictionary key `bytes` when it fits in the slot.
+pub fn inline_key(bytes: &[u8]) -> Option<u64> {
+    if bytes.len() > INLINE_KEY_BYTES {
+        return None;
     }
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    b[7] = 0x80 | bytes.len() as u8;
+    Some(u64::from_le_bytes(b))
+}
+
+/// What a dictionary entry's key slot holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DictionaryKey<'r> {
+    /// The key's bytes, in the record.
+    Inline(&'r [u8]),
+    /// The key's string id (0: the empty string).
+    String(u64),
+}
+
+/// The key of `record`, a dictionary entry of type `ty`.
+pub fn dictionary_key<'r>(schema: &Schema, ty: NodeTypeId, record: &'r [u8]) -> Result<DictionaryKey<'r>, DataError> {
+    if !matches!(key_kind(schema, ty), Some(KeyKind::Text)) {
+        return Err(DataError::Corrupt(format!("a record of type {ty} is not a dictionary entry")));
+    }
+    let at = HEADER + schema.record_size(ty) as usize;
+    let slot = read_u64(record, at)?;
+    if slot & INLINE_KEY == 0 {
+        return Ok(DictionaryKey::String(slot));
+    }
+    let len = (slot >> 56) as usize & 0x7f;
+    if len > INLINE_KEY_BYTES {
+        return Err(DataError::Corrupt(format!("an inline key of {len} bytes (at most {INLINE_KEY_BYTES})")));
+    }
+    Ok(DictionaryKey::Inline(&record[at..at + len]))
+}
+
+/// The target of `record`, a matrix entry of type `ty` (its key slot holds only the row).
+pub fn matrix_target(schema: &Schema, ty: NodeTypeId, record: &[u8]) -> Result<NodeId, DataError> {
+    let Some(KeyKind::Row(target)) = key_kind(schema, ty) else {
+        return Err(DataError::Corrupt(format!("a record of type {ty} is not a matrix entry")));
+    };
+    let at = HEADER + schema.record_size(ty) as usize;
+    let row = record
+        .get(at..at + MATRIX_KEY_SLOT)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_le_bytes)
+        .ok_or_else(|| DataError::Corrupt(format!("record of {} bytes has no key slot at {at}", record.len())))?;
+    Ok(if row == 0 { NodeId::NONE } else { NodeId::new(target, row) })
 }
 
 /// Byte position of a property's slot in its host record.

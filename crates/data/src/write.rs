@@ -573,7 +573,10 @@ impl<'a, 's> WriteGraph<'a, 's> {
         }
         // A dictionary key is a text slot of the entry; a matrix key the target's id.
         let key_slot = match key {
-            EntryKey::Text(t) => self.acquire(t)?,
+            EntryKey::Text(t) => match record::inline_key(t.as_bytes()) {
+                Some(inline) => inline,
+                None => self.acquire(t)?,
+            },
             EntryKey::Target(target) => target.get(),
         };
         let id = self.create_node(ty, owner.id, property, key_slot)?;
@@ -709,7 +712,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         self.release_slots(&rec, node.id, node.ty, boundary)?;
         match self.schema.node_type(node.ty).parent {
             ParentLink::MatrixEntry { property } => {
-                let target = NodeId::from_u64(record::key_slot(self.schema, node.ty, &rec)?);
+                let target = record::matrix_target(self.schema, node.ty, &rec)?;
                 self.delete_link(target, node.id, property)?;
                 self.touch_link(target, property);
                 let owner = record::parent(self.schema, node.ty, &rec)?.row();
@@ -718,11 +721,17 @@ impl<'a, 's> WriteGraph<'a, 's> {
                     .map_err(storage)?;
             }
             ParentLink::DictionaryEntry { property } => {
-                let key_id = record::key_slot(self.schema, node.ty, &rec)?;
                 let owner = record::parent(self.schema, node.ty, &rec)?.row();
-                let key = self.graph().string_bytes(key_id)?.to_vec();
-                self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
-                self.release(key_id)?;
+                match record::dictionary_key(self.schema, node.ty, &rec)? {
+                    record::DictionaryKey::Inline(key) => {
+                        self.txn.index_remove(keys::entries_index(property), owner, key).map_err(storage)?;
+                    }
+                    record::DictionaryKey::String(key_id) => {
+                        let key = self.graph().string_bytes(key_id)?.to_vec();
+                        self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
+                        self.release(key_id)?;
+                    }
+                }
             }
             _ => {}
         }
