@@ -7,7 +7,11 @@
 //! defaults, on every change of the property, on removal), so an index is never behind.
 //!
 //! Encodings keep byte order equal to value order:
-//! - number: the i64 with its sign bit flipped, big-endian;
+//! - number: a tag byte, then the number's significant bytes, big-endian ([`encode_number`]):
+//!   `0x80 + n` and the `n` bytes of a number ≥ 0, `0x7F − n` and the low `n` bytes of a
+//!   negative one (`n` counted on `-v − 1`). Small numbers (ids, dates) then differ in the
+//!   first four bytes, which a key index compares as one integer before any key bytes: a
+//!   fixed 8-byte form shared them (`0x80 00 00 00`), and every lookup compared key bytes;
 //! - state: the state's u32 index, big-endian (indexes only test equality of states);
 //! - text: the UTF-8 bytes with `00` escaped as `00 FF`, then `00 00`. A text longer than
 //!   [`MAX_TEXT_BYTES`] keeps only its first bytes and ends with `00 01` instead, so the key
@@ -60,10 +64,42 @@ fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// Longest encoding of a number: the tag and eight bytes.
+pub const MAX_NUMBER_BYTES: usize = 9;
+
+/// Writes the encoding of number `v` at the start of `out` (see the module documentation) and
+/// returns its length.
+pub fn encode_number(v: i64, out: &mut [u8; MAX_NUMBER_BYTES]) -> usize {
+    let bits = v as u64;
+    // A negative number is stored as its low bytes, counted on its complement (-v - 1).
+    let magnitude = if v < 0 { !bits } else { bits };
+    let n = 8 - (magnitude.leading_zeros() / 8) as usize;
+    out[0] = if v < 0 { 0x7F - n as u8 } else { 0x80 + n as u8 };
+    out[1..=n].copy_from_slice(&bits.to_be_bytes()[8 - n..]);
+    n + 1
+}
+
+/// The number encoded at the start of `b` and the bytes it takes; `None` if it is not one.
+pub fn decode_number(b: &[u8]) -> Option<(i64, usize)> {
+    let tag = *b.first()?;
+    let (negative, n) = match tag {
+        0x80..=0x88 => (false, usize::from(tag - 0x80)),
+        0x77..=0x7F => (true, usize::from(0x7F - tag)),
+        _ => return None,
+    };
+    let mut bytes = if negative { [0xFF; 8] } else { [0; 8] };
+    bytes[8 - n..].copy_from_slice(b.get(1..=n)?);
+    Some((i64::from_be_bytes(bytes), n + 1))
+}
+
 /// Appends the encoding of `value` (see the module documentation).
 pub fn encode_value(value: IndexValue<'_>, out: &mut Vec<u8>) {
     match value {
-        IndexValue::Number(n) => out.extend_from_slice(&((n as u64) ^ (1 << 63)).to_be_bytes()),
+        IndexValue::Number(v) => {
+            let mut b = [0u8; MAX_NUMBER_BYTES];
+            let n = encode_number(v, &mut b);
+            out.extend_from_slice(&b[..n]);
+        }
         IndexValue::State(s) => out.extend_from_slice(&s.to_be_bytes()),
         IndexValue::Text(t) => {
             let bytes = t.as_bytes();
@@ -134,9 +170,9 @@ pub fn len(graph: Graph<'_>, n: u32) -> Result<u64> {
 /// Every (number, entry) of number index `n`, in index order (by number, then entry): one
 /// walk along its key index's leaves. A key that is not a number's fails.
 pub fn number_rows<'t>(graph: Graph<'t>, n: u32) -> Result<impl Iterator<Item = Result<(i64, NodeId)>> + 't> {
-    Ok(key_index(graph.schema, graph.txn, n)?.entries(0).map(|e| match e.key.first_chunk::<8>() {
-        Some(value) if e.key.len() == 16 => Ok(((u64::from_be_bytes(*value) ^ (1 << 63)) as i64, row_entry(e.key)?)),
-        _ => Err(DataError::Corrupt(format!("index row of {} bytes in a number index", e.key.len()))),
+    Ok(key_index(graph.schema, graph.txn, n)?.entries(0).map(|e| match decode_number(e.key) {
+        Some((value, len)) if e.key.len() == len + 8 => Ok((value, row_entry(e.key)?)),
+        _ => Err(DataError::Corrupt(format!("index row {:?} in a number index", e.key))),
     }))
 }
 
@@ -214,12 +250,9 @@ pub fn probe_each<E: From<DataError>>(
     };
     match probe {
         Probe::Equal(v @ (IndexValue::Number(_) | IndexValue::State(_))) => {
-            let mut buf = [0u8; 8];
+            let mut buf = [0u8; MAX_NUMBER_BYTES];
             let len = match v {
-                IndexValue::Number(n) => {
-                    buf = ((n as u64) ^ (1 << 63)).to_be_bytes();
-                    8
-                }
+                IndexValue::Number(n) => encode_number(n, &mut buf),
                 IndexValue::State(s) => {
                     let b = s.to_be_bytes();
                     buf[..b.len()].copy_from_slice(&b);
@@ -272,11 +305,32 @@ mod tests {
     }
 
     #[test]
-    fn number_order_is_byte_order() {
-        let values = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
+    fn number_order_is_byte_order_and_decodes_back() {
+        // Every length's edges, both signs.
+        let mut values = vec![i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX];
+        for bytes in 1..8 {
+            let edge = 1i64 << (8 * bytes);
+            values.extend([edge - 2, edge - 1, edge, edge + 1, -edge - 2, -edge - 1, -edge, -edge + 1]);
+        }
+        values.sort_unstable();
+        values.dedup();
         for w in values.windows(2) {
             assert!(enc(IndexValue::Number(w[0])) < enc(IndexValue::Number(w[1])), "{w:?}");
         }
+        for &v in &values {
+            let e = enc(IndexValue::Number(v));
+            assert_eq!(decode_number(&e), Some((v, e.len())), "{v}");
+            // The tag gives the length: no encoding is a prefix of another.
+            let mut longer = e.clone();
+            longer.extend_from_slice(&[0xAB; 8]);
+            assert_eq!(decode_number(&longer), Some((v, e.len())), "{v}");
+        }
+        // Ids and dates differ in their first four bytes.
+        assert_eq!(enc(IndexValue::Number(100_000)), [0x83, 0x01, 0x86, 0xA0]);
+        assert_eq!(enc(IndexValue::Number(0)), [0x80]);
+        assert_eq!(enc(IndexValue::Number(-1)), [0x7F]);
+        assert_eq!(decode_number(&[0x90]), None);
+        assert_eq!(decode_number(&[0x82, 1]), None);
     }
 
     #[test]

@@ -94,8 +94,9 @@ pub mod meta {
     /// Bumped when the layout of rows and key indexes changes incompatibly (4: tables; 5:
     /// matrix and link keys are four-byte rows; 6: a row's header is its parent's row alone;
     /// 7: a matrix entry's key slot is its target's row, 4 bytes; 8: a dictionary key of at
-    /// most 7 bytes is inline in its key slot).
-    pub const FORMAT_VERSION: u64 = 8;
+    /// most 7 bytes is inline in its key slot; 9: a number in a schema index is a tag and its
+    /// significant bytes).
+    pub const FORMAT_VERSION: u64 = 9;
     /// The name the format version is kept under.
     pub const FORMAT: &[u8] = b"format";
 }
