@@ -444,6 +444,61 @@ fn state_check(before: State, after: State, acked: &Outcome, decidable: bool) ->
 mod tests {
     use super::*;
 
+    /// A system each of whose batches takes `batch`: what a loaded machine makes of a
+    /// transaction that retries.
+    struct Slow {
+        batch: Duration,
+    }
+
+    struct SlowSession(Duration);
+
+    impl Session for SlowSession {
+        fn run(&mut self, _: &[Op], _: bool) -> Result<Outcome, String> {
+            std::thread::sleep(self.0);
+            Ok(Outcome::default())
+        }
+    }
+
+    impl System for Slow {
+        fn kind(&self) -> SystemKind {
+            SystemKind::Sqlite
+        }
+        fn version(&self) -> String {
+            "slow".into()
+        }
+        fn isolation(&self, _: bool) -> &'static str {
+            "none"
+        }
+        fn session(&self) -> Result<Box<dyn Session>, RemoteError> {
+            Ok(Box::new(SlowSession(self.batch)))
+        }
+        fn state(&self) -> Result<State, RemoteError> {
+            Ok(State { records: 0, counts: 0 })
+        }
+        fn stop(self: Box<Self>) -> Result<(), RemoteError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_point_whose_batches_outlast_its_window_runs_on_until_one_is_done() {
+        let config = Config { seconds: 0.05, warmup_seconds: 0.0, ..Config::quick() };
+        let p = point(&Slow { batch: Duration::from_millis(120) }, &config, 2, true, 0).expect("the point runs");
+        assert!(p.batches >= 1, "{p:?}");
+        // Measured to the end of the batch that ended last, past the 50 ms window.
+        assert!(p.seconds >= 0.12 && p.seconds < 1.0, "{p:?}");
+        assert!((p.batches_per_s - p.batches as f64 / p.seconds).abs() < 1e-9, "{p:?}");
+        assert_eq!(p.state, None, "{p:?}");
+    }
+
+    #[test]
+    fn a_point_with_batches_inside_its_window_measures_the_window() {
+        let config = Config { seconds: 0.2, warmup_seconds: 0.0, ..Config::quick() };
+        let p = point(&Slow { batch: Duration::from_millis(5) }, &config, 1, false, 0).expect("the point runs");
+        assert!(p.batches >= 10, "{p:?}");
+        assert_eq!(p.seconds, 0.2, "{p:?}");
+    }
+
     #[test]
     fn the_state_check_counts_what_was_acknowledged() {
         let before = State { records: 10, counts: 5 };
