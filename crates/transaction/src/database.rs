@@ -163,15 +163,17 @@ impl<'d> Snapshot<'d> {
 }
 
 /// A failure to open the tables: a held lock stays typed (callers tell the user who holds it).
+/// What to do with a database of another on-disk format, as the open's error says it.
+const WAY_OVER: &str = "Export it with the build that made it and import the dump with this one (README, \
+                        \"Moving a database from an earlier version\")";
+
 fn open_error(e: TablesError) -> TxError {
     match e {
         TablesError::Locked(lock) => TxError::Locked(Arc::new(lock)),
         // The schema is the stored one, so only a build of another on-disk format lays its
         // rows out otherwise (format 6 shrank the row header, say).
         e @ TablesError::ShapeMismatch { .. } => TxError::Open(format!(
-            "{e}: it was written by a build of another on-disk format (this one reads format {}). Export it \
-             with the build that made it and import the dump with this one (README, \"Moving a database from an \
-             earlier version\")",
+            "{e}: it was written by a build of another on-disk format (this one reads format {}). {WAY_OVER}",
             meta::FORMAT_VERSION
         )),
         e => TxError::Open(e.to_string()),
@@ -235,10 +237,11 @@ impl Database {
         let tables = Tables::open(path, espalier_data::shape(&schema), tables_options(&options)).map_err(open_error)?;
         let snapshot = tables.snapshot();
         if snapshot.version() > 0 {
-            let format = snapshot.meta(meta::FORMAT);
-            if format != Some(&meta::FORMAT_VERSION.to_le_bytes()[..]) {
+            let found = snapshot.meta(meta::FORMAT).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+            if found != Some(meta::FORMAT_VERSION) {
+                let found = found.map_or_else(|| "no format version".to_string(), |f| format!("on-disk format {f}"));
                 return Err(TxError::Open(format!(
-                    "{} has on-disk format {format:?}; this build reads format {}",
+                    "{} has {found}; this build reads format {}. {WAY_OVER}",
                     path.display(),
                     meta::FORMAT_VERSION
                 )));

@@ -117,6 +117,24 @@ fn a_database_of_another_layout_is_refused_with_the_way_over() {
     assert_eq!(std::fs::read(dir.path().join(espalier_storage::tables::MANIFEST)).unwrap(), manifest);
 }
 
+/// A database whose rows have this build's shape but whose stored format is another (a
+/// change of encoding only, as format 9's index numbers) is refused the same way.
+#[test]
+fn a_database_of_another_format_is_refused_with_the_way_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    db.write(|g: &mut WriteGraph<'_, '_>| -> Result<(), E> {
+        g.txn().set_meta(espalier_data::meta::FORMAT, &8u64.to_le_bytes()).map_err(DataError::from)?;
+        Ok(())
+    })
+    .unwrap();
+    drop(db);
+    let Err(e) = Database::open(dir.path(), DatabaseOptions::default()) else { panic!("opened format 8") };
+    let e = e.to_string();
+    let want = format!("has on-disk format 8; this build reads format {}", espalier_data::meta::FORMAT_VERSION);
+    assert!(e.contains(&want) && e.contains("Export it with the build that made it"), "{e}");
+}
+
 #[test]
 fn counted_writes_name_their_changes_only_for_subscribers() {
     let dir = tempfile::tempdir().unwrap();
