@@ -201,7 +201,7 @@ impl<'g> Checker<'g, '_> {
             return Ok(());
         }
         if let Some(want) = key {
-            match self.stored_key(node, rec)? {
+            match self.stored_key(node, rec) {
                 Ok(k) if k == want => {}
                 Ok(k) => {
                     self.problem(format!(
@@ -226,7 +226,7 @@ impl<'g> Checker<'g, '_> {
 
     /// The key entry `node` (record `rec`) stores, as its collection's key index orders it: a
     /// dictionary key's text (a string is counted as held), a matrix key's target row.
-    fn stored_key(&mut self, node: NodeRef, rec: &[u8]) -> Result<std::result::Result<Vec<u8>, String>> {
+    fn stored_key(&mut self, node: NodeRef, rec: &[u8]) -> std::result::Result<Vec<u8>, String> {
         if let ParentLink::DictionaryEntry { property } = self.g.schema.node_type(node.ty).parent {
             if let Ok(record::DictionaryKey::String(id)) = record::dictionary_key(self.g.schema, node.ty, rec) {
                 if id != 0 {
@@ -234,7 +234,7 @@ impl<'g> Checker<'g, '_> {
                 }
             }
         }
-        Ok(self.key_of(node.ty, rec))
+        self.key_of(node.ty, rec)
     }
 
     /// The key bytes (as the collection's key index orders them) of `rec`, an entry of type

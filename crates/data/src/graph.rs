@@ -482,10 +482,18 @@ impl<'a> Graph<'a> {
 
     /// A dictionary key's text, borrowed unless it is not UTF-8.
     fn key_text(&self, key: record::DictionaryKey<'a>) -> Result<Cow<'a, str>> {
-        Ok(lossy_text(match key {
-            record::DictionaryKey::Inline(bytes) => bytes,
-            record::DictionaryKey::String(id) => self.string_bytes(id)?,
-        }))
+        Ok(lossy_text(self.key_bytes(key)?))
+    }
+
+    /// A dictionary key's bytes: in its record, or its string's.
+    pub fn key_bytes<'k>(&self, key: record::DictionaryKey<'k>) -> Result<&'k [u8]>
+    where
+        'a: 'k,
+    {
+        match key {
+            record::DictionaryKey::Inline(bytes) => Ok(bytes),
+            record::DictionaryKey::String(id) => self.string_bytes(id),
+        }
     }
 
     /// What matrix `property`'s keys name.

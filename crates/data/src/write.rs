@@ -722,15 +722,11 @@ impl<'a, 's> WriteGraph<'a, 's> {
             }
             ParentLink::DictionaryEntry { property } => {
                 let owner = record::parent(self.schema, node.ty, &rec)?.row();
-                match record::dictionary_key(self.schema, node.ty, &rec)? {
-                    record::DictionaryKey::Inline(key) => {
-                        self.txn.index_remove(keys::entries_index(property), owner, key).map_err(storage)?;
-                    }
-                    record::DictionaryKey::String(key_id) => {
-                        let key = self.graph().string_bytes(key_id)?.to_vec();
-                        self.txn.index_remove(keys::entries_index(property), owner, &key).map_err(storage)?;
-                        self.release(key_id)?;
-                    }
+                let key = record::dictionary_key(self.schema, node.ty, &rec)?;
+                let bytes = self.graph().key_bytes(key)?.to_vec();
+                self.txn.index_remove(keys::entries_index(property), owner, &bytes).map_err(storage)?;
+                if let record::DictionaryKey::String(key_id) = key {
+                    self.release(key_id)?;
                 }
             }
             _ => {}
