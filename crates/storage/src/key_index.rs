@@ -27,8 +27,7 @@ use std::sync::Arc;
 
 mod words;
 
-pub use words::heap_bytes;
-use words::Words;
+use words::{HeapWords, Words};
 
 use crate::table::{FilePlace, StableBytes};
 
@@ -147,7 +146,7 @@ fn header(len: usize, heap_len: usize, shared: Option<u32>) -> [u64; 2] {
 
 impl Default for Keys {
     fn default() -> Keys {
-        Keys { buf: Words::heap(header(0, 0, None).to_vec()) }
+        Keys { buf: Words::heap(&header(0, 0, None)) }
     }
 }
 
@@ -216,10 +215,10 @@ impl Parts {
     fn pack(self) -> Keys {
         let len = self.words.len();
         let halves = |n: usize| n.div_ceil(2);
-        let mut buf = Vec::with_capacity(HDR + len + len / FENCE + 2 * halves(len) + self.heap.len().div_ceil(8));
+        let mut buf = HeapWords::with_capacity(HDR + len + len / FENCE + 2 * halves(len) + self.heap.len().div_ceil(8));
         buf.extend(header(len, self.heap.len(), self.shared));
-        buf.extend_from_slice(&self.words);
-        buf.extend(self.words.iter().skip(FENCE - 1).step_by(FENCE));
+        buf.extend(self.words.iter().copied());
+        buf.extend(self.words.iter().skip(FENCE - 1).step_by(FENCE).copied());
         // Native byte order throughout, so that reading the buffer back as u32s or bytes
         // (`Keys::u32s`, `Keys::heap`) gives these values on any machine.
         let pairs = |v: &[u32]| {
@@ -239,7 +238,7 @@ impl Parts {
             b[..c.len()].copy_from_slice(c);
             u64::from_ne_bytes(b)
         }));
-        Keys { buf: Words::heap(buf) }
+        Keys { buf: Words::Heap(buf) }
     }
 }
 
@@ -257,7 +256,7 @@ fn layout(len: usize, heap_len: usize) -> [usize; 4] {
 /// they move back to front (heap, ends, values, words) and each byte is written once: no new
 /// buffer and no zeroed one, which is what a load spends its time on otherwise.
 fn insert_in_place(
-    buf: &mut Vec<u64>,
+    buf: &mut HeapWords,
     (n, heap_len): (usize, usize),
     i: usize,
     (word, value, key): (u64, u32, &[u8]),
@@ -315,7 +314,7 @@ fn insert_in_place(
 /// Removes key `i` of the run in `buf` (`(len, heap_len)` before it), whose bytes are `bytes`
 /// of the heap. Every part moves left within the buffer, so they move front to back (words,
 /// values, ends, heap), the reverse of [`insert_in_place`].
-fn remove_in_place(buf: &mut Vec<u64>, (n, heap_len): (usize, usize), i: usize, bytes: std::ops::Range<usize>) {
+fn remove_in_place(buf: &mut HeapWords, (n, heap_len): (usize, usize), i: usize, bytes: std::ops::Range<usize>) {
     let (start, end) = (bytes.start, bytes.end);
     let k = end - start;
     let [v0, e0, h0, t0] = layout(n, heap_len);

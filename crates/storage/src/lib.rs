@@ -17,6 +17,7 @@
 
 use std::time::Duration;
 
+mod arena;
 pub mod key_index;
 mod lock;
 pub mod log;
@@ -26,13 +27,13 @@ pub mod tables;
 
 pub use lock::{DirLock, HeldBy, Holder, LockError, LOCK_FILE};
 
-/// Memory the storage layer holds on its heap: table pages and directory nodes (the
-/// huge-page arena's blocks in use, the string table's counts among them), key index nodes,
+/// Memory the storage layer holds on its heap: table pages, directory nodes and key index
+/// node buffers (the huge-page arena's blocks in use, the string table's counts among them),
 /// and the texts stored since the last checkpoint. Not counted: the writer's hash table of
 /// the strings (about 10 bytes a string) and meta values.
-/// (Here, at the root, because it sums what three modules hold.)
+/// (Here, at the root, because it sums what two modules hold.)
 pub fn heap_bytes() -> usize {
-    crate::table::arena_bytes() + crate::key_index::heap_bytes() + crate::tables::text_heap_bytes()
+    crate::arena::in_use() + crate::tables::text_heap_bytes()
 }
 
 /// What a commit promises once it returns.

@@ -35,7 +35,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-mod arena;
+use crate::arena;
 
 /// Bytes of rows a page holds at most.
 pub const PAGE_BYTES: usize = 4096;
@@ -137,11 +137,6 @@ pub(crate) fn file_place(owner: &dyn StableBytes, data: *const u8, crc: u32) -> 
     let bytes = owner.bytes();
     let offset = (data as usize).checked_sub(bytes.as_ptr() as usize)?;
     Some(FilePlace { file, file_len: bytes.len() as u64, offset: offset as u64, crc })
-}
-
-/// Bytes of table pages and directory nodes on the heap now (see [`crate::heap_bytes`]).
-pub(crate) fn arena_bytes() -> usize {
-    arena::in_use()
 }
 
 // SAFETY: a Vec behind a shared reference cannot be changed or moved.

@@ -1,11 +1,12 @@
-//! Page memory in 2 MiB huge pages: table pages are carved from chunks that the kernel is
-//! asked to back with transparent huge pages (`madvise(MADV_HUGEPAGE)`), so that a cold
-//! read of a page costs one TLB entry per 2 MiB of pages instead of one per page (on a
-//! virtual machine a TLB miss is a nested page walk of several memory loads).
+//! Storage memory in 2 MiB huge pages: table pages, page directory nodes and key index node
+//! buffers are carved from chunks that the kernel is asked to back with transparent huge
+//! pages (`madvise(MADV_HUGEPAGE)`), so that a cold read of a page or a node costs one TLB
+//! entry per 2 MiB instead of one per 4 KiB (on a virtual machine a TLB miss is a nested page
+//! walk of several memory loads).
 //!
 //! Blocks come in size classes of 64 bytes; a freed block goes on its class's free list and
-//! is handed out again (zeroed), never back to the system: a table's pages come and go in
-//! the same few sizes.
+//! is handed out again, never back to the system: pages and nodes come and go in the same few
+//! sizes (key index buffers round their sizes up to a few classes for this).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,7 +33,7 @@ static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0, free: Vec::new(
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 
 /// Bytes of blocks in use now.
-pub(super) fn in_use() -> usize {
+pub(crate) fn in_use() -> usize {
     IN_USE.load(Ordering::Relaxed)
 }
 
@@ -78,7 +79,7 @@ fn chunk() -> Option<usize> {
 ///
 /// # Panics
 /// If the system has no memory to map (as a failed allocation aborts).
-pub(super) fn alloc_zeroed(len: usize) -> NonNull<u8> {
+pub(crate) fn alloc_zeroed(len: usize) -> NonNull<u8> {
     let (p, reused) = alloc(len);
     if reused {
         // SAFETY: a freed block of this class: `class(len) × CLASS` bytes of a chunk that
@@ -94,7 +95,7 @@ pub(super) fn alloc_zeroed(len: usize) -> NonNull<u8> {
 ///
 /// # Panics
 /// If the system has no memory to map (as a failed allocation aborts).
-pub(super) fn alloc_for_copy(len: usize) -> NonNull<u8> {
+pub(crate) fn alloc_for_copy(len: usize) -> NonNull<u8> {
     alloc(len).0
 }
 
@@ -111,7 +112,7 @@ fn alloc(len: usize) -> (NonNull<u8>, bool) {
     }
     if a.end - a.next < size {
         // The rest of the old chunk is left unused (less than one page).
-        let start = chunk().expect("out of memory for table pages");
+        let start = chunk().expect("out of memory for storage pages");
         a.next = start;
         a.end = start + CHUNK;
     }
@@ -126,7 +127,7 @@ fn alloc(len: usize) -> (NonNull<u8>, bool) {
 /// # Safety
 /// `p` must come from `alloc_zeroed(len)` or `alloc_for_copy(len)` and not be used after this
 /// call.
-pub(super) unsafe fn free(p: NonNull<u8>, len: usize) {
+pub(crate) unsafe fn free(p: NonNull<u8>, len: usize) {
     let c = class(len);
     IN_USE.fetch_sub(c * CLASS, Ordering::Relaxed);
     let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
