@@ -27,7 +27,22 @@ struct Arena {
     free: Vec<Vec<usize>>,
 }
 
-static ARENA: Mutex<Arena> = Mutex::new(Arena { next: 0, end: 0, free: Vec::new() });
+/// Chunks of one kind of block. Table pages and key index buffers have chunks of their own:
+/// a table's pages, written in row order, then lie in order, and a scan of the table reads
+/// memory in order (OO7 Q7, a scan of 100,000 rows, was 20% slower with key index buffers
+/// between the pages).
+pub(crate) struct Pool(Mutex<Arena>);
+
+impl Pool {
+    const fn new() -> Pool {
+        Pool(Mutex::new(Arena { next: 0, end: 0, free: Vec::new() }))
+    }
+}
+
+/// Table pages and page directory nodes.
+pub(crate) static PAGES: Pool = Pool::new();
+/// Key index node buffers.
+pub(crate) static NODES: Pool = Pool::new();
 
 /// Bytes of blocks handed out and not given back (what the in-memory bound counts).
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
@@ -79,8 +94,8 @@ fn chunk() -> Option<usize> {
 ///
 /// # Panics
 /// If the system has no memory to map (as a failed allocation aborts).
-pub(crate) fn alloc_zeroed(len: usize) -> NonNull<u8> {
-    let (p, reused) = alloc(len);
+pub(crate) fn alloc_zeroed(pool: &Pool, len: usize) -> NonNull<u8> {
+    let (p, reused) = alloc(pool, len);
     if reused {
         // SAFETY: a freed block of this class: `class(len) × CLASS` bytes of a chunk that
         // nothing else uses.
@@ -95,17 +110,17 @@ pub(crate) fn alloc_zeroed(len: usize) -> NonNull<u8> {
 ///
 /// # Panics
 /// If the system has no memory to map (as a failed allocation aborts).
-pub(crate) fn alloc_for_copy(len: usize) -> NonNull<u8> {
-    alloc(len).0
+pub(crate) fn alloc_for_copy(pool: &Pool, len: usize) -> NonNull<u8> {
+    alloc(pool, len).0
 }
 
 /// A block of `len`'s class, and whether it was freed before (fresh mapped memory is zero).
-fn alloc(len: usize) -> (NonNull<u8>, bool) {
+fn alloc(pool: &Pool, len: usize) -> (NonNull<u8>, bool) {
     debug_assert!(len > 0 && len <= CHUNK);
     let c = class(len);
     let size = c * CLASS;
     IN_USE.fetch_add(size, Ordering::Relaxed);
-    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    let mut a = pool.0.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = a.free.get_mut(c).and_then(Vec::pop) {
         // SAFETY: chunk addresses are never null.
         return (unsafe { NonNull::new_unchecked(p as *mut u8) }, true);
@@ -122,15 +137,15 @@ fn alloc(len: usize) -> (NonNull<u8>, bool) {
     (unsafe { NonNull::new_unchecked(p as *mut u8) }, false)
 }
 
-/// Gives back a block of [`alloc_zeroed`]`(len)` or [`alloc_for_copy`]`(len)`.
+/// Gives back a block of [`alloc_zeroed`]`(pool, len)` or [`alloc_for_copy`]`(pool, len)`.
 ///
 /// # Safety
-/// `p` must come from `alloc_zeroed(len)` or `alloc_for_copy(len)` and not be used after this
-/// call.
-pub(crate) unsafe fn free(p: NonNull<u8>, len: usize) {
+/// `p` must come from `alloc_zeroed(pool, len)` or `alloc_for_copy(pool, len)` and not be used
+/// after this call.
+pub(crate) unsafe fn free(pool: &Pool, p: NonNull<u8>, len: usize) {
     let c = class(len);
     IN_USE.fetch_sub(c * CLASS, Ordering::Relaxed);
-    let mut a = ARENA.lock().unwrap_or_else(|e| e.into_inner());
+    let mut a = pool.0.lock().unwrap_or_else(|e| e.into_inner());
     if a.free.len() <= c {
         a.free.resize_with(c + 1, Vec::new);
     }

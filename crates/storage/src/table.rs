@@ -179,7 +179,7 @@ unsafe impl Sync for Page {}
 impl Page {
     /// A heap page of `len` zero bytes, in the huge-page arena.
     fn zeroed(len: usize) -> Page {
-        Page { data: arena::alloc_zeroed(len), len, backing: Backing::Heap }
+        Page { data: arena::alloc_zeroed(&arena::PAGES, len), len, backing: Backing::Heap }
     }
 
     /// A page that is `layout.page_bytes()` bytes of `owner` starting at `offset`: a page of a
@@ -227,7 +227,7 @@ impl Page {
     }
 
     fn to_heap(&self) -> Page {
-        let data = arena::alloc_for_copy(self.len);
+        let data = arena::alloc_for_copy(&arena::PAGES, self.len);
         // SAFETY: `data` is a fresh block of `len` bytes that nothing else uses, and `self`'s
         // `len` bytes are readable (and a different block): every byte is written before the
         // page is read.
@@ -246,9 +246,9 @@ impl Clone for Page {
 impl Drop for Page {
     fn drop(&mut self) {
         if let Backing::Heap = self.backing {
-            // SAFETY: a heap page's data came from `arena::alloc_zeroed(len)` or
-            // `arena::alloc_for_copy(len)`, and is freed only here.
-            unsafe { arena::free(self.data, self.len) }
+            // SAFETY: a heap page's data came from `arena::alloc_zeroed(&PAGES, len)` or
+            // `arena::alloc_for_copy(&PAGES, len)`, and is freed only here.
+            unsafe { arena::free(&arena::PAGES, self.data, self.len) }
         }
     }
 }
@@ -326,7 +326,7 @@ unsafe impl Sync for DirRef {}
 
 impl DirRef {
     fn new(dir: Dir) -> DirRef {
-        let p = arena::alloc_zeroed(std::mem::size_of::<DirBox>()).cast::<DirBox>();
+        let p = arena::alloc_zeroed(&arena::PAGES, std::mem::size_of::<DirBox>()).cast::<DirBox>();
         // SAFETY: a fresh arena block of the box's size, 64-aligned (more than the box needs).
         unsafe { p.as_ptr().write(DirBox { count: AtomicUsize::new(1), dir }) };
         DirRef(p)
@@ -376,7 +376,7 @@ impl Drop for DirRef {
         // here, after every other holder's use (the Release decrements and Acquire fence).
         unsafe {
             std::ptr::drop_in_place(self.0.as_ptr());
-            arena::free(self.0.cast(), std::mem::size_of::<DirBox>());
+            arena::free(&arena::PAGES, self.0.cast(), std::mem::size_of::<DirBox>());
         }
     }
 }

@@ -121,7 +121,7 @@ impl HeapWords {
     pub(super) fn with_capacity(words: usize) -> HeapWords {
         let bytes = block_bytes(words);
         // Arena blocks are 64-aligned: aligned for u64.
-        HeapWords { ptr: arena::alloc_for_copy(bytes).cast(), len: 0, cap: bytes / 8 }
+        HeapWords { ptr: arena::alloc_for_copy(&arena::NODES, bytes).cast(), len: 0, cap: bytes / 8 }
     }
 
     /// Words the block holds without moving.
@@ -192,7 +192,7 @@ impl Drop for HeapWords {
     fn drop(&mut self) {
         // SAFETY: the block came from `arena::alloc_for_copy` of this size and is not used
         // after this.
-        unsafe { arena::free(self.ptr.cast(), self.cap * 8) }
+        unsafe { arena::free(&arena::NODES, self.ptr.cast(), self.cap * 8) }
     }
 }
 
