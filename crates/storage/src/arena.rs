@@ -116,7 +116,8 @@ pub(crate) fn alloc_for_copy(pool: &Pool, len: usize) -> NonNull<u8> {
 
 /// A block of `len`'s class, and whether it was freed before (fresh mapped memory is zero).
 fn alloc(pool: &Pool, len: usize) -> (NonNull<u8>, bool) {
-    debug_assert!(len > 0 && len <= CHUNK);
+    // Callers ask for pages and nodes of a few KiB; a larger block would run past its chunk.
+    assert!(len > 0 && len <= CHUNK, "an arena block of {len} bytes");
     let c = class(len);
     let size = c * CLASS;
     IN_USE.fetch_add(size, Ordering::Relaxed);
