@@ -26,10 +26,12 @@ use crate::plan::{
 };
 use crate::InstructionError;
 
+mod fast_hash;
 mod index_set;
 mod link_set;
 mod visit;
 
+use fast_hash::{FastMap, FastSet};
 use index_set::IndexSets;
 use link_set::{LinkSets, Links, Side};
 pub(crate) use visit::{streams, visit_match};
@@ -349,7 +351,7 @@ impl<'g, 'p> Matcher<'g, 'p> {
     /// Every node the steps reach from `start` (each once).
     pub(crate) fn walk(&self, start: NodeRef, steps: &[MatchStep], sink: &mut dyn FnMut(NodeRef)) -> Result<()> {
         let env = unbound(self.exec.plan);
-        let mut seen = HashSet::new();
+        let mut seen = FastSet::default();
         self.exec.walk(Cur::bare(start), steps, &env, &mut |c| {
             if seen.insert(c.node) {
                 sink(c.node);
@@ -608,7 +610,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 let start = self.anchor(from, env);
                 // Each candidate is bound and the rest of the block runs on it right away.
-                let mut seen: Option<HashSet<NodeRef>> = dedupe.then(HashSet::new);
+                let mut seen: Option<FastSet<NodeRef>> = dedupe.then(FastSet::default);
                 let flow = self.walk(start, steps, env, &mut |c| {
                     if let Some(seen) = seen.as_mut() {
                         if !seen.insert(c.node) {
@@ -963,7 +965,7 @@ impl<'g> Exec<'g, '_> {
         env: &Env<'g>,
         sink: &mut dyn FnMut(Cur<'g>) -> Result<Flow>,
     ) -> Result<Flow> {
-        let mut seen: HashSet<NodeRef> = HashSet::from([cur.node]);
+        let mut seen: FastSet<NodeRef> = FastSet::from_iter([cur.node]);
         if min == 0 && self.walk(cur, rest, env, sink)? == Flow::Stop {
             return Ok(Flow::Stop);
         }
@@ -1197,9 +1199,9 @@ impl<'g> Exec<'g, '_> {
             return Ok(Some(vec![from]));
         }
         // Forwards: each node reached and the node it was first reached from (`from`: itself).
-        let mut parent: HashMap<NodeRef, NodeRef> = HashMap::from([(from, from)]);
+        let mut parent: FastMap<NodeRef, NodeRef> = FastMap::from_iter([(from, from)]);
         // Backwards: each node reached and its distance to `to`.
-        let mut dist: HashMap<NodeRef, u32> = HashMap::from([(to, 0)]);
+        let mut dist: FastMap<NodeRef, u32> = FastMap::from_iter([(to, 0)]);
         let mut ahead = vec![Cur::bare(from)];
         let mut behind = vec![Cur::bare(to)];
         let (mut f, mut b) = (0u32, 0u32);
@@ -1236,7 +1238,7 @@ impl<'g> Exec<'g, '_> {
                 }
                 Some(back) => {
                     let mut next = Vec::new();
-                    let mut met = HashSet::new();
+                    let mut met = FastSet::default();
                     for n in &behind {
                         self.walk(*n, back, env, &mut |c| {
                             self.tick()?;

@@ -6,11 +6,9 @@
 //! and every later probe is a hash lookup. The run's snapshot never changes under it, so the
 //! map stays true; it is bounded in entries.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use espalier_data::NodeId;
 
+use super::fast_hash::FastMap;
 use super::link_set::read_runs;
 use crate::InstructionError;
 
@@ -26,28 +24,6 @@ const MAX_MAPS: usize = 16;
 
 type Result<T> = std::result::Result<T, InstructionError>;
 
-/// A number's hash: one multiplication spreads the values a join probes with (ids, dates),
-/// and costs less than the default hasher.
-#[derive(Default)]
-struct NumberHasher(u64);
-
-impl Hasher for NumberHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_i64(&mut self, n: i64) {
-        let n = n as u64;
-        self.0 = (n ^ n >> 29).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
 /// Where one value's entries lie in [`IndexSets::rows`]: start and length.
 pub(super) type Run = (u32, u32);
 
@@ -55,7 +31,7 @@ enum State {
     /// Probed by descents so far, this many times.
     Probing(u64),
     /// Read whole: each value's entries, in index order.
-    Whole(HashMap<i64, Run, BuildHasherDefault<NumberHasher>>),
+    Whole(FastMap<i64, Run>),
     /// Too large to read whole, or not a number index: descents.
     Never,
 }
@@ -118,7 +94,7 @@ impl IndexSets {
         if count > (MAX_ENTRIES - self.rows.len()) as u64 {
             return Ok(State::Never);
         }
-        let mut map: HashMap<i64, Run, BuildHasherDefault<NumberHasher>> = HashMap::default();
+        let mut map: FastMap<i64, Run> = FastMap::default();
         let fits = read_runs(
             &mut self.rows,
             MAX_ENTRIES,
