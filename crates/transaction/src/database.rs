@@ -162,11 +162,11 @@ impl<'d> Snapshot<'d> {
     }
 }
 
-/// A failure to open the tables: a held lock stays typed (callers tell the user who holds it).
 /// What to do with a database of another on-disk format, as the open's error says it.
 const WAY_OVER: &str = "Export it with the build that made it and import the dump with this one (README, \
                         \"Moving a database from an earlier version\")";
 
+/// A failure to open the tables: a held lock stays typed (callers tell the user who holds it).
 fn open_error(e: TablesError) -> TxError {
     match e {
         TablesError::Locked(lock) => TxError::Locked(Arc::new(lock)),
