@@ -99,7 +99,7 @@ pub const NO_PARENT: PropertyId = PropertyId::new(u32::MAX);
 
 /// A logical node: the record that stores it and its node type. A group's node shares the
 /// record of its host; an empty state has no record (`id` is [`NodeId::NONE`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeRef {
     /// The record that stores the node (its host's, for a group; 0 for an empty state).
     pub id: NodeId,

@@ -37,6 +37,7 @@ use crate::plan::{
     reverse, Anchor, Block, MatchColumn, MatchCondition, MatchOp, MatchPlan, MatchStep, MatchStepKind, MatchTerm,
     MatchVar, UpFrom,
 };
+use crate::run::pattern::fast_hash::{FastMap, FastSet};
 use crate::run::pattern::{Found, Matcher};
 use crate::run::{Bindings, QueryResult, Row, MAX_PATTERN_ROWS};
 use crate::{InstructionError, ParamValue};
@@ -113,9 +114,9 @@ pub struct Registered {
     var_records: Vec<NodeTypeId>,
     /// Record types whose touch makes the query run again whole.
     opaque: HashSet<NodeTypeId>,
-    matches: HashMap<MatchKey, Vec<serde_json::Value>>,
+    matches: FastMap<MatchKey, Vec<serde_json::Value>>,
     /// Per top variable: node record id → the matches binding it there.
-    by_var: Vec<HashMap<NodeId, HashSet<MatchKey>>>,
+    by_var: Vec<FastMap<NodeId, FastSet<MatchKey>>>,
     /// With `distinct`: each row (keyed by its JSON text) and how many matches give it.
     distinct: Option<HashMap<String, (Vec<serde_json::Value>, usize)>>,
     /// The commit the matches are those of.
@@ -138,11 +139,33 @@ impl RowChanges {
     pub fn is_empty(&self) -> bool {
         self.removed.is_empty() && self.added.is_empty()
     }
+}
 
-    fn sort(&mut self) {
-        let by_text = |r: &Vec<serde_json::Value>| serde_json::Value::Array(r.clone()).to_string();
-        self.removed.sort_by_cached_key(by_text);
-        self.added.sort_by_cached_key(by_text);
+/// Where a changed row goes among one refresh's changes, so that they come in an order that
+/// does not depend on hashing: by its match's nodes, or with `distinct` (where a row is no one
+/// match) by its JSON text, which that mode keeps anyway.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    Match(MatchKey),
+    Text(String),
+}
+
+/// The changes while a refresh makes them, each with its place.
+#[derive(Debug, Default)]
+struct Changing {
+    removed: Vec<(Place, Vec<serde_json::Value>)>,
+    added: Vec<(Place, Vec<serde_json::Value>)>,
+}
+
+impl Changing {
+    fn into_sorted(mut self) -> RowChanges {
+        // Stable: with `distinct` a row can leave and come back more than once in a commit.
+        self.removed.sort_by(|a, b| a.0.cmp(&b.0));
+        self.added.sort_by(|a, b| a.0.cmp(&b.0));
+        RowChanges {
+            removed: self.removed.into_iter().map(|(_, row)| row).collect(),
+            added: self.added.into_iter().map(|(_, row)| row).collect(),
+        }
     }
 }
 
@@ -203,14 +226,14 @@ impl Registered {
         let opaque = reads.opaque.iter().filter_map(|&t| schema.record_of(t)).collect();
         let reads = reads.map;
         Ok(Registered {
-            by_var: vec![HashMap::new(); plan.top.len()],
+            by_var: vec![FastMap::default(); plan.top.len()],
             distinct: plan.distinct.then(HashMap::new),
             plan,
             params,
             reads,
             var_records,
             opaque,
-            matches: HashMap::new(),
+            matches: FastMap::default(),
             version: 0,
             last: None,
         })
@@ -269,17 +292,16 @@ impl Registered {
             let m = Matcher::new(graph, &self.plan, &mut b)?;
             collect(&m, &self.plan.block, &[])?
         };
-        let mut changes = RowChanges::default();
+        let mut changes = Changing::default();
         let old: Vec<MatchKey> = self.matches.keys().cloned().collect();
         self.settle(old, found, &mut changes);
         self.version = version;
-        changes.sort();
-        Ok(changes)
+        Ok(changes.into_sorted())
     }
 
     /// Replaces the matches `old` with `found` (those of `old` found again stay).
-    fn settle(&mut self, old: Vec<MatchKey>, found: Vec<Found>, changes: &mut RowChanges) {
-        let fresh: HashSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
+    fn settle(&mut self, old: Vec<MatchKey>, found: Vec<Found>, changes: &mut Changing) {
+        let fresh: FastSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
         let gone: Vec<MatchKey> = old.into_iter().filter(|k| !fresh.contains(k)).collect();
         for k in gone {
             self.remove(&k, changes);
@@ -313,7 +335,7 @@ impl Registered {
             .copied()
             .collect();
         let stats = RefreshStats { seeds: seeds.len(), whole: false };
-        let mut changes = RowChanges::default();
+        let mut changes = Changing::default();
         let mut updates: Vec<(Seed, Vec<Found>)> = Vec::with_capacity(seeds.len());
         for seed in seeds {
             let (ends, block) = match seed {
@@ -339,8 +361,7 @@ impl Registered {
             self.settle(old, found, &mut changes);
         }
         self.version = version;
-        changes.sort();
-        Ok((changes, stats))
+        Ok((changes.into_sorted(), stats))
     }
 
     /// The matches a seed binds now.
@@ -416,23 +437,23 @@ impl Registered {
         Ok(Some(seeds))
     }
 
-    fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
+    fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut Changing) {
         if let Some(old) = self.matches.get(&key) {
             if *old == row {
                 return;
             }
             let old = old.clone();
-            self.row_left(old, changes);
+            self.row_left(&key, old, changes);
         } else {
             for (top, node) in key.iter().enumerate() {
                 self.by_var[top].entry(node.id).or_default().insert(key.clone());
             }
         }
-        self.row_came(row.clone(), changes);
+        self.row_came(&key, row.clone(), changes);
         self.matches.insert(key, row);
     }
 
-    fn remove(&mut self, key: &MatchKey, changes: &mut RowChanges) {
+    fn remove(&mut self, key: &MatchKey, changes: &mut Changing) {
         let Some(row) = self.matches.remove(key) else { return };
         for (top, node) in key.iter().enumerate() {
             if let Some(set) = self.by_var[top].get_mut(&node.id) {
@@ -442,39 +463,42 @@ impl Registered {
                 }
             }
         }
-        self.row_left(row, changes);
+        self.row_left(key, row, changes);
     }
 
-    fn row_came(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
-        if let Some(counts) = self.distinct.as_mut() {
-            let text = serde_json::Value::Array(row.clone()).to_string();
-            let (_, n) = counts.entry(text).or_insert_with(|| (row.clone(), 0));
-            *n += 1;
-            if *n > 1 {
-                return;
-            }
+    fn row_came(&mut self, key: &MatchKey, row: Vec<serde_json::Value>, changes: &mut Changing) {
+        let Some(counts) = self.distinct.as_mut() else {
+            changes.added.push((Place::Match(key.clone()), row));
+            return;
+        };
+        let text = serde_json::Value::Array(row.clone()).to_string();
+        let (_, n) = counts.entry(text.clone()).or_insert_with(|| (row.clone(), 0));
+        *n += 1;
+        if *n == 1 {
+            changes.added.push((Place::Text(text), row));
         }
-        changes.added.push(row);
     }
 
-    fn row_left(&mut self, row: Vec<serde_json::Value>, changes: &mut RowChanges) {
-        if let Some(counts) = self.distinct.as_mut() {
-            let text = serde_json::Value::Array(row.clone()).to_string();
-            let (_, n) = counts.get_mut(&text).expect("a row that leaves came before");
-            *n -= 1;
-            if *n > 0 {
-                return;
-            }
+    fn row_left(&mut self, key: &MatchKey, row: Vec<serde_json::Value>, changes: &mut Changing) {
+        let Some(counts) = self.distinct.as_mut() else {
+            changes.removed.push((Place::Match(key.clone()), row));
+            return;
+        };
+        let text = serde_json::Value::Array(row).to_string();
+        let (row, n) = counts.get_mut(&text).expect("a row that leaves came before");
+        *n -= 1;
+        if *n == 0 {
+            let row = std::mem::take(row);
             counts.remove(&text);
+            changes.removed.push((Place::Text(text), row));
         }
-        changes.removed.push(row);
     }
 }
 
 /// The record types of the records one refresh looks at, each read once (the same route or
 /// sensor turns up as a touched record, a link target, a collection's owner and a seed).
 #[derive(Default)]
-struct RecordTypes(HashMap<NodeId, Option<NodeTypeId>>);
+struct RecordTypes(FastMap<NodeId, Option<NodeTypeId>>);
 
 impl RecordTypes {
     /// The type of record `id`, `None` if it does not exist (deleted).

@@ -386,3 +386,25 @@ fn a_repair_step_updates_a_few_seeds_not_the_whole_query() {
     let Some(FeedItem::Changes(set)) = feed.next_timeout(Duration::from_secs(1)) else { panic!("a change set") };
     assert!(set.diffs.is_empty(), "nothing registered any more");
 }
+
+#[test]
+fn a_commits_changes_come_in_the_order_of_their_nodes() {
+    let (_dir, engine) = engine();
+    // Created t6 … t1 in that order: their records' ids grow with them, against their keys'.
+    for t in (1..=6).rev() {
+        engine.execute_text(&text(&Op::AddElement(0, t, false)), &HashMap::new()).expect("applies");
+        engine.execute_text(&text(&Op::Length(0, t, 0)), &HashMap::new()).expect("applies");
+    }
+    let reg = engine.register_text(Query::PosLength.pattern(), &HashMap::new()).expect("registers");
+    assert_eq!(reg.result.rows.len(), 6);
+    let mut feed = engine.database().subscribe(16);
+    // One commit repairs four, in neither order.
+    let members: Vec<String> = [5, 2, 6, 1].iter().map(|&t| text(&Op::Length(0, t, 4))).collect();
+    engine.execute_text(&format!("transaction ( {} )", members.join(", ")), &HashMap::new()).expect("repair");
+    let Some(FeedItem::Changes(set)) = feed.next_timeout(Duration::from_secs(1)) else { panic!("a change set") };
+    assert_eq!(set.diffs.len(), 1);
+    let removed: Vec<serde_json::Value> = set.diffs[0].removed.iter().map(|r| r[0].clone()).collect();
+    let t = |n: u8| serde_json::json!([REGIONS[0], format!("t{n}")]);
+    assert_eq!(removed, vec![t(6), t(5), t(2), t(1)]);
+    assert!(set.diffs[0].added.is_empty());
+}

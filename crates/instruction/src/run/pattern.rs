@@ -26,7 +26,7 @@ use crate::plan::{
 };
 use crate::InstructionError;
 
-mod fast_hash;
+pub(crate) mod fast_hash;
 mod index_set;
 mod link_set;
 mod visit;
