@@ -219,6 +219,9 @@ struct OpRun {
     /// The filter compiled to a comparison of two variables' numbers, if it is one (and no
     /// [`RowTest`]).
     compare: Option<SlotCompare>,
+    /// An index probe's joined number compiled to its slot, if it is one (OO7 Q8 probes the
+    /// documents' `'Id'` with every atomic part's `'Doc Id'`).
+    joined: Option<SlotRead>,
 }
 
 pub(crate) fn run_match(
@@ -421,6 +424,11 @@ impl<'g, 'p> Exec<'g, 'p> {
 /// own numbers into its comparison, by operation id.
 fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, ops: &mut [OpRun]) {
     for op in &block.ops {
+        if let MatchOp::Index { probe: IndexProbe::EqualTerm(t), .. } = &op.kind {
+            if let Some(run) = ops.get_mut(op.id) {
+                run.joined = SlotRead::compile(t, schema).filter(|r| r.kind == LeafKind::Number);
+            }
+        }
         if let MatchOp::Filter(c) = &op.kind {
             if let Some(run) = ops.get_mut(op.id) {
                 let number = |i: usize| match lits.get(i) {
@@ -592,7 +600,7 @@ impl<'g> Exec<'g, '_> {
             }
             MatchOp::Index { var, index, probe } => {
                 let ty = self.plan.vars[*var].ty;
-                let flow = self.index_probes(*index, probe, env, &mut |id| {
+                let flow = self.index_probes(*index, probe, run.joined.as_ref(), env, &mut |id| {
                     self.tick()?;
                     env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None }));
                     produced.set(produced.get() + 1);
@@ -712,18 +720,21 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    /// Sends every entry record id index `index` holds for `probe` to `sink`.
+    /// Sends every entry record id index `index` holds for `probe` to `sink`; `joined`: the
+    /// probe's joined number compiled to its slot.
     fn index_probes(
         &self,
         index: u32,
         probe: &IndexProbe,
+        joined: Option<&SlotRead>,
         env: &Env<'g>,
         sink: &mut dyn FnMut(NodeId) -> Result<Flow>,
     ) -> Result<Flow> {
         // A join's value, read from the variables bound before; none matches nothing (the
         // condition's filter, which follows, would refuse every row).
-        let joined = match probe {
-            IndexProbe::EqualTerm(t) => match self.leaf(t, env)? {
+        let joined = match (probe, joined) {
+            (IndexProbe::EqualTerm(_), Some(r)) => Some(Leaf::Number(self.slot_word(r, env)? as i64)),
+            (IndexProbe::EqualTerm(t), None) => match self.leaf(t, env)? {
                 Some(leaf) => Some(leaf),
                 None => return Ok(Flow::Go),
             },
@@ -1325,6 +1336,18 @@ impl<'g> Exec<'g, '_> {
         Ok(true)
     }
 
+    /// For a plan of aggregates only, each column's read where every one is `count ( )`
+    /// (`None`) or of a number read at its byte position, which is always defined; `None`
+    /// if a column needs more (a value that may be undefined, a text).
+    fn direct_reads(&self) -> Option<Vec<Option<SlotRead>>> {
+        let read = |(col, slot): (&MatchColumn, &Option<SlotRead>)| match (col, slot) {
+            (MatchColumn::Count { term: None, .. }, _) => Some(None),
+            (c, Some(r)) if c.is_aggregate() && r.kind == LeafKind::Number => Some(Some(*r)),
+            _ => None,
+        };
+        self.plan.columns.iter().zip(&self.column_slots).map(read).collect()
+    }
+
     /// A column's value in the match `env` binds (an aggregate's: the value it aggregates);
     /// `None` when it is undefined.
     fn column_value(&self, col: &MatchColumn, env: &Env<'g>) -> Result<Option<Val>> {
@@ -1440,6 +1463,13 @@ struct Accumulator {
     /// A grouped match's key and aggregated values, reused for every match.
     key: Vec<Val>,
     vals: Vec<Val>,
+    /// Whether a grouped query has grouping columns: without, every match is of one group
+    /// (OO7 Q8's `count ( )` and `sum`), with no key to build or hash.
+    keyed: bool,
+    /// Without grouping columns, when every column is `count ( )` or aggregates a number
+    /// read at its byte position: each column's read (`None`: nothing to read), found at the
+    /// first match. A match then adds to the aggregates with no row built.
+    direct: Option<Option<Vec<Option<SlotRead>>>>,
 }
 
 impl Accumulator {
@@ -1453,18 +1483,42 @@ impl Accumulator {
             group_rows: Vec::new(),
             key: Vec::new(),
             vals: Vec::new(),
+            keyed: plan.columns.iter().any(|c| !c.is_aggregate()),
+            direct: None,
         }
     }
 
     fn add<'g>(&mut self, ex: &Exec<'g, '_>, env: &Env<'g>) -> Result<()> {
         let plan = ex.plan;
         if plan.grouped {
+            if !self.keyed {
+                let reads = self.direct.get_or_insert_with(|| ex.direct_reads());
+                if let Some(reads) = reads {
+                    if self.group_rows.is_empty() {
+                        let aggs = plan.columns.iter().map(Agg::new).collect();
+                        self.group_rows.push((Vec::new(), aggs));
+                    }
+                    for (agg, read) in self.group_rows[0].1.iter_mut().zip(reads.iter()) {
+                        // Counts and sums inline: `Agg::add` takes a `Val` it then drops.
+                        match (agg, read) {
+                            (Agg::Count(n), _) => *n += 1,
+                            (Agg::Sum(sum), Some(r)) => *sum += i128::from(ex.slot_word(r, env)? as i64),
+                            (agg, Some(r)) => agg.add(Val::Int(ex.slot_word(r, env)? as i64)),
+                            (agg, None) => agg.add(Val::Null),
+                        }
+                    }
+                    return Ok(());
+                }
+            }
             // The key and values go into buffers kept across matches: a match of a known
             // group (every match of a `count ( )` alone) allocates nothing.
-            if !ex.row_into(env, Some(false), &mut self.key)? || !ex.row_into(env, Some(true), &mut self.vals)? {
+            if (self.keyed && !ex.row_into(env, Some(false), &mut self.key)?)
+                || !ex.row_into(env, Some(true), &mut self.vals)?
+            {
                 return Ok(());
             }
-            let i = match self.groups.get(self.key.as_slice()) {
+            let one = !self.keyed && !self.group_rows.is_empty();
+            let i = match if one { Some(&0) } else { self.groups.get(self.key.as_slice()) } {
                 Some(&i) => i,
                 None => {
                     if self.group_rows.len() >= MAX_PATTERN_ROWS {
