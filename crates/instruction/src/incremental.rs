@@ -320,7 +320,9 @@ impl Registered {
         let mut b = Bindings { params: &self.params, cancel: None };
         let plan = &self.plan;
         let m = Matcher::new(graph, plan, &mut b)?;
-        let mut types = RecordTypes::default();
+        // Each touched record is looked up at least once: sized for them, it never rehashes.
+        let listed = touched.records.len() + touched.slots.len() + touched.entries.len() + touched.links.len();
+        let mut types = RecordTypes(FastMap::with_capacity_and_hasher(2 * listed, Default::default()));
         let Some(seeds) = self.seeds(&m, graph, touched, &mut types)? else {
             drop(m);
             return Ok((self.load(graph, version)?, RefreshStats { seeds: 0, whole: true }));
@@ -497,7 +499,6 @@ impl Registered {
 
 /// The record types of the records one refresh looks at, each read once (the same route or
 /// sensor turns up as a touched record, a link target, a collection's owner and a seed).
-#[derive(Default)]
 struct RecordTypes(FastMap<NodeId, Option<NodeTypeId>>);
 
 impl RecordTypes {
