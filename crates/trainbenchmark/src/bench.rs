@@ -227,6 +227,11 @@ pub struct RepairReport {
     pub whole: usize,
 }
 
+/// Two match sets of query `q` that should be equal and are not: what each side found.
+fn disagree(size: u32, q: Query, when: &str, (a, ours): (&str, &Matches), (b, theirs): (&str, &Matches)) -> BenchError {
+    BenchError(format!("size {size} {}{when}: {a} {} matches, {b} {}", q.name(), ours.len(), theirs.len()))
+}
+
 fn bar(c: &Config, len: u64, prefix: String) -> ProgressBar {
     progress::bar(c.progress, len, &prefix, progress::STEPS)
 }
@@ -339,12 +344,7 @@ fn run_size(c: &Config, size: u32) -> Result<SizeReport, BenchError> {
         }
         pb.finish_and_clear();
         if m_ours != m_theirs {
-            return Err(BenchError(format!(
-                "size {size} {}: Espalier finds {} matches, SQLite {}",
-                q.name(),
-                m_ours.len(),
-                m_theirs.len()
-            )));
+            return Err(disagree(size, q, "", ("Espalier finds", &m_ours), ("SQLite", &m_theirs)));
         }
         let espalier = Summary::of(&mut ours);
         let sqlite = Summary::of(&mut theirs);
@@ -530,20 +530,16 @@ fn repair(
         let (u, n) = time_sqlite(conn, q)?;
 
         if m != n {
-            return Err(BenchError(format!(
-                "size {size} {} after a repair: Espalier finds {} matches, SQLite {}",
-                q.name(),
-                m.len(),
-                n.len()
-            )));
+            return Err(disagree(size, q, " after a repair", ("Espalier finds", &m), ("SQLite", &n)));
         }
         if kept != m {
-            return Err(BenchError(format!(
-                "size {size} {} after a repair: the incremental result has {} matches, the re-run {}",
-                q.name(),
-                kept.len(),
-                m.len()
-            )));
+            return Err(disagree(
+                size,
+                q,
+                " after a repair",
+                ("the incremental result has", &kept),
+                ("the re-run", &m),
+            ));
         }
         incremental.push(refresh + read);
         refreshes.push(refresh);
