@@ -320,7 +320,8 @@ impl Registered {
         let mut b = Bindings { params: &self.params, cancel: None };
         let plan = &self.plan;
         let m = Matcher::new(graph, plan, &mut b)?;
-        // Each touched record is looked up at least once: sized for them, it never rehashes.
+        // Each touched record is looked up, and so are the nodes the routes walk back to:
+        // sized for twice the touched lists, it seldom grows while the refresh runs.
         let listed = touched.records.len() + touched.slots.len() + touched.entries.len() + touched.links.len();
         let mut types = RecordTypes(FastMap::with_capacity_and_hasher(2 * listed, Default::default()));
         let Some(seeds) = self.seeds(&m, graph, touched, &mut types)? else {
