@@ -380,3 +380,29 @@ fn a_request_past_the_remembered_values_checks_the_whole_unique_index() {
     assert_eq!(rows(&e, "collection match c in . 'Clients' select 'n' -> count ( )"), vec!["[5000]"]);
     check_ok(&e);
 }
+
+#[test]
+fn aggregates_without_grouping_give_one_row_even_over_no_match() {
+    let (_d, e) = indexed();
+    let adds: Vec<String> =
+        (0..4)
+            .map(|i| {
+                let age = 20 + i;
+                format!("update ( 'Clients' -> dictionary \"c{i}\" ( 'Age' -> number {age} 'Contact' -> ( 'E-mail' -> text \"m{i}\" ) ) )")
+            })
+            .collect();
+    run(&e, &format!("transaction ( {} )", adds.join(", "))).unwrap();
+    // No grouping columns: one group, made before the first match. A count and a sum are
+    // added inline, a maximum through `Agg::add`.
+    let q = |agg: &str, cond: &str| {
+        let text = format!(
+            "collection match c in . 'Clients' {cond} select 'n' -> count ( ) 'a' -> {agg} ( c number : 'Age' )"
+        );
+        rows(&e, &text)
+    };
+    assert_eq!(q("sum", ""), vec!["[4,86]"]);
+    assert_eq!(q("sum", "where c number : 'Age' >= 22"), vec!["[2,45]"]);
+    assert_eq!(q("sum", "where c number : 'Age' > 99"), vec!["[0,0]"]);
+    assert_eq!(q("max", ""), vec!["[4,23]"]);
+    assert_eq!(q("max", "where c number : 'Age' > 99"), vec!["[0,null]"]);
+}

@@ -230,7 +230,7 @@ pub(crate) fn run_match(
     b: &mut Bindings<'_>,
 ) -> std::result::Result<QueryResult, InstructionError> {
     let exec = Exec::new(graph, plan, b)?;
-    let mut acc = Accumulator::new(plan);
+    let mut acc = Accumulator::new(&exec);
     let env = unbound(plan);
     exec.block(&plan.block.ops, &env, &mut |ex, env| {
         acc.add(ex, env)?;
@@ -1463,52 +1463,49 @@ struct Accumulator {
     /// A grouped match's key and aggregated values, reused for every match.
     key: Vec<Val>,
     vals: Vec<Val>,
-    /// Whether a grouped query has grouping columns: without, every match is of one group
-    /// (OO7 Q8's `count ( )` and `sum`), with no key to build or hash.
+    /// Whether a grouped query has grouping columns. Without, every match is of one group,
+    /// `group_rows[0]`, made at the start (OO7 Q8's `count ( )` and `sum`): no key to build
+    /// or hash, and with no match at all it is the one row of aggregates over nothing.
     keyed: bool,
     /// Without grouping columns, when every column is `count ( )` or aggregates a number
-    /// read at its byte position: each column's read (`None`: nothing to read), found at the
-    /// first match. A match then adds to the aggregates with no row built.
-    direct: Option<Option<Vec<Option<SlotRead>>>>,
+    /// read at its byte position: each column's read (`None`: nothing to read). A match then
+    /// adds to the aggregates with no row built.
+    direct: Option<Vec<Option<SlotRead>>>,
 }
 
 impl Accumulator {
-    fn new(plan: &MatchPlan) -> Accumulator {
+    fn new(ex: &Exec<'_, '_>) -> Accumulator {
+        let plan = ex.plan;
+        let keyed = plan.columns.iter().any(|c| !c.is_aggregate());
+        let one = plan.grouped && !keyed;
         Accumulator {
             rows: Vec::new(),
             seen: HashSet::new(),
             total: 0,
             streaming: !plan.grouped && plan.order.is_empty(),
             groups: HashMap::new(),
-            group_rows: Vec::new(),
+            group_rows: if one { vec![(Vec::new(), plan.columns.iter().map(Agg::new).collect())] } else { Vec::new() },
             key: Vec::new(),
             vals: Vec::new(),
-            keyed: plan.columns.iter().any(|c| !c.is_aggregate()),
-            direct: None,
+            keyed,
+            direct: one.then(|| ex.direct_reads()).flatten(),
         }
     }
 
     fn add<'g>(&mut self, ex: &Exec<'g, '_>, env: &Env<'g>) -> Result<()> {
         let plan = ex.plan;
         if plan.grouped {
-            if !self.keyed {
-                let reads = self.direct.get_or_insert_with(|| ex.direct_reads());
-                if let Some(reads) = reads {
-                    if self.group_rows.is_empty() {
-                        let aggs = plan.columns.iter().map(Agg::new).collect();
-                        self.group_rows.push((Vec::new(), aggs));
+            if let Some(reads) = &self.direct {
+                for (agg, read) in self.group_rows[0].1.iter_mut().zip(reads) {
+                    // Counts and sums inline: `Agg::add` takes a `Val` it then drops.
+                    match (agg, read) {
+                        (Agg::Count(n), _) => *n += 1,
+                        (Agg::Sum(sum), Some(r)) => *sum += i128::from(ex.slot_word(r, env)? as i64),
+                        (agg, Some(r)) => agg.add(Val::Int(ex.slot_word(r, env)? as i64)),
+                        (agg, None) => agg.add(Val::Null),
                     }
-                    for (agg, read) in self.group_rows[0].1.iter_mut().zip(reads.iter()) {
-                        // Counts and sums inline: `Agg::add` takes a `Val` it then drops.
-                        match (agg, read) {
-                            (Agg::Count(n), _) => *n += 1,
-                            (Agg::Sum(sum), Some(r)) => *sum += i128::from(ex.slot_word(r, env)? as i64),
-                            (agg, Some(r)) => agg.add(Val::Int(ex.slot_word(r, env)? as i64)),
-                            (agg, None) => agg.add(Val::Null),
-                        }
-                    }
-                    return Ok(());
                 }
+                return Ok(());
             }
             // The key and values go into buffers kept across matches: a match of a known
             // group (every match of a `count ( )` alone) allocates nothing.
@@ -1517,8 +1514,7 @@ impl Accumulator {
             {
                 return Ok(());
             }
-            let one = !self.keyed && !self.group_rows.is_empty();
-            let i = match if one { Some(&0) } else { self.groups.get(self.key.as_slice()) } {
+            let i = match if self.keyed { self.groups.get(self.key.as_slice()) } else { Some(&0) } {
                 Some(&i) => i,
                 None => {
                     if self.group_rows.len() >= MAX_PATTERN_ROWS {
@@ -1565,11 +1561,6 @@ impl Accumulator {
 
     fn finish(mut self, plan: &MatchPlan) -> Result<QueryResult> {
         if plan.grouped {
-            if self.group_rows.is_empty() && plan.columns.iter().all(MatchColumn::is_aggregate) {
-                // Aggregates over no match at all: one row (a count of 0).
-                let aggs = plan.columns.iter().map(Agg::new).collect();
-                self.group_rows.push((Vec::new(), aggs));
-            }
             for (key, aggs) in std::mem::take(&mut self.group_rows) {
                 let mut key = key.into_iter();
                 let mut aggs = aggs.into_iter();
