@@ -10,6 +10,10 @@ use espalier_oo7::ops::{Draw, INSERTED};
 use espalier_oo7::{Op, Size};
 use espalier_transaction::{DatabaseOptions, Durability};
 
+/// The `espalier` binary's allocator, so that the profile is the one `espalier bench` runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let size = match args.get(1).map(String::as_str) {

@@ -4,6 +4,10 @@
 use espalier_trainbenchmark::bench::{run, Config};
 use espalier_trainbenchmark::Query;
 
+/// The `espalier` binary's allocator, so that the profile is the one `espalier bench` runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let sizes = args.get(1).map_or(Ok(vec![1]), |s| s.split(',').map(str::parse).collect::<Result<Vec<u32>, _>>())?;

@@ -10,6 +10,10 @@ use espalier_trainbenchmark::queries::espalier_matches;
 use espalier_trainbenchmark::{generate, Query, Scenario};
 use espalier_transaction::{DatabaseOptions, Durability};
 
+/// The `espalier` binary's allocator, so that the profile is the one `espalier bench` runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let size: u32 = args.get(1).map_or(Ok(64), |s| s.parse())?;
