@@ -205,7 +205,9 @@ impl Oo7Espalier {
                 let plan = self.plan(Q1)?;
                 let mut params = HashMap::from([("id".to_string(), ParamValue::Int(0))]);
                 for id in &draw.ids {
-                    if let Some(slot) = params.get_mut("id") {
+                    // The map's one value, set without hashing its name (SQLite's side binds
+                    // by position).
+                    if let Some(slot) = params.values_mut().next() {
                         *slot = ParamValue::Int(*id);
                     }
                     self.visit_with(plan, &params, &mut |r| {
@@ -229,7 +231,9 @@ impl Oo7Espalier {
                 let plan = self.plan(Q4)?;
                 let mut params = HashMap::from([("title".to_string(), ParamValue::Text(String::new()))]);
                 for t in &draw.titles {
-                    if let Some(slot) = params.get_mut("title") {
+                    // The map's one value, set without hashing its name (SQLite's side binds
+                    // by position).
+                    if let Some(slot) = params.values_mut().next() {
                         *slot = ParamValue::Text(t.clone());
                     }
                     self.visit_with(plan, &params, &mut |r| {
