@@ -47,8 +47,9 @@ type Result<T> = std::result::Result<T, InstructionError>;
 /// Most queries registered at once on one database (each costs every commit some work).
 pub const MAX_REGISTERED: usize = 1024;
 
-/// A match is its top variables' nodes, in `MatchPlan::top` order.
-type MatchKey = Vec<NodeRef>;
+mod match_set;
+
+use match_set::{MatchId, MatchKey, MatchSet};
 
 /// A way from a touched record back to a top variable: a node of type `ty` (in a record of
 /// type `record`) on a path of variable `top`, and the steps from it back to the variable.
@@ -114,9 +115,7 @@ pub struct Registered {
     var_records: Vec<NodeTypeId>,
     /// Record types whose touch makes the query run again whole.
     opaque: HashSet<NodeTypeId>,
-    matches: FastMap<MatchKey, Vec<serde_json::Value>>,
-    /// Per top variable: node record id → the matches binding it there.
-    by_var: Vec<FastMap<NodeId, FastSet<MatchKey>>>,
+    matches: MatchSet,
     /// With `distinct`: each row (keyed by its JSON text) and how many matches give it.
     distinct: Option<HashMap<String, (Vec<serde_json::Value>, usize)>>,
     /// The commit the matches are those of.
@@ -226,14 +225,13 @@ impl Registered {
         let opaque = reads.opaque.iter().filter_map(|&t| schema.record_of(t)).collect();
         let reads = reads.map;
         Ok(Registered {
-            by_var: vec![FastMap::default(); plan.top.len()],
+            matches: MatchSet::new(plan.top.len()),
             distinct: plan.distinct.then(HashMap::new),
             plan,
             params,
             reads,
             var_records,
             opaque,
-            matches: FastMap::default(),
             version: 0,
             last: None,
         })
@@ -261,7 +259,7 @@ impl Registered {
 
     /// Whether there are no matches.
     pub fn is_empty(&self) -> bool {
-        self.matches.is_empty()
+        self.matches.len() == 0
     }
 
     /// The rows now (one per match, or per distinct row), in no particular order.
@@ -279,7 +277,7 @@ impl Registered {
     pub fn rows(&self) -> impl Iterator<Item = &[serde_json::Value]> + '_ {
         let (distinct, matches) = match &self.distinct {
             Some(counts) => (Some(counts.values().map(|(row, _)| row.as_slice())), None),
-            None => (None, Some(self.matches.values().map(Vec::as_slice))),
+            None => (None, Some(self.matches.rows())),
         };
         distinct.into_iter().flatten().chain(matches.into_iter().flatten())
     }
@@ -293,21 +291,35 @@ impl Registered {
             collect(&m, &self.plan.block, &[])?
         };
         let mut changes = Changing::default();
-        let old: Vec<MatchKey> = self.matches.keys().cloned().collect();
+        let old = self.matches.all();
         self.settle(old, found, &mut changes);
         self.version = version;
         Ok(changes.into_sorted())
     }
 
-    /// Replaces the matches `old` with `found` (those of `old` found again stay).
-    fn settle(&mut self, old: Vec<MatchKey>, found: Vec<Found>, changes: &mut Changing) {
-        let fresh: FastSet<&MatchKey> = found.iter().map(|(k, _)| k).collect();
-        let gone: Vec<MatchKey> = old.into_iter().filter(|k| !fresh.contains(k)).collect();
-        for k in gone {
-            self.remove(&k, changes);
+    /// Replaces the matches `old` with `found` (those of `old` found again stay): first the
+    /// matches that went, then those that came or changed.
+    fn settle(&mut self, old: Vec<MatchId>, found: Vec<Found>, changes: &mut Changing) {
+        let known: Vec<Option<MatchId>> = found.iter().map(|(k, _)| self.matches.id_of(k)).collect();
+        let again: FastSet<MatchId> = known.iter().flatten().copied().collect();
+        for id in old.into_iter().filter(|id| !again.contains(id)) {
+            let (key, row) = self.matches.remove(id);
+            self.row_left(&key, row, changes);
         }
-        for (k, row) in found {
-            self.put(k, row, changes);
+        for ((key, row), id) in found.into_iter().zip(known) {
+            // A match found twice in one evaluation was added by the first.
+            match id.or_else(|| self.matches.id_of(&key)) {
+                Some(id) if self.matches.row(id) == row.as_slice() => {}
+                Some(id) => {
+                    let old = self.matches.replace_row(id, row.clone());
+                    self.row_left(&key, old, changes);
+                    self.row_came(&key, row, changes);
+                }
+                None => {
+                    self.row_came(&key, row.clone(), changes);
+                    self.matches.insert(key, row);
+                }
+            }
         }
     }
 
@@ -368,14 +380,12 @@ impl Registered {
     }
 
     /// The matches a seed binds now.
-    fn bound_by(&self, seed: Seed) -> Vec<MatchKey> {
-        let bound = |top: usize, id: NodeId| self.by_var[top].get(&id);
+    fn bound_by(&self, seed: Seed) -> Vec<MatchId> {
         match seed {
-            Seed::One(top, id) => bound(top, id).map(|ks| ks.iter().cloned().collect()).unwrap_or_default(),
-            Seed::Two((a, x), (b, y), _) => match bound(a, x) {
-                Some(ks) => ks.iter().filter(|k| k[b].id == y).cloned().collect(),
-                None => Vec::new(),
-            },
+            Seed::One(top, id) => self.matches.bound(top, id).collect(),
+            Seed::Two((a, x), (b, y), _) => {
+                self.matches.bound(a, x).filter(|&m| self.matches.key(m)[b].id == y).collect()
+            }
         }
     }
 
@@ -399,8 +409,8 @@ impl Registered {
             let Some(record) = types.of(graph, id)? else {
                 if read.is_none() {
                     // Deleted: it can only end the matches that bind it.
-                    for (top, nodes) in self.by_var.iter().enumerate() {
-                        if nodes.contains_key(&id) {
+                    for top in 0..self.plan.top.len() {
+                        if self.matches.binds(top, id) {
                             seeds.insert(Seed::One(top, id));
                         }
                     }
@@ -438,35 +448,6 @@ impl Registered {
             }
         }
         Ok(Some(seeds))
-    }
-
-    fn put(&mut self, key: MatchKey, row: Vec<serde_json::Value>, changes: &mut Changing) {
-        if let Some(old) = self.matches.get(&key) {
-            if *old == row {
-                return;
-            }
-            let old = old.clone();
-            self.row_left(&key, old, changes);
-        } else {
-            for (top, node) in key.iter().enumerate() {
-                self.by_var[top].entry(node.id).or_default().insert(key.clone());
-            }
-        }
-        self.row_came(&key, row.clone(), changes);
-        self.matches.insert(key, row);
-    }
-
-    fn remove(&mut self, key: &MatchKey, changes: &mut Changing) {
-        let Some(row) = self.matches.remove(key) else { return };
-        for (top, node) in key.iter().enumerate() {
-            if let Some(set) = self.by_var[top].get_mut(&node.id) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.by_var[top].remove(&node.id);
-                }
-            }
-        }
-        self.row_left(key, row, changes);
     }
 
     fn row_came(&mut self, key: &MatchKey, row: Vec<serde_json::Value>, changes: &mut Changing) {

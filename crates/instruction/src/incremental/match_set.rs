@@ -1,0 +1,130 @@
+//! The matches a registered query keeps: each match's nodes and row under a small id, and per
+//! top variable the ids of the matches that bind each node.
+//!
+//! Why ids. A refresh looks up every match a seed binds, and settles each one it finds again;
+//! keyed by their nodes (a vector each), those sets cloned, hashed and compared vectors (a
+//! third of a SwitchSet refresh). By id, only the lookup of a found match hashes its nodes.
+
+use std::collections::hash_map::Entry;
+
+use espalier_data::{NodeId, NodeRef};
+
+use crate::run::pattern::fast_hash::{FastMap, FastSet};
+
+/// A match is its top variables' nodes, in `MatchPlan::top` order.
+pub(super) type MatchKey = Vec<NodeRef>;
+
+/// A match's place in the set; a freed place is reused.
+pub(super) type MatchId = u32;
+
+/// The matches, their rows and the index from nodes to matches.
+#[derive(Debug)]
+pub(super) struct MatchSet {
+    /// By id: the match's nodes and row; `None` where a match went.
+    slots: Vec<Option<(MatchKey, Vec<serde_json::Value>)>>,
+    /// Ids of the `None` slots.
+    free: Vec<MatchId>,
+    /// The id of each match by its nodes.
+    ids: FastMap<MatchKey, MatchId>,
+    /// Per top variable: node record id → the matches binding it there.
+    by_var: Vec<FastMap<NodeId, FastSet<MatchId>>>,
+}
+
+impl MatchSet {
+    /// No matches, for a plan with `tops` top variables.
+    pub(super) fn new(tops: usize) -> MatchSet {
+        MatchSet {
+            slots: Vec::new(),
+            free: Vec::new(),
+            ids: FastMap::default(),
+            by_var: vec![FastMap::default(); tops],
+        }
+    }
+
+    /// How many matches there are.
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Every match's id.
+    pub(super) fn all(&self) -> Vec<MatchId> {
+        self.ids.values().copied().collect()
+    }
+
+    /// Every match's row, in no particular order.
+    pub(super) fn rows(&self) -> impl Iterator<Item = &[serde_json::Value]> + '_ {
+        self.slots.iter().flatten().map(|(_, row)| row.as_slice())
+    }
+
+    /// The id of the match with these nodes.
+    pub(super) fn id_of(&self, key: &MatchKey) -> Option<MatchId> {
+        self.ids.get(key).copied()
+    }
+
+    /// Whether a match binds top variable `top` to node `id`.
+    pub(super) fn binds(&self, top: usize, id: NodeId) -> bool {
+        self.by_var[top].contains_key(&id)
+    }
+
+    /// The matches binding top variable `top` to node `id`.
+    pub(super) fn bound(&self, top: usize, id: NodeId) -> impl Iterator<Item = MatchId> + '_ {
+        self.by_var[top].get(&id).into_iter().flatten().copied()
+    }
+
+    /// The nodes of match `id` (one that is in the set).
+    pub(super) fn key(&self, id: MatchId) -> &MatchKey {
+        &self.slot(id).0
+    }
+
+    /// The row of match `id` (one that is in the set).
+    pub(super) fn row(&self, id: MatchId) -> &[serde_json::Value] {
+        &self.slot(id).1
+    }
+
+    fn slot(&self, id: MatchId) -> &(MatchKey, Vec<serde_json::Value>) {
+        self.slots[id as usize].as_ref().expect("an id given out and not yet removed")
+    }
+
+    /// Adds a match that is not in the set; its id.
+    pub(super) fn insert(&mut self, key: MatchKey, row: Vec<serde_json::Value>) -> MatchId {
+        debug_assert!(!self.ids.contains_key(&key), "a match is added once");
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                // Bounded: a registered query holds at most `MAX_PATTERN_ROWS` matches.
+                let id = MatchId::try_from(self.slots.len()).expect("fewer matches than u32 ids");
+                self.slots.push(None);
+                id
+            }
+        };
+        for (top, node) in key.iter().enumerate() {
+            self.by_var[top].entry(node.id).or_default().insert(id);
+        }
+        self.ids.insert(key.clone(), id);
+        self.slots[id as usize] = Some((key, row));
+        id
+    }
+
+    /// Gives match `id` a new row; the old one.
+    pub(super) fn replace_row(&mut self, id: MatchId, row: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+        let slot = self.slots[id as usize].as_mut().expect("an id given out and not yet removed");
+        std::mem::replace(&mut slot.1, row)
+    }
+
+    /// Removes match `id`; its nodes and row.
+    pub(super) fn remove(&mut self, id: MatchId) -> (MatchKey, Vec<serde_json::Value>) {
+        let (key, row) = self.slots[id as usize].take().expect("an id given out and not yet removed");
+        self.free.push(id);
+        self.ids.remove(&key);
+        for (top, node) in key.iter().enumerate() {
+            // One lookup for the node, whether its set empties or not.
+            if let Entry::Occupied(mut bound) = self.by_var[top].entry(node.id) {
+                bound.get_mut().remove(&id);
+                if bound.get().is_empty() {
+                    bound.remove();
+                }
+            }
+        }
+        (key, row)
+    }
+}
