@@ -15,7 +15,7 @@ use crate::run::pattern::fast_hash::{FastMap, FastSet};
 pub(super) type MatchKey = Vec<NodeRef>;
 
 /// A match's place in the set; a freed place is reused.
-pub(super) type MatchId = u32;
+pub(super) type MatchId = usize;
 
 /// The matches, their rows and the index from nodes to matches.
 #[derive(Debug)]
@@ -82,7 +82,7 @@ impl MatchSet {
     }
 
     fn slot(&self, id: MatchId) -> &(MatchKey, Vec<serde_json::Value>) {
-        self.slots[id as usize].as_ref().expect("an id given out and not yet removed")
+        self.slots[id].as_ref().expect("an id given out and not yet removed")
     }
 
     /// Adds a match that is not in the set; its id.
@@ -91,29 +91,27 @@ impl MatchSet {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
-                // Bounded: a registered query holds at most `MAX_PATTERN_ROWS` matches.
-                let id = MatchId::try_from(self.slots.len()).expect("fewer matches than u32 ids");
                 self.slots.push(None);
-                id
+                self.slots.len() - 1
             }
         };
         for (top, node) in key.iter().enumerate() {
             self.by_var[top].entry(node.id).or_default().insert(id);
         }
         self.ids.insert(key.clone(), id);
-        self.slots[id as usize] = Some((key, row));
+        self.slots[id] = Some((key, row));
         id
     }
 
     /// Gives match `id` a new row; the old one.
     pub(super) fn replace_row(&mut self, id: MatchId, row: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
-        let slot = self.slots[id as usize].as_mut().expect("an id given out and not yet removed");
+        let slot = self.slots[id].as_mut().expect("an id given out and not yet removed");
         std::mem::replace(&mut slot.1, row)
     }
 
     /// Removes match `id`; its nodes and row.
     pub(super) fn remove(&mut self, id: MatchId) -> (MatchKey, Vec<serde_json::Value>) {
-        let (key, row) = self.slots[id as usize].take().expect("an id given out and not yet removed");
+        let (key, row) = self.slots[id].take().expect("an id given out and not yet removed");
         self.free.push(id);
         self.ids.remove(&key);
         for (top, node) in key.iter().enumerate() {
