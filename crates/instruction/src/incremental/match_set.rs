@@ -126,3 +126,52 @@ impl MatchSet {
         (key, row)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use espalier_data::{NodeId, NodeRef};
+    use espalier_schema::NodeTypeId;
+    use serde_json::json;
+
+    use super::MatchSet;
+
+    fn node(row: u32) -> NodeRef {
+        let ty = NodeTypeId::new(1);
+        NodeRef { id: NodeId::new(ty, row), ty }
+    }
+
+    #[test]
+    fn a_match_is_found_by_its_nodes_and_by_each_node_it_binds() {
+        let mut set = MatchSet::new(2);
+        let a = set.insert(vec![node(1), node(10)], vec![json!(1)]);
+        let b = set.insert(vec![node(1), node(11)], vec![json!(2)]);
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.id_of(&vec![node(1), node(11)]), Some(b));
+        let mut bound: Vec<_> = set.bound(0, node(1).id).collect();
+        bound.sort_unstable();
+        assert_eq!(bound, [a, b]);
+        assert_eq!(set.bound(1, node(10).id).collect::<Vec<_>>(), [a]);
+        assert!(!set.binds(1, node(1).id), "a node binds only the variables it was matched to");
+        assert_eq!(set.key(b), &vec![node(1), node(11)]);
+        assert_eq!(set.replace_row(b, vec![json!(3)]), vec![json!(2)]);
+        assert_eq!(set.row(b), [json!(3)]);
+    }
+
+    #[test]
+    fn a_removed_match_leaves_no_trace_and_its_id_is_reused() {
+        let mut set = MatchSet::new(2);
+        let a = set.insert(vec![node(1), node(10)], vec![json!(1)]);
+        let b = set.insert(vec![node(2), node(10)], vec![json!(2)]);
+        assert_eq!(set.remove(a), (vec![node(1), node(10)], vec![json!(1)]));
+        assert_eq!(set.len(), 1);
+        assert_eq!(set.id_of(&vec![node(1), node(10)]), None);
+        assert!(!set.binds(0, node(1).id), "a node no match binds is forgotten");
+        assert_eq!(set.bound(1, node(10).id).collect::<Vec<_>>(), [b], "the other match still binds the shared node");
+        assert_eq!(set.all(), [b]);
+        let c = set.insert(vec![node(3), node(12)], vec![json!(3)]);
+        assert_eq!(c, a, "a freed slot is given out again");
+        let mut rows: Vec<_> = set.rows().map(<[_]>::to_vec).collect();
+        rows.sort_by_key(|r| r[0].as_i64());
+        assert_eq!(rows, [vec![json!(2)], vec![json!(3)]]);
+    }
+}
