@@ -42,8 +42,6 @@ pub struct WriteGraph<'a, 's> {
     /// name it.
     _txn: std::marker::PhantomData<&'s ()>,
     changes: Vec<Change>,
-    /// A record buffer kept between number writes ([`WriteGraph::load_kept`]).
-    record: Vec<u8>,
     /// Whether each write records its change ([`WriteGraph::set_record_changes`]).
     record_changes: bool,
     /// Whether a recorded change is spelt out with names ([`WriteGraph::set_spell_changes`])
@@ -126,7 +124,6 @@ impl<'a, 's> WriteGraph<'a, 's> {
             txn,
             _txn: std::marker::PhantomData,
             changes: Vec::new(),
-            record: Vec::new(),
             record_changes: true,
             spell_changes: true,
             counted: 0,
@@ -355,18 +352,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(self.record_by_id(id)?.to_vec())
     }
 
-    /// [`WriteGraph::load`] into the buffer a number write keeps ([`WriteGraph::keep`]), so
-    /// that setting a number allocates nothing.
-    fn load_kept(&mut self, id: NodeId) -> Result<Vec<u8>> {
-        let mut rec = std::mem::take(&mut self.record);
-        rec.clear();
-        rec.extend_from_slice(self.record_by_id(id)?);
-        Ok(rec)
-    }
-
-    /// Keeps a record buffer for the next [`WriteGraph::load_kept`].
-    fn keep(&mut self, rec: Vec<u8>) {
-        self.record = rec;
+    /// Writes `value` into the 8-byte slot at byte `at` of record `id`, in place (a number
+    /// set, a count bumped: no copy of the record in and out); the value it held. Does not
+    /// note the record as touched.
+    fn swap_u64(&mut self, id: NodeId, at: usize, value: u64) -> Result<u64> {
+        let mut bytes = value.to_le_bytes();
+        self.txn.swap_at(id.table(), id.row(), at, &mut bytes).map_err(storage)?;
+        Ok(u64::from_le_bytes(bytes))
     }
 
     /// The record of `node` as a view.
@@ -454,12 +446,8 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
         assert!(self.schema.property(property).derived.is_none(), "derived numbers are kept, not set");
-        let mut rec = self.load_kept(node.id)?;
-        let at = record::slot(self.schema, property);
-        let old = record::read_u64(&rec, at)? as i64;
-        record::write_u64(&mut rec, at, value as u64)?;
-        self.store(node.id, property, &rec)?;
-        self.keep(rec);
+        let old = self.swap_u64(node.id, record::slot(self.schema, property), value as u64)? as i64;
+        self.touch_slot(node.id, property);
         self.index_move(property, node.id, IndexValue::Number(old), IndexValue::Number(value))?;
         if self.count_change() {
             let change = Change::Number {
@@ -544,16 +532,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
     }
 
     fn bump_count(&mut self, owner: NodeRef, property: PropertyId, delta: i64) -> Result<()> {
-        let mut rec = self.load_kept(owner.id)?;
         let at = record::slot(self.schema, property);
-        let count = record::read_u64(&rec, at)?;
+        let count = record::read_u64(self.record_by_id(owner.id)?, at)?;
         let next = count
             .checked_add_signed(delta)
             .ok_or_else(|| DataError::Corrupt(format!("entry count {count} {delta:+}")))?;
-        record::write_u64(&mut rec, at, next)?;
         // Touched as a collection by the caller (`touch_entry`): no query reads the count.
-        self.put_record(owner.id, &rec)?;
-        self.keep(rec);
+        self.swap_u64(owner.id, at, next)?;
         Ok(())
     }
 

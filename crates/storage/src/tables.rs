@@ -254,6 +254,18 @@ pub enum TablesError {
         /// The table's row width.
         width: usize,
     },
+    /// Bytes that would reach past the end of a row.
+    #[error("table {table} has rows of {width} bytes, given {len} at byte {at}")]
+    Span {
+        /// The table.
+        table: u32,
+        /// Where the bytes were to start.
+        at: usize,
+        /// The bytes given.
+        len: usize,
+        /// The table's row width.
+        width: usize,
+    },
     /// A table that holds [`crate::table::MAX_ROW`] rows.
     #[error("table {table} is full")]
     TableFull {

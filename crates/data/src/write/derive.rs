@@ -115,10 +115,8 @@ impl WriteGraph<'_, '_> {
         if old == new {
             return Ok(());
         }
-        let mut rec = self.load_kept(holder)?;
-        record::write_u64(&mut rec, record::slot(self.schema, d), new as u64)?;
-        self.store(holder, d, &rec)?;
-        self.keep(rec);
+        self.swap_u64(holder, record::slot(self.schema, d), new as u64)?;
+        self.touch_slot(holder, d);
         self.index_move(d, holder, IndexValue::Number(old), IndexValue::Number(new))?;
         if self.count_change() {
             let node = NodeRef { id: holder, ty: self.schema.property(d).owner };

@@ -186,6 +186,24 @@ impl Writer {
         Ok(())
     }
 
+    /// Exchanges `bytes` with the same number of bytes of live row `row` of `table` from byte
+    /// `at` (one slot of a record: a number set, a count bumped), so that `bytes` holds what
+    /// the row held; logs the row's image as [`Writer::put`] does. One lookup of the row, and
+    /// no copy of the record in and out.
+    pub fn swap_at(&mut self, table: u32, row: u32, at: usize, bytes: &mut [u8]) -> Result<(), TablesError> {
+        self.check()?;
+        // The field, not `table_mut`: the row stays borrowed while the redo buffer takes it.
+        let Some(t) = self.tables.get_mut(table as usize) else { return Err(TablesError::NoTable { table }) };
+        let width = t.current().width();
+        let Some(slot) = t.row_mut(row) else { return Err(TablesError::NoRow { table, row }) };
+        let Some(part) = at.checked_add(bytes.len()).and_then(|end| slot.get_mut(at..end)) else {
+            return Err(TablesError::Span { table, at, len: bytes.len(), width });
+        };
+        part.swap_with_slice(bytes);
+        self.redo.push(Op::Put { table, row, bytes: slot });
+        Ok(())
+    }
+
     /// Frees row `row` of `table`; false if it was not live.
     pub fn free(&mut self, table: u32, row: u32) -> Result<bool, TablesError> {
         self.check()?;
