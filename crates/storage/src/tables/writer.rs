@@ -172,17 +172,27 @@ impl Writer {
         Ok(row)
     }
 
+    /// Live row `row` of `table` to overwrite, with the redo buffer that logs it and the
+    /// table's row width ([`Writer::put`], [`Writer::swap_at`]).
+    fn live_row(&mut self, table: u32, row: u32) -> Result<(&mut [u8], &mut RedoBuf, usize), TablesError> {
+        self.check()?;
+        // The fields, not `table_mut`: the row stays borrowed while the redo buffer takes it.
+        let Some(t) = self.tables.get_mut(table as usize) else { return Err(TablesError::NoTable { table }) };
+        let width = t.current().width();
+        match t.row_mut(row) {
+            Some(slot) => Ok((slot, &mut self.redo, width)),
+            None => Err(TablesError::NoRow { table, row }),
+        }
+    }
+
     /// Overwrites live row `row` of `table` with `bytes`.
     pub fn put(&mut self, table: u32, row: u32, bytes: &[u8]) -> Result<(), TablesError> {
-        self.check()?;
-        let t = self.table_mut(table)?;
-        let width = t.current().width();
-        let Some(slot) = t.row_mut(row) else { return Err(TablesError::NoRow { table, row }) };
+        let (slot, redo, width) = self.live_row(table, row)?;
         if bytes.len() != width {
             return Err(TablesError::Width { table, len: bytes.len(), width });
         }
         slot.copy_from_slice(bytes);
-        self.redo.push(Op::Put { table, row, bytes });
+        redo.push(Op::Put { table, row, bytes });
         Ok(())
     }
 
@@ -191,16 +201,12 @@ impl Writer {
     /// the row held; logs the row's image as [`Writer::put`] does. One lookup of the row, and
     /// no copy of the record in and out.
     pub fn swap_at(&mut self, table: u32, row: u32, at: usize, bytes: &mut [u8]) -> Result<(), TablesError> {
-        self.check()?;
-        // The field, not `table_mut`: the row stays borrowed while the redo buffer takes it.
-        let Some(t) = self.tables.get_mut(table as usize) else { return Err(TablesError::NoTable { table }) };
-        let width = t.current().width();
-        let Some(slot) = t.row_mut(row) else { return Err(TablesError::NoRow { table, row }) };
+        let (slot, redo, width) = self.live_row(table, row)?;
         let Some(part) = at.checked_add(bytes.len()).and_then(|end| slot.get_mut(at..end)) else {
             return Err(TablesError::Span { table, at, len: bytes.len(), width });
         };
         part.swap_with_slice(bytes);
-        self.redo.push(Op::Put { table, row, bytes: slot });
+        redo.push(Op::Put { table, row, bytes: slot });
         Ok(())
     }
 
