@@ -361,6 +361,14 @@ impl<'a, 's> WriteGraph<'a, 's> {
         Ok(u64::from_le_bytes(bytes))
     }
 
+    /// Writes number `property` of record `id` in place and notes the slot as touched; the
+    /// number it held. Indexes, changes and what depends on it are the caller's.
+    fn write_number(&mut self, id: NodeId, property: PropertyId, value: i64) -> Result<i64> {
+        let old = self.swap_u64(id, record::slot(self.schema, property), value as u64)? as i64;
+        self.touch_slot(id, property);
+        Ok(old)
+    }
+
     /// The record of `node` as a view.
     pub fn view(&self, node: NodeRef) -> Result<NodeView<'_>> {
         if node.id.is_none() {
@@ -446,8 +454,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
     pub fn set_number(&mut self, node: NodeRef, property: PropertyId, value: i64) -> Result<i64> {
         debug_assert!(matches!(self.schema.property(property).kind, PropertyKind::Number));
         assert!(self.schema.property(property).derived.is_none(), "derived numbers are kept, not set");
-        let old = self.swap_u64(node.id, record::slot(self.schema, property), value as u64)? as i64;
-        self.touch_slot(node.id, property);
+        let old = self.write_number(node.id, property, value)?;
         self.index_move(property, node.id, IndexValue::Number(old), IndexValue::Number(value))?;
         if self.count_change() {
             let change = Change::Number {

@@ -115,8 +115,7 @@ impl WriteGraph<'_, '_> {
         if old == new {
             return Ok(());
         }
-        self.swap_u64(holder, record::slot(self.schema, d), new as u64)?;
-        self.touch_slot(holder, d);
+        self.write_number(holder, d, new)?;
         self.index_move(d, holder, IndexValue::Number(old), IndexValue::Number(new))?;
         if self.count_change() {
             let node = NodeRef { id: holder, ty: self.schema.property(d).owner };
