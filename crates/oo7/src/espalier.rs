@@ -176,6 +176,26 @@ impl Oo7Espalier {
         failed.map_or(Ok(()), Err)
     }
 
+    /// [`Oo7Espalier::visit_with`] once for each of `values` of the plan's one parameter
+    /// `name` (Q1's ids, Q4's titles): the map is made once and its one value set for each run
+    /// without hashing the name, as SQLite's side binds by position.
+    fn visit_each(
+        &self,
+        plan: &Plan,
+        name: &str,
+        values: impl Iterator<Item = ParamValue>,
+        f: &mut dyn FnMut(&[RowValue<'_>]) -> Result<()>,
+    ) -> Result<()> {
+        let mut params = HashMap::from([(name.to_string(), ParamValue::Int(0))]);
+        for value in values {
+            if let Some(slot) = params.values_mut().next() {
+                *slot = value;
+            }
+            self.visit_with(plan, &params, f)?;
+        }
+        Ok(())
+    }
+
     fn one_number(&self, text: &'static str) -> Result<u64> {
         let mut n = None;
         self.visit(text, &[], &mut |r| {
@@ -202,23 +222,15 @@ impl Oo7Espalier {
                 Ok(())
             })?,
             Op::Q1 => {
-                let plan = self.plan(Q1)?;
-                let mut params = HashMap::from([("id".to_string(), ParamValue::Int(0))]);
-                for id in &draw.ids {
-                    // The map's one value, set without hashing its name (SQLite's side binds
-                    // by position).
-                    if let Some(slot) = params.values_mut().next() {
-                        *slot = ParamValue::Int(*id);
+                let ids = draw.ids.iter().map(|&id| ParamValue::Int(id));
+                self.visit_each(self.plan(Q1)?, "id", ids, &mut |r| {
+                    let mut v = 0i64;
+                    for i in 0..r.len() {
+                        v = v.wrapping_add(int(r, i, "Q1")?);
                     }
-                    self.visit_with(plan, &params, &mut |r| {
-                        let mut v = 0i64;
-                        for i in 0..r.len() {
-                            v = v.wrapping_add(int(r, i, "Q1")?);
-                        }
-                        a.add(v);
-                        Ok(())
-                    })?;
-                }
+                    a.add(v);
+                    Ok(())
+                })?;
             }
             Op::Q2 | Op::Q3 => {
                 let (from, to) = if op == Op::Q2 { Q2_RANGE } else { Q3_RANGE };
@@ -228,19 +240,11 @@ impl Oo7Espalier {
                 })?;
             }
             Op::Q4 => {
-                let plan = self.plan(Q4)?;
-                let mut params = HashMap::from([("title".to_string(), ParamValue::Text(String::new()))]);
-                for t in &draw.titles {
-                    // The map's one value, set without hashing its name (SQLite's side binds
-                    // by position).
-                    if let Some(slot) = params.values_mut().next() {
-                        *slot = ParamValue::Text(t.clone());
-                    }
-                    self.visit_with(plan, &params, &mut |r| {
-                        a.add(int(r, 0, "Q4")?);
-                        Ok(())
-                    })?;
-                }
+                let titles = draw.titles.iter().map(|t| ParamValue::Text(t.clone()));
+                self.visit_each(self.plan(Q4)?, "title", titles, &mut |r| {
+                    a.add(int(r, 0, "Q4")?);
+                    Ok(())
+                })?;
             }
             Op::Q5 | Op::Q7 => self.visit(if op == Op::Q5 { Q5 } else { Q7 }, &[], &mut |r| {
                 a.add(int(r, 0, "Q5/Q7")?);
