@@ -1,11 +1,12 @@
 //! The hash of a run's own sets and maps, keyed by numbers and node ids: the nodes a `repeat`
 //! has met, the values of an index read whole; and of a registered query's matches, keyed by
 //! their nodes. A multiplication spreads them and costs far less than the default hasher
-//! (OO7 T1 meets 437,400 parts in sets of about 200, and SipHash was a quarter of its time). What it gives up is resistance to chosen keys: node ids are the
-//! engine's own, but an index's numbers are the data's, so numbers chosen to collide could
-//! slow the one query that reads them; a run's maps are bounded in entries and live only as
-//! long as the run, so they cannot cost more than that. A registered query's maps live longer
-//! but hold node ids only, which no client chooses.
+//! (OO7 T1 meets 437,400 parts in sets of about 200, and SipHash was a quarter of its time).
+//! What it gives up is resistance to chosen keys: node ids are the engine's own, but an
+//! index's numbers are the data's, so numbers chosen to collide could slow the one query that
+//! reads them; a run's maps are bounded in entries and live only as long as the run, so they
+//! cannot cost more than that. A registered query's maps live longer but hold node ids only,
+//! which no client chooses.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -32,8 +32,9 @@ pub(crate) fn visit_match(
     debug_assert!(streams(plan), "only a plan that needs no row before the first streams");
     let exec = Exec::new(graph, plan, b)?;
     let env = unbound(plan);
-    // One row (up to eight columns in place, not allocated), its values replaced in place: a value that owns nothing is forgotten, not
-    // dropped (a drop is an out-of-line call per value, as `RowValue::owns` says).
+    // One row (up to eight columns in place, not allocated), its values replaced in place: a
+    // value that owns nothing is forgotten, not dropped (a drop is an out-of-line call per
+    // value, as `RowValue::owns` says).
     let mut row: smallvec::SmallVec<[RowValue<'_>; 8]> = smallvec::smallvec![RowValue::Null; plan.columns.len()];
     let (mut total, mut sent) = (0u64, 0u64);
     exec.block(&plan.block.ops, &env, &mut |_, env| {
