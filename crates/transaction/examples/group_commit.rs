@@ -16,20 +16,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use espalier_data::{DataError, EntryKey, NodeRef};
+use espalier_data::{EntryKey, NodeRef};
 use espalier_schema::{compile, PropertyKind};
 use espalier_transaction::{CommitFigures, Database, DatabaseOptions, Durability, TxError};
 
 const SCHEMA: &str = "root ( 'Items' -> dictionary ( 'Value' -> number ) )";
 const ENTRIES: usize = 10_000;
-
-#[derive(Debug, thiserror::Error)]
-enum E {
-    #[error(transparent)]
-    Data(#[from] DataError),
-    #[error(transparent)]
-    Tx(#[from] TxError),
-}
 
 fn report(label: &str, seconds: f64, before: CommitFigures, after: CommitFigures) {
     let commits = (after.commits - before.commits).max(1);
@@ -55,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let db =
         Database::create(dir.path(), schema, DatabaseOptions { durability: Durability::Sync, ..Default::default() })?;
     let nodes: Arc<Vec<NodeRef>> = Arc::new(
-        db.write(|g| -> Result<Vec<NodeRef>, E> {
+        db.write(|g| -> Result<Vec<NodeRef>, TxError> {
             (0..ENTRIES)
                 .map(|i| Ok(g.add_entry(NodeRef::ROOT, items, EntryKey::Text(&format!("item{i:06}")))?))
                 .collect()
