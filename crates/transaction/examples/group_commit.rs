@@ -1,9 +1,10 @@
 //! Group commit with an `fdatasync` per batch (#20's durable writes): K threads each write
 //! one-property update commits in a closed loop for a few seconds, waiting for each (the
 //! embedded `write`), then K detached writers with at most K requests in flight (the server's
-//! way: `write_detached`, run by the writer threads). Prints commits per second, the mean
-//! batch and what a batch cost, so that the overlap of one batch's `fdatasync` with the
-//! next batch's work can be seen.
+//! way: `write_detached`, whose batches the database's writer thread runs). Prints writes per
+//! second, the mean batch and what a batch cost, so that group commit can be measured on its
+//! own, without the server's stack around it (`docs/benchmarks.md`, "Durable writes at 64
+//! clients").
 //!
 //! ```text
 //! cargo run --release -p espalier-transaction --example group_commit -- [THREADS] [SECONDS]
