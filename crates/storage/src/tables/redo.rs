@@ -96,10 +96,31 @@ pub enum Op<'a> {
     Version(u64),
 }
 
+/// Row images put lately that a put of the same row overwrites instead of logging another:
+/// how many. A traversal that sets a row's fields one by one (OO7's T2c and T3c set each
+/// atomic part's numbers eight and four times in one request) and an entry count bumped for
+/// every entry added (a load) put the same row again and again, a few puts apart.
+const RECENT_PUTS: usize = 4;
+
+/// A `recent` slot that matches no put: row `u32::MAX` is never handed out.
+const NO_PUT: (u32, u32, usize) = (u32::MAX, u32::MAX, 0);
+
 /// Appends operations to a payload.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RedoBuf {
     bytes: Vec<u8>,
+    /// (table, row, where its image starts) of the last few row puts, replaced in turn.
+    recent: [(u32, u32, usize); RECENT_PUTS],
+    next: usize,
+    /// Images before this offset never change: a savepoint was marked after them, and a
+    /// rollback to it must find them as they were.
+    floor: usize,
+}
+
+impl Default for RedoBuf {
+    fn default() -> Self {
+        RedoBuf { bytes: Vec::new(), recent: [NO_PUT; RECENT_PUTS], next: 0, floor: 0 }
+    }
 }
 
 impl RedoBuf {
@@ -108,7 +129,7 @@ impl RedoBuf {
         &self.bytes
     }
 
-    /// Bytes written so far (a savepoint's mark).
+    /// Bytes written so far.
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
@@ -118,9 +139,17 @@ impl RedoBuf {
         self.bytes.is_empty()
     }
 
-    /// Forgets everything after `len` (a rollback).
+    /// A savepoint's mark: the bytes written so far, which stay as they are until a rollback
+    /// to this mark or before it.
+    pub fn mark(&mut self) -> usize {
+        self.floor = self.bytes.len();
+        self.floor
+    }
+
+    /// Forgets everything after `len` (a rollback to a mark).
     pub fn truncate(&mut self, len: usize) {
         self.bytes.truncate(len);
+        self.forget_recent(len);
     }
 
     /// Forgets everything (after a commit), keeping the buffer unless it grew large.
@@ -129,6 +158,43 @@ impl RedoBuf {
         if self.bytes.capacity() > 64 << 20 {
             self.bytes.shrink_to(1 << 20);
         }
+        self.forget_recent(0);
+    }
+
+    fn forget_recent(&mut self, floor: usize) {
+        self.recent = [NO_PUT; RECENT_PUTS];
+        self.floor = floor;
+    }
+
+    /// Logs that row `row` of `table` holds `bytes`: an operation [`Op::Put`], or, if one of
+    /// the last few puts was of the same row since the last mark, that put's image
+    /// overwritten. Replay applies a commit whole and a row's image is independent of every
+    /// other operation, so the row's last image is what counts, wherever it stands.
+    pub fn put_row(&mut self, table: u32, row: u32, bytes: &[u8]) {
+        for &(t, r, at) in &self.recent {
+            if t == table && r == row && at >= self.floor {
+                // A table's rows are all one width; the length before the image says so.
+                let len = at.checked_sub(4).and_then(|l| self.bytes.get(l..at));
+                debug_assert_eq!(len, Some(&(bytes.len() as u32).to_le_bytes()[..]), "a row image is one row wide");
+                if let Some(image) = self.bytes.get_mut(at..at + bytes.len()) {
+                    image.copy_from_slice(bytes);
+                    return;
+                }
+            }
+        }
+        self.push(Op::Put { table, row, bytes });
+        self.recent[self.next % RECENT_PUTS] = (table, row, self.bytes.len() - bytes.len());
+        self.next = self.next.wrapping_add(1);
+    }
+
+    /// Logs that row `row` of `table` was freed.
+    pub fn free_row(&mut self, table: u32, row: u32) {
+        for slot in &mut self.recent {
+            if slot.0 == table && slot.1 == row {
+                *slot = NO_PUT;
+            }
+        }
+        self.push(Op::Free { table, row });
     }
 
     fn u32(&mut self, v: u32) {
@@ -294,6 +360,83 @@ mod tests {
             assert_eq!(read.next_op().unwrap(), Some(op));
         }
         assert_eq!(read.next_op().unwrap(), None);
+    }
+
+    fn decoded(buf: &RedoBuf) -> Vec<Op<'_>> {
+        let mut read = Ops::new(buf.bytes());
+        std::iter::from_fn(|| read.next_op().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_row_put_again_overwrites_its_image() {
+        let mut buf = RedoBuf::default();
+        buf.put_row(1, 5, &[1; 8]);
+        buf.push(Op::KeyPut { index: 0, owner: 1, row: 5, key: b"k" });
+        buf.put_row(2, 5, &[7; 4]); // another table's row 5
+        buf.put_row(1, 5, &[2; 8]);
+        buf.put_row(1, 5, &[3; 8]);
+        assert_eq!(
+            decoded(&buf),
+            [
+                Op::Put { table: 1, row: 5, bytes: &[3; 8] },
+                Op::KeyPut { index: 0, owner: 1, row: 5, key: b"k" },
+                Op::Put { table: 2, row: 5, bytes: &[7; 4] },
+            ]
+        );
+    }
+
+    #[test]
+    fn only_the_last_few_rows_are_overwritten() {
+        let mut buf = RedoBuf::default();
+        for row in 1..=RECENT_PUTS as u32 + 1 {
+            buf.put_row(1, row, &[row as u8; 4]);
+        }
+        // Row 1 was put RECENT_PUTS + 1 puts ago: logged again, not found.
+        buf.put_row(1, 1, &[9; 4]);
+        let ops = decoded(&buf);
+        assert_eq!(ops.len(), RECENT_PUTS + 2);
+        assert_eq!(ops[0], Op::Put { table: 1, row: 1, bytes: &[1; 4] });
+        assert_eq!(ops[RECENT_PUTS + 1], Op::Put { table: 1, row: 1, bytes: &[9; 4] });
+    }
+
+    #[test]
+    fn an_image_before_a_mark_stays_as_it_was() {
+        let mut buf = RedoBuf::default();
+        buf.put_row(1, 5, &[1; 8]);
+        let mark = buf.mark();
+        buf.put_row(1, 5, &[2; 8]);
+        buf.put_row(1, 5, &[3; 8]); // overwrites the image after the mark only
+        assert_eq!(
+            decoded(&buf),
+            [Op::Put { table: 1, row: 5, bytes: &[1; 8] }, Op::Put { table: 1, row: 5, bytes: &[3; 8] }]
+        );
+        // The rollback finds the image before the mark untouched, and a put after it logs anew.
+        buf.truncate(mark);
+        assert_eq!(decoded(&buf), [Op::Put { table: 1, row: 5, bytes: &[1; 8] }]);
+        buf.put_row(1, 5, &[4; 8]);
+        assert_eq!(
+            decoded(&buf),
+            [Op::Put { table: 1, row: 5, bytes: &[1; 8] }, Op::Put { table: 1, row: 5, bytes: &[4; 8] }]
+        );
+    }
+
+    #[test]
+    fn a_freed_row_and_a_commit_end_the_overwriting() {
+        let mut buf = RedoBuf::default();
+        buf.put_row(1, 5, &[1; 8]);
+        buf.free_row(1, 5);
+        buf.put_row(1, 5, &[2; 8]);
+        assert_eq!(
+            decoded(&buf),
+            [
+                Op::Put { table: 1, row: 5, bytes: &[1; 8] },
+                Op::Free { table: 1, row: 5 },
+                Op::Put { table: 1, row: 5, bytes: &[2; 8] },
+            ]
+        );
+        buf.clear();
+        buf.put_row(1, 5, &[3; 8]);
+        assert_eq!(decoded(&buf), [Op::Put { table: 1, row: 5, bytes: &[3; 8] }]);
     }
 
     proptest! {

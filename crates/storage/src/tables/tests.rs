@@ -845,3 +845,35 @@ fn a_slot_swapped_in_place_is_logged_as_its_row_and_recovered() {
     want.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
     assert_eq!(db.snapshot().row(0, row), Some(&want[..]));
 }
+
+#[test]
+fn a_row_written_many_times_in_a_commit_is_logged_once_and_recovered_as_last_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kept, undone) = {
+        let db = Tables::create(dir.path(), shape(), b"", options()).unwrap();
+        let mut w = db.writer();
+        let kept = w.insert(0, &[1u8; 16]).unwrap();
+        let undone = w.insert(0, &[2u8; 16]).unwrap();
+        w.commit(1).unwrap();
+        let before = w.pending_bytes();
+        for i in 0..100u64 {
+            w.swap_at(0, kept, 8, &mut i.to_le_bytes()).unwrap();
+        }
+        let one_image = w.pending_bytes() - before;
+        w.swap_at(0, kept, 0, &mut 7u64.to_le_bytes()).unwrap();
+        assert_eq!(w.pending_bytes() - before, one_image, "the row's image is overwritten, not logged again");
+        // A request rolled back: the image logged before its savepoint is as it was.
+        let sp = w.savepoint();
+        w.swap_at(0, kept, 0, &mut 8u64.to_le_bytes()).unwrap();
+        w.swap_at(0, undone, 0, &mut 9u64.to_le_bytes()).unwrap();
+        w.rollback_to(&sp);
+        w.commit(2).unwrap();
+        (kept, undone)
+    };
+    // Recovered from the log alone.
+    let db = Tables::open(dir.path(), shape(), options()).unwrap();
+    let mut want = 7u64.to_le_bytes().to_vec();
+    want.extend_from_slice(&99u64.to_le_bytes());
+    assert_eq!(db.snapshot().row(0, kept), Some(&want[..]));
+    assert_eq!(db.snapshot().row(0, undone), Some(&[2u8; 16][..]));
+}

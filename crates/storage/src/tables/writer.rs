@@ -168,7 +168,7 @@ impl Writer {
             return Err(TablesError::TableFull { table });
         }
         let row = t.insert_row(bytes);
-        self.redo.push(Op::Put { table, row, bytes });
+        self.redo.put_row(table, row, bytes);
         Ok(row)
     }
 
@@ -192,7 +192,7 @@ impl Writer {
             return Err(TablesError::Width { table, len: bytes.len(), width });
         }
         slot.copy_from_slice(bytes);
-        redo.push(Op::Put { table, row, bytes });
+        redo.put_row(table, row, bytes);
         Ok(())
     }
 
@@ -206,7 +206,7 @@ impl Writer {
             return Err(TablesError::Span { table, at, len: bytes.len(), width });
         };
         part.swap_with_slice(bytes);
-        redo.push(Op::Put { table, row, bytes: slot });
+        redo.put_row(table, row, slot);
         Ok(())
     }
 
@@ -215,7 +215,7 @@ impl Writer {
         self.check()?;
         let freed = self.table_mut(table)?.free(row);
         if freed {
-            self.redo.push(Op::Free { table, row });
+            self.redo.free_row(table, row);
         }
         Ok(freed)
     }
@@ -282,13 +282,13 @@ impl Writer {
     }
 
     /// A point to roll back to.
-    pub fn savepoint(&self) -> Savepoint {
+    pub fn savepoint(&mut self) -> Savepoint {
         Savepoint {
             tables: self.tables.iter().map(TableWriter::savepoint).collect(),
             indexes: self.indexes.iter().map(|i| i.current().clone()).collect(),
             strings: self.strings.savepoint(),
             meta: self.meta.clone(),
-            redo: self.redo.len(),
+            redo: self.redo.mark(),
         }
     }
 
