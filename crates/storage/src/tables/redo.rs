@@ -97,8 +97,8 @@ pub enum Op<'a> {
 }
 
 /// Row images put lately that a put of the same row overwrites instead of logging another:
-/// how many. A traversal that sets a row's fields one by one (OO7's T2c and T3c set each
-/// atomic part's numbers eight and four times in one request) and an entry count bumped for
+/// how many. A traversal that sets a row's fields one by one (OO7's T2c and T3c set an
+/// atomic part's numbers eight and four times at each visit) and an entry count bumped for
 /// every entry added (a load) put the same row again and again, a few puts apart.
 const RECENT_PUTS: usize = 4;
 
