@@ -191,6 +191,9 @@ pub(super) fn prepare(path: &Path, size: u64, how: Preparation, sync: bool) -> R
     })
 }
 
+/// The size of the writes that pre-zero a segment (see [`prepare_space`]).
+const ZERO_CHUNK: usize = 64 << 10;
+
 /// A full device or an exhausted quota.
 pub(crate) fn is_full(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
@@ -210,9 +213,13 @@ fn prepare_space(path: &Path, size: u64, how: Preparation, sync: bool) -> Result
             }
         }
         Preparation::PreZeroed => {
-            // 1 MiB writes: large enough to be cheap, small enough not to hold the device's
-            // queue for long ahead of the commits' flushes.
-            let zeros = vec![0u8; 1 << 20];
+            // 64 KiB writes. The page cache keeps a write's pages as one folio of about the
+            // write's size (large folios, ext4 on Linux 6.18 here), and every later small write
+            // into a folio walks all of its 4 KiB blocks: a 150-byte `pwrite` cost 1.7–2.0 µs
+            // into the 1 MiB folios of 1 MiB writes, 0.75–0.98 µs into 64, 16 or 4 KiB ones
+            // (10 KB writes and `pwrite` + `fdatasync` the same either way). 64 KiB writes
+            // keep the folios small and the zeroing cheap (1,024 writes per 64 MiB).
+            let zeros = vec![0u8; ZERO_CHUNK];
             let mut at = 0u64;
             while at < size {
                 let n = (size - at).min(zeros.len() as u64) as usize;
