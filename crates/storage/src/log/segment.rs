@@ -143,12 +143,60 @@ impl Faults {
 pub(super) struct LogFile {
     pub file: File,
     pub path: PathBuf,
+    /// The prepared space mapped shared and writable, when writes go through memory (see
+    /// [`SegmentMap`]); `None`: each write is a `pwrite`.
+    pub map: Option<SegmentMap>,
     #[cfg(any(test, feature = "fault-injection"))]
     pub faults: Arc<Faults>,
 }
 
+/// A pre-zeroed segment's prepared space, mapped shared and writable: in `none` and
+/// `periodic` mode a write is a copy into the page cache, with no system call.
+///
+/// Why: a 150-byte `pwrite` costs 0.75–1 µs of kernel time, a fifth of an embedded update
+/// commit; the copy costs 0.03 µs, a write fault included once per 4 KiB page (C, 200,000
+/// writes into a 64 MiB pre-zeroed file, this machine). What stays true:
+/// - a process crash loses nothing: the copied bytes are in the page cache, which outlives
+///   the process, exactly as after a `pwrite`;
+/// - `fdatasync` flushes pages dirtied through a shared mapping (Linux has one page cache), so
+///   `periodic`'s background sync and `close` make them durable;
+/// - no write can fault for space: only pre-zeroed segments are mapped, whose blocks were
+///   allocated and written before the first record.
+///
+/// `sync` mode keeps `pwrite`: after each `fdatasync` a mapped page is clean and
+/// write-protected, so the next copy faults and dirties the whole folio, and its `fdatasync`
+/// wrote more: 103–114 µs a commit against 82–91 µs (same program).
+#[derive(Debug)]
+pub(super) struct SegmentMap(memmap2::MmapRaw);
+
+impl SegmentMap {
+    /// Maps the first `size` bytes of `file` (a prepared segment of at least that size), or
+    /// `None` when the mapping fails (then the log writes with `pwrite`).
+    pub fn new(file: &File, size: u64) -> Option<SegmentMap> {
+        let len = usize::try_from(size).ok()?;
+        memmap2::MmapOptions::new().len(len).map_raw(file).ok().map(SegmentMap)
+    }
+
+    /// Copies `buf` to `offset`; `false` (nothing copied) when it would end past the mapping.
+    fn copy(&self, buf: &[u8], offset: u64) -> bool {
+        let Ok(start) = usize::try_from(offset) else { return false };
+        let Some(end) = start.checked_add(buf.len()) else { return false };
+        if end > self.0.len() {
+            return false;
+        }
+        // SAFETY: `start..end` lies within the mapping, which lives as long as `self`. The
+        // mapped file is this process's alone (the directory lock), its size is never cut
+        // below the mapping while it is written (`close` cuts it after the last write), and
+        // only the one log writer writes it (`LogWriter` is not shared), so nothing aliases
+        // the bytes written.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.0.as_mut_ptr().add(start), buf.len()) };
+        true
+    }
+}
+
 impl LogFile {
-    /// Writes all of `buf` at `offset` (one `pwrite`, repeated only if the kernel writes less).
+    /// Writes all of `buf` at `offset`: a copy into the mapping when there is one and `buf`
+    /// fits in it, else one `pwrite` (repeated only if the kernel writes less).
     pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), LogError> {
         let fail = |source| LogError::Write { path: self.path.clone(), offset, len: buf.len(), source };
         #[cfg(any(test, feature = "fault-injection"))]
@@ -160,11 +208,18 @@ impl LogFile {
             let short = self.faults.short_write.swap(usize::MAX, SeqCst);
             if short != usize::MAX {
                 let part = &buf[..short.min(buf.len())];
-                self.file.write_all_at(part, offset).map_err(fail)?;
+                self.write_bytes(part, offset).map_err(fail)?;
                 return Err(fail(io::Error::from_raw_os_error(libc::ENOSPC)));
             }
         }
-        self.file.write_all_at(buf, offset).map_err(fail)
+        self.write_bytes(buf, offset).map_err(fail)
+    }
+
+    fn write_bytes(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        match &self.map {
+            Some(map) if map.copy(buf, offset) => Ok(()),
+            _ => self.file.write_all_at(buf, offset),
+        }
     }
 
     /// `fdatasync`. `written` (the end of the data meant to be durable) is for the error.

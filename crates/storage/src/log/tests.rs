@@ -410,10 +410,13 @@ fn failing_background_sync_poisons() {
 
 #[test]
 fn recovery_after_a_short_write() {
-    for rolling in [false, true] {
+    // `sync` writes with `pwrite`, `none` copies into the mapped segment: a torn write is
+    // found and cut the same way.
+    for (rolling, durability) in [false, true].into_iter().flat_map(|r| [(r, Durability::Sync), (r, Durability::None)])
+    {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = dir.path();
-        let opts = options(4096, Preparation::PreZeroed, Durability::Sync);
+        let opts = options(4096, Preparation::PreZeroed, durability);
         let mut w = LogWriter::open(db, opts.clone(), 1).expect("open");
         let written = append(&mut w, &[vec![1000], vec![1000, 1000]]);
         // A batch that fits the segment, or one that starts the next segment.
@@ -441,6 +444,32 @@ fn recovery_after_a_short_write() {
         drop(w);
         let (read, end) = read_all(db, 0);
         assert_eq!(read, written.into_iter().chain(more).collect::<Records>());
+        assert_eq!(end.tail, Tail::Clean);
+    }
+}
+
+#[test]
+fn unsynced_modes_write_pre_zeroed_segments_through_memory_and_read_back_without_a_sync() {
+    let periodic = Durability::Periodic(Duration::from_secs(3600));
+    for (durability, prep, mapped) in [
+        (Durability::None, Preparation::PreZeroed, true),
+        (periodic, Preparation::PreZeroed, true),
+        (Durability::Sync, Preparation::PreZeroed, false),
+        (Durability::None, Preparation::Fallocate, false),
+        (Durability::None, Preparation::Append, false),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path();
+        // First segments of 4 KiB: the 6,000-byte batch is larger than the mapping, so it goes
+        // past it with `pwrite`, and the batches after it land beyond the mapped part too.
+        let mut w = LogWriter::open(db, options(4 << 20, prep, durability), 1).expect("open");
+        let mut written = append(&mut w, &[vec![100], vec![0, 7, 200]]);
+        assert_eq!(w.is_mapped(), mapped, "{durability:?} {prep:?}");
+        written.extend(append(&mut w, &[vec![6000], vec![50], vec![3000, 3000, 3000]]));
+        // Dropped without a sync or a close: the process's end, which the page cache outlives.
+        drop(w);
+        let (read, end) = read_all(db, 0);
+        assert_eq!(read, written, "{durability:?} {prep:?}");
         assert_eq!(end.tail, Tail::Clean);
     }
 }

@@ -1,4 +1,5 @@
-//! [`LogWriter`]: appends batches, one `pwrite` and (in `sync` mode) one `fdatasync` each, rolls
+//! [`LogWriter`]: appends batches, one write each (a `pwrite`, or a copy into the mapped
+//! segment in `none` and `periodic` mode) and in `sync` mode one `fdatasync`, rolls
 //! segments, prepares the next segment in the background, and poisons itself on a failure.
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,8 @@ use super::format::{LogBatch, MAX_BATCH_BYTES, SEGMENT_HEADER_LEN};
 #[cfg(any(test, feature = "fault-injection"))]
 use super::segment::Faults;
 use super::segment::{
-    list_segments, prepare, segment_name, sync_dir, LogFile, Preparation, MAX_SEGMENT_SIZE, MIN_SEGMENT_SIZE,
+    list_segments, prepare, segment_name, sync_dir, LogFile, Preparation, SegmentMap, MAX_SEGMENT_SIZE,
+    MIN_SEGMENT_SIZE,
 };
 use super::{log_dir, LogError};
 use crate::Durability;
@@ -254,6 +256,12 @@ impl LogWriter {
         Ok(Appended { first_version, last_version, durable: self.options.durability == Durability::Sync })
     }
 
+    /// Whether the current segment is written through memory ([`SegmentMap`]).
+    #[cfg(test)]
+    pub(super) fn is_mapped(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.file.map.is_some())
+    }
+
     /// Makes everything appended so far durable (for `none` and `periodic` callers, and close).
     pub fn sync(&mut self) -> Result<(), LogError> {
         self.shared.check()?;
@@ -332,7 +340,11 @@ impl LogWriter {
         let first_version = batch.first_version().unwrap_or(self.next_version);
         let path = self.log_dir.join(segment_name(first_version));
         let result = (|| {
+            // Writes go through memory where that is both faster and as safe (`SegmentMap`).
+            let mapped = durability != Durability::Sync && self.options.preparation == Preparation::PreZeroed;
+            let map = if mapped { SegmentMap::new(&prepared.file, prepared.size) } else { None };
             let file = LogFile {
+                map,
                 file: prepared.file,
                 path: prepared.path.clone(),
                 #[cfg(any(test, feature = "fault-injection"))]
