@@ -1,7 +1,8 @@
-//! The redo log of the new storage engine: an append-only sequence of checksummed records, one
-//! per committed version, in segment files. Nothing uses it yet; the engine will put its redo
-//! operations in the payloads, make a group-commit batch durable with one [`LogWriter::append`]
-//! (one `pwrite`, one `fdatasync`), and replay the log after its last checkpoint with a
+//! The redo log of the storage engine: an append-only sequence of checksummed records, one
+//! per committed version, in segment files. The engine puts its redo operations in the
+//! payloads, makes a group-commit batch durable with one [`LogWriter::append`] (one write — a
+//! `pwrite` in `sync` mode, a copy into the mapped segment in `none` and `periodic` mode — and
+//! in `sync` mode one `fdatasync`), and replays the log after its last checkpoint with a
 //! [`LogReader`].
 //!
 //! # Files
@@ -20,7 +21,7 @@
 //! | 16 | 4 | reserved, 0 |
 //! | 20 | 4 | crc32c of bytes 0..20, u32 LE |
 //!
-//! The header is written in the same `pwrite` as the segment's first batch, before the file is
+//! The header is written in the same write as the segment's first batch, before the file is
 //! renamed from `.tmp` to its name, so a named segment whose header does not verify is a torn
 //! or damaged write, never a segment still being set up.
 //!
@@ -54,7 +55,7 @@
 //!
 //! # Failures
 //!
-//! A failed `pwrite` or `fdatasync` (or the background one of `periodic` mode) poisons the
+//! A failed write or `fdatasync` (or the background one of `periodic` mode) poisons the
 //! writer: that append returns the error, naming the file and offset, and every later append
 //! returns [`LogError::Poisoned`]. A failed `fdatasync` is never retried: after one, Linux may
 //! have dropped the dirty pages and cleared the error, so a retry could succeed without the
