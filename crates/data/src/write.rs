@@ -111,6 +111,12 @@ pub struct GraphSavepoint {
     deferred: usize,
 }
 
+/// A schema index without the row an entry's value says it has: the index and the table
+/// disagree.
+fn missing_index_row(n: u32, entry: NodeId, value: IndexValue<'_>) -> DataError {
+    DataError::Corrupt(format!("index {n} has no row for entry record {entry} ({value:?})"))
+}
+
 /// A storage failure, as the data layer's error.
 fn storage(e: espalier_storage::tables::TablesError) -> DataError {
     DataError::Tables(e)
@@ -850,6 +856,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let key = index::row(value, entry);
         let ki = keys::schema_index(self.schema, n);
         self.txn.index_put(ki, 0, &key, entry.row()).map_err(storage)?;
+        self.note_unique(n, unique, value);
+        Ok(())
+    }
+
+    /// Remembers that unique index `n` got `value`, for [`WriteGraph::check_unique`].
+    fn note_unique(&mut self, n: u32, unique: bool, value: IndexValue<'_>) {
         if unique && !self.unique_overflow {
             if self.unique_pending.len() >= MAX_UNIQUE_PENDING {
                 self.unique_pending.clear();
@@ -858,13 +870,12 @@ impl<'a, 's> WriteGraph<'a, 's> {
                 self.unique_pending.insert((n, index::value_prefix(value)));
             }
         }
-        Ok(())
     }
 
     fn index_delete(&mut self, n: u32, value: IndexValue<'_>, entry: NodeId) -> Result<()> {
         let ki = keys::schema_index(self.schema, n);
         if self.txn.index_remove(ki, 0, &index::row(value, entry)).map_err(storage)?.is_none() {
-            return Err(DataError::Corrupt(format!("index {n} has no row for entry record {entry} ({value:?})")));
+            return Err(missing_index_row(n, entry, value));
         }
         Ok(())
     }
@@ -889,8 +900,13 @@ impl<'a, 's> WriteGraph<'a, 's> {
     ) -> Result<()> {
         let schema = self.schema;
         for (n, decl) in schema.indexes_of_property(property) {
-            self.index_delete(n, old, entry)?;
-            self.index_put(n, decl.unique, new, entry)?;
+            // One storage call: a small change of value moves the entry within its leaf.
+            let ki = keys::schema_index(schema, n);
+            let (from, to) = (index::row(old, entry), index::row(new, entry));
+            if self.txn.index_move(ki, 0, &from, &to, entry.row()).map_err(storage)?.is_none() {
+                return Err(missing_index_row(n, entry, old));
+            }
+            self.note_unique(n, decl.unique, new);
         }
         Ok(())
     }

@@ -582,6 +582,64 @@ impl Keys {
         })
     }
 
+    /// Gives key `i` the key `key` (of `owner`, the key's own, and as long as key `i`) and
+    /// `value`, and moves it to position `t` (counted without it): only the parts between the
+    /// two positions move, where a removal and an insertion would each move the whole run.
+    /// The caller has checked that `t` keeps the run in order. Returns the old value.
+    fn move_within(&mut self, i: usize, t: usize, owner: u32, key: &[u8], value: u32) -> u32 {
+        let (n, heap_len, k) = (self.len(), self.heap_len(), key.len());
+        let ends = self.ends();
+        let start_of = |p: usize| if p == 0 { 0 } else { ends[p - 1] as usize };
+        let (old_start, start_t, end_t) = (start_of(i), start_of(t), ends[t] as usize);
+        assert!(i < n && t < n && ends[i] as usize - old_start == k, "a move of a key of one length within the run");
+        let (word, was) = (self.word(owner, key), self.value(i));
+        let [v0, e0, h0, _] = layout(n, heap_len);
+        self.buf.edit(|buf| {
+            if i < t {
+                buf.copy_within(HDR + i + 1..HDR + t + 1, HDR + i);
+            } else {
+                buf.copy_within(HDR + t..HDR + i, HDR + t + 1);
+            }
+            buf[HDR + t] = word;
+            for f in 0..n / FENCE {
+                buf[HDR + n + f] = buf[HDR + f * FENCE + FENCE - 1];
+            }
+            {
+                // SAFETY: as in `insert_in_place`: u32s in native byte order.
+                let (_, u32s, _) = unsafe { buf.align_to_mut::<u32>() };
+                let (v, e) = (v0 * 2, e0 * 2);
+                if i < t {
+                    // Keys i+1..=t move down one place and k bytes; the moved key ends where
+                    // key t ended.
+                    u32s.copy_within(v + i + 1..v + t + 1, v + i);
+                    for p in i..t {
+                        u32s[e + p] = u32s[e + p + 1] - k as u32;
+                    }
+                } else {
+                    // Keys t..i move up one place and k bytes; the moved key starts where key
+                    // t started.
+                    u32s.copy_within(v + t..v + i, v + t + 1);
+                    for p in (t + 1..=i).rev() {
+                        u32s[e + p] = u32s[e + p - 1] + k as u32;
+                    }
+                    u32s[e + t] = (start_t + k) as u32;
+                }
+                u32s[v + t] = value;
+            }
+            // SAFETY: u8 has alignment 1 and every bit pattern is valid.
+            let (_, bytes, _) = unsafe { buf.align_to_mut::<u8>() };
+            let h = h0 * 8;
+            if i < t {
+                bytes.copy_within(h + old_start + k..h + end_t, h + old_start);
+                bytes[h + end_t - k..h + end_t].copy_from_slice(key);
+            } else {
+                bytes.copy_within(h + start_t..h + old_start, h + start_t + k);
+                bytes[h + start_t..h + start_t + k].copy_from_slice(key);
+            }
+        });
+        was
+    }
+
     /// Removes key `i`; returns its value.
     fn remove(&mut self, i: usize) -> u32 {
         let ends = self.ends();
@@ -811,6 +869,68 @@ fn remove_present(node: &mut Arc<Node>, owner: u32, key: &[u8]) -> u32 {
             rebalance(inner, c);
             inner.sync();
             old
+        }
+    }
+}
+
+/// What [`move_in_leaf`] did.
+enum Moved {
+    /// The old key's entry now has the new key, in the same leaf; the row the old key held.
+    InPlace(u32),
+    /// The old key is not in the index: nothing changed.
+    Missing,
+    /// The old key's entry was removed (the row it held), and the tree rebalanced as after a
+    /// removal; the new key belongs at an edge of the leaf or beyond it, is already there, or
+    /// would overfill the leaf: the caller inserts it.
+    Removed(u32),
+}
+
+/// Removes the entry `(owner, old)`, which is in the subtree, and gives its leaf the key
+/// `new` with row `row` when that key falls strictly between two other keys of the leaf (then
+/// it can belong to no other leaf): one descent, the entry counts unchanged, no rebalancing.
+/// Schema index entries move so when a node's indexed value changes by a little (OO7's T3c
+/// toggles build dates). Otherwise the removal is done as [`remove_present`] does it, and the
+/// caller inserts the new key.
+fn move_in_leaf(node: &mut Arc<Node>, owner: u32, old: &[u8], new: &[u8], row: u32) -> Moved {
+    match Arc::make_mut(node) {
+        Node::Leaf(leaf) => {
+            let keys = &mut leaf.keys;
+            let n = keys.len();
+            let i = keys.search(owner, old, false);
+            if !keys.is(i, owner, old) {
+                return Moved::Missing;
+            }
+            let j = keys.search(owner, new, false);
+            // Below the old key: a smaller key of the leaf precedes the new one; above it: a
+            // larger one follows. The old key bounds the other side.
+            let inside = if j <= i { j >= 1 } else { j < n };
+            let here = inside && !keys.is(j, owner, new);
+            let t = if j <= i { j } else { j - 1 };
+            if here && new.len() == old.len() {
+                return Moved::InPlace(keys.move_within(i, t, owner, new, row));
+            }
+            let heap = keys.heap_len() - old.len() + new.len();
+            let was = keys.remove(i);
+            if !here || n * LEAF_ENTRY + heap > NODE_BYTES {
+                return Moved::Removed(was);
+            }
+            keys.insert(t, owner, new, row);
+            Moved::InPlace(was)
+        }
+        Node::Inner(inner) => {
+            let c = inner.seps.search(owner, old, true);
+            let moved = move_in_leaf(&mut inner.children[c], owner, old, new, row);
+            match moved {
+                Moved::Removed(_) => {
+                    inner.counts[c] -= 1;
+                    rebalance(inner, c);
+                    inner.sync();
+                }
+                // The child may be a copy, or its buffer may have grown: its address is
+                // rewritten.
+                Moved::InPlace(_) | Moved::Missing => inner.sync_child(c),
+            }
+            moved
         }
     }
 }
@@ -1416,6 +1536,32 @@ impl KeyIndexWriter {
         Ok(old)
     }
 
+    /// Moves the entry `(owner, old)` to `(owner, new)` with `row`: the same as [`remove`]
+    /// of the old key, then (if it was there) [`insert`] of the new one, in one descent when
+    /// both keys belong in one leaf. Returns the row the old key held (`None`: it was not
+    /// there, and nothing changed).
+    ///
+    /// [`remove`]: KeyIndexWriter::remove
+    /// [`insert`]: KeyIndexWriter::insert
+    pub fn move_key(&mut self, owner: u32, old: &[u8], new: &[u8], row: u32) -> Result<Option<u32>, KeyTooLong> {
+        if new.len() > MAX_KEY_LEN {
+            return Err(KeyTooLong { len: new.len() });
+        }
+        let Some(root) = self.current.root.as_mut() else { return Ok(None) };
+        let moved = move_in_leaf(root, owner, old, new, row);
+        self.current.sync_root();
+        match moved {
+            Moved::InPlace(was) => Ok(Some(was)),
+            Moved::Missing => Ok(None),
+            Moved::Removed(was) => {
+                self.current.len -= 1;
+                self.lift_root();
+                self.insert(owner, new, row)?;
+                Ok(Some(was))
+            }
+        }
+    }
+
     /// Removes `(owner, key)`; returns the row it held.
     pub fn remove(&mut self, owner: u32, key: &[u8]) -> Option<u32> {
         let root = self.current.root.as_mut()?;
@@ -1423,8 +1569,13 @@ impl KeyIndexWriter {
         get(root, owner, key)?;
         let old = remove_present(root, owner, key);
         self.current.len -= 1;
-        // Lift a root with one child; drop an empty one.
-        loop {
+        self.lift_root();
+        Some(old)
+    }
+
+    /// After a removal: lifts a root with one child, drops an empty one.
+    fn lift_root(&mut self) {
+        while let Some(root) = self.current.root.as_mut() {
             let only = match &**root {
                 Node::Inner(inner) if inner.children.len() == 1 => inner.children[0].clone(),
                 Node::Leaf(leaf) if leaf.keys.len() == 0 => {
@@ -1436,7 +1587,6 @@ impl KeyIndexWriter {
             *root = only;
         }
         self.current.sync_root();
-        Some(old)
     }
 
     /// Publishes the writer's version: the returned `Arc` never changes.
@@ -1632,6 +1782,59 @@ mod tests {
     }
 
     #[test]
+    fn a_key_moved_a_little_stays_in_its_leaf_and_one_moved_far_goes_to_its_own() {
+        let mut w = KeyIndexWriter::new();
+        let mut model = Model::new();
+        for i in 0..2_000u32 {
+            let key = format!("{:06}", i * 10);
+            w.insert(4, key.as_bytes(), i).unwrap();
+            model.insert((4, key.into_bytes()), i);
+        }
+        let snap = w.publish();
+        let leaves = w.current().leaves().len();
+        // Between two keys of one leaf (the published snapshot shares it: the path is copied).
+        let root = w.current.root.as_mut().unwrap();
+        assert!(matches!(move_in_leaf(root, 4, b"005000", b"005003", 77), Moved::InPlace(500)));
+        w.current.sync_root();
+        model.remove(&(4, b"005000".to_vec()));
+        model.insert((4, b"005003".to_vec()), 77);
+        // Missing, already there, past the last key: nothing changes.
+        let root = w.current.root.as_mut().unwrap();
+        assert!(matches!(move_in_leaf(root, 4, b"005001", b"005002", 1), Moved::Missing));
+        w.current.sync_root();
+        // Onto a key that is there, and past the last key: removed, for the caller to insert.
+        for (old, new, row) in [(&b"005010"[..], &b"005020"[..], 501), (b"019990", b"999999", 1999)] {
+            let root = w.current.root.as_mut().unwrap();
+            assert!(matches!(move_in_leaf(root, 4, old, new, 9), Moved::Removed(r) if r == row));
+            w.current.len -= 1;
+            w.lift_root();
+            assert_eq!(w.current().get(4, old), None);
+            model.remove(&(4, old.to_vec()));
+            check(w.current().root.as_deref().unwrap(), None, None);
+        }
+        // Through the writer: near and far moves, and a missing key.
+        for i in 0..2_000u32 {
+            let old = format!("{:06}", i * 10);
+            let new =
+                if i % 3 == 0 { format!("{:06}", i * 10 + 4) } else { format!("{:06}", (i * 7_919) % 20_000 * 10 + 5) };
+            let was = model.remove(&(4, old.clone().into_bytes()));
+            if was.is_some() {
+                model.insert((4, new.clone().into_bytes()), i + 1);
+            }
+            assert_eq!(w.move_key(4, old.as_bytes(), new.as_bytes(), i + 1).unwrap(), was, "{old} → {new}");
+        }
+        check(w.current().root.as_deref().unwrap(), None, None);
+        assert_eq!(content(w.current()), model_content(&model));
+        assert_eq!(w.current().len(), model.len() as u64);
+        assert!(w.current().leaves().len() >= leaves / 2);
+        // The snapshot published before is as it was.
+        assert_eq!(snap.len(), 2_000);
+        assert_eq!(snap.get(4, b"005000"), Some(500));
+        assert_eq!(snap.get(4, b"005003"), None);
+        assert_eq!(w.move_key(4, b"x", &vec![0; MAX_KEY_LEN + 1], 1), Err(KeyTooLong { len: MAX_KEY_LEN + 1 }));
+    }
+
+    #[test]
     fn one_owner_text_keys_then_another_owner() {
         // Nodes of one owner search eight key bytes; a second owner turns a node mixed.
         let mut w = KeyIndexWriter::new();
@@ -1660,6 +1863,9 @@ mod tests {
     enum Op {
         Insert(u32, Vec<u8>, u32),
         Remove(usize),
+        /// Moves the entry at this position to a key near it (the second value picks how
+        /// near: a last byte changed, or a key of its own), or a missing key.
+        Move(usize, u8, Vec<u8>, u32),
         RemoveMissing(u32, Vec<u8>),
         Publish,
         DropSnapshot(usize),
@@ -1676,6 +1882,7 @@ mod tests {
         prop_oneof![
             6 => (0u32..5, key(), any::<u32>()).prop_map(|(o, k, r)| Op::Insert(o, k, r)),
             3 => any::<usize>().prop_map(Op::Remove),
+            3 => (any::<usize>(), any::<u8>(), key(), any::<u32>()).prop_map(|(i, how, k, r)| Op::Move(i, how, k, r)),
             1 => (0u32..5, key()).prop_map(|(o, k)| Op::RemoveMissing(o, k)),
             1 => Just(Op::Publish),
             1 => any::<usize>().prop_map(Op::DropSnapshot),
@@ -1704,6 +1911,27 @@ mod tests {
                     }
                     Op::RemoveMissing(o, k) => {
                         prop_assert_eq!(w.remove(o, &k), model.remove(&(o, k)));
+                    }
+                    Op::Move(i, how, k, r) => {
+                        let (o, old) = match model.keys().nth(i % model.len().max(1)) {
+                            Some(key) if how % 8 != 0 => key.clone(),
+                            _ => (u32::from(how) % 5, k.clone()),
+                        };
+                        // Mostly a key next to the old one (its last byte moved by a little),
+                        // sometimes one anywhere.
+                        let new = match (how % 4, old.last()) {
+                            (0, _) | (_, None) => k,
+                            (_, Some(&b)) => {
+                                let mut n = old.clone();
+                                *n.last_mut().unwrap() = b.wrapping_add(how / 4 % 5).wrapping_sub(2);
+                                n
+                            }
+                        };
+                        let was = model.remove(&(o, old.clone()));
+                        if was.is_some() {
+                            model.insert((o, new.clone()), r);
+                        }
+                        prop_assert_eq!(w.move_key(o, &old, &new, r).unwrap(), was);
                     }
                     Op::Publish => {
                         let s = w.publish();

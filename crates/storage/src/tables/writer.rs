@@ -228,6 +228,27 @@ impl Writer {
         Ok(old)
     }
 
+    /// Moves `(owner, old)` of key index `index` to `(owner, new)` with `row`, in one descent
+    /// when both keys lie in one leaf; returns the row the old key held (`None`: it was not
+    /// there, and nothing changed). Logged as the remove and the put it stands for.
+    pub fn index_move(
+        &mut self,
+        index: u32,
+        owner: u32,
+        old: &[u8],
+        new: &[u8],
+        row: u32,
+    ) -> Result<Option<u32>, TablesError> {
+        self.check()?;
+        let moved = self.index_mut(index)?.move_key(owner, old, new, row);
+        let was = moved.map_err(|e| TablesError::KeyTooLong { len: e.len })?;
+        if was.is_some() {
+            self.redo.push(Op::KeyRemove { index, owner, key: old });
+            self.redo.push(Op::KeyPut { index, owner, row, key: new });
+        }
+        Ok(was)
+    }
+
     /// Removes `(owner, key)` from key index `index`; returns the row it held.
     pub fn index_remove(&mut self, index: u32, owner: u32, key: &[u8]) -> Result<Option<u32>, TablesError> {
         self.check()?;
