@@ -885,7 +885,7 @@ enum Moved {
     Removed(u32),
 }
 
-/// Removes the entry `(owner, old)`, which is in the subtree, and gives its leaf the key
+/// Removes the entry `(owner, old)` if the subtree has it, and gives its leaf the key
 /// `new` with row `row` when that key falls strictly between two other keys of the leaf (then
 /// it can belong to no other leaf): one descent, the entry counts unchanged, no rebalancing.
 /// Schema index entries move so when a node's indexed value changes by a little (OO7's T3c
