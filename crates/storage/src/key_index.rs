@@ -703,6 +703,14 @@ enum Node {
 }
 
 impl Inner {
+    /// After an entry was removed under child `c`: its count, the rebalancing, the children's
+    /// addresses.
+    fn removed_under(&mut self, c: usize) {
+        self.counts[c] -= 1;
+        rebalance(self, c);
+        self.sync();
+    }
+
     /// Writes child `c`'s buffer address after an insert or remove under it moved the buffer
     /// (and changed nothing else of this node's).
     fn sync_child(&mut self, c: usize) {
@@ -865,9 +873,7 @@ fn remove_present(node: &mut Arc<Node>, owner: u32, key: &[u8]) -> u32 {
         Node::Inner(inner) => {
             let c = inner.seps.search(owner, key, true);
             let old = remove_present(&mut inner.children[c], owner, key);
-            inner.counts[c] -= 1;
-            rebalance(inner, c);
-            inner.sync();
+            inner.removed_under(c);
             old
         }
     }
@@ -921,11 +927,7 @@ fn move_in_leaf(node: &mut Arc<Node>, owner: u32, old: &[u8], new: &[u8], row: u
             let c = inner.seps.search(owner, old, true);
             let moved = move_in_leaf(&mut inner.children[c], owner, old, new, row);
             match moved {
-                Moved::Removed(_) => {
-                    inner.counts[c] -= 1;
-                    rebalance(inner, c);
-                    inner.sync();
-                }
+                Moved::Removed(_) => inner.removed_under(c),
                 // The child may be a copy, or its buffer may have grown: its address is
                 // rewritten.
                 Moved::InPlace(_) | Moved::Missing => inner.sync_child(c),
@@ -1554,8 +1556,7 @@ impl KeyIndexWriter {
             Moved::InPlace(was) => Ok(Some(was)),
             Moved::Missing => Ok(None),
             Moved::Removed(was) => {
-                self.current.len -= 1;
-                self.lift_root();
+                self.removed();
                 self.insert(owner, new, row)?;
                 Ok(Some(was))
             }
@@ -1568,13 +1569,13 @@ impl KeyIndexWriter {
         // Look first: a miss must not copy the path.
         get(root, owner, key)?;
         let old = remove_present(root, owner, key);
-        self.current.len -= 1;
-        self.lift_root();
+        self.removed();
         Some(old)
     }
 
-    /// After a removal: lifts a root with one child, drops an empty one.
-    fn lift_root(&mut self) {
+    /// After a removal: one entry fewer; lifts a root with one child, drops an empty one.
+    fn removed(&mut self) {
+        self.current.len -= 1;
         while let Some(root) = self.current.root.as_mut() {
             let only = match &**root {
                 Node::Inner(inner) if inner.children.len() == 1 => inner.children[0].clone(),
@@ -1806,8 +1807,7 @@ mod tests {
         for (old, new, row) in [(&b"005010"[..], &b"005020"[..], 501), (b"019990", b"999999", 1999)] {
             let root = w.current.root.as_mut().unwrap();
             assert!(matches!(move_in_leaf(root, 4, old, new, 9), Moved::Removed(r) if r == row));
-            w.current.len -= 1;
-            w.lift_root();
+            w.removed();
             assert_eq!(w.current().get(4, old), None);
             model.remove(&(4, old.to_vec()));
             check(w.current().root.as_deref().unwrap(), None, None);
