@@ -778,7 +778,7 @@ impl<'g> Checker<'g, '_> {
             for e in index.iter() {
                 self.report.index_rows += 1;
                 self.tick();
-                if e.owner != 0 || crate::index::row_entry(e.key).is_err() {
+                if e.owner != 0 || crate::index::row_entry(e.key).ok() != Some(e.row) {
                     self.problem(format!("index {n} has a malformed row {:?}", e.key));
                 }
             }

@@ -1,8 +1,11 @@
 //! The indexes declared in the schema (`index 'Name' ( path ) 'property' kind [unique]`).
 //!
 //! Every entry of an indexed collection has one key in the index's key index (owner 0):
-//! `encoded value · entry record id (u64, big-endian)`, so that the keys of one index are
-//! ordered by value and, within a value, by entry. [`crate::WriteGraph`]
+//! `encoded value · entry row (u32, big-endian)`, so that the keys of one index are ordered
+//! by value and, within a value, by entry; the key index's value is that row too. The entry's
+//! type is the collection's, so the row is its whole id, and a small value and its row fit
+//! in the eight bytes a key index compares as one word: entries with one value (OO7's ~100
+//! atomic parts of one build date) are told apart without comparing key bytes. [`crate::WriteGraph`]
 //! keeps the rows in the same write transaction as the entries (on creation with the
 //! defaults, on every change of the property, on removal), so an index is never behind.
 //!
@@ -18,7 +21,7 @@
 //!   stays short; such rows are candidates, and readers check the value
 //!   on the entry itself (the query executor always re-checks the condition an index served).
 
-use espalier_schema::{IndexDecl, PropertyKind, Schema, StateIndex};
+use espalier_schema::{IndexDecl, NodeTypeId, PropertyKind, Schema, StateIndex};
 use espalier_storage::key_index::KeyIndex;
 use espalier_storage::tables::Read;
 
@@ -129,21 +132,34 @@ pub fn value_prefix(value: IndexValue<'_>) -> Vec<u8> {
     k
 }
 
+/// The bytes of the entry's row at the end of an index key.
+pub const ROW_BYTES: usize = 4;
+
 /// The key of `entry` with `value` in an index's key index.
 pub fn row(value: IndexValue<'_>, entry: NodeId) -> Vec<u8> {
     let mut k = value_prefix(value);
-    k.extend_from_slice(&entry.get().to_be_bytes());
-    debug_assert!(k.len() <= 2 * MAX_TEXT_BYTES + 2 + 8, "index row of {} bytes", k.len());
+    k.extend_from_slice(&entry.row().to_be_bytes());
+    debug_assert!(k.len() <= 2 * MAX_TEXT_BYTES + 2 + ROW_BYTES, "index row of {} bytes", k.len());
     k
 }
 
-/// The entry record id at the end of an index key.
-pub fn row_entry(key: &[u8]) -> Result<NodeId> {
+/// The entry row at the end of an index key.
+pub fn row_entry(key: &[u8]) -> Result<u32> {
     key.len()
-        .checked_sub(8)
+        .checked_sub(ROW_BYTES)
         .filter(|&at| at >= 1)
-        .and_then(|at| crate::keys::u64_be(&key[at..]))
+        .and_then(|at| key[at..].try_into().ok())
+        .map(u32::from_be_bytes)
         .ok_or_else(|| DataError::Corrupt(format!("index row of {} bytes", key.len())))
+}
+
+/// The node type of index `n`'s entries: its collection's entry type.
+pub fn entry_type(schema: &Schema, n: u32) -> Result<NodeTypeId> {
+    let decl = schema.indexes.get(n as usize).ok_or_else(|| DataError::Corrupt(format!("no index {n}")))?;
+    match schema.property(decl.collection).kind {
+        PropertyKind::Dictionary { node } | PropertyKind::Matrix { node, .. } => Ok(node),
+        ref other => Err(DataError::Corrupt(format!("index {n} is on a {}", other.keyword()))),
+    }
 }
 
 /// The key index of schema index `n`.
@@ -154,12 +170,14 @@ fn key_index<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<&'t KeyIn
 
 /// The entries of index `n` whose key starts with `prefix`.
 pub fn rows_with_prefix(schema: &Schema, txn: &dyn Read, n: u32, prefix: &[u8]) -> Result<Vec<NodeId>> {
-    key_index(schema, txn, n)?.prefix(0, prefix).map(|e| row_entry(e.key)).collect()
+    let ty = entry_type(schema, n)?;
+    Ok(key_index(schema, txn, n)?.prefix(0, prefix).map(|e| NodeId::new(ty, e.row)).collect())
 }
 
 /// Every (key, entry) of index `n`, in order.
 pub fn all_rows<'t>(schema: &Schema, txn: &'t dyn Read, n: u32) -> Result<Vec<(&'t [u8], NodeId)>> {
-    key_index(schema, txn, n)?.entries(0).map(|e| Ok((e.key, row_entry(e.key)?))).collect()
+    let ty = entry_type(schema, n)?;
+    Ok(key_index(schema, txn, n)?.entries(0).map(|e| (e.key, NodeId::new(ty, e.row))).collect())
 }
 
 /// How many entries index `n` has.
@@ -170,8 +188,9 @@ pub fn len(graph: Graph<'_>, n: u32) -> Result<u64> {
 /// Every (number, entry) of number index `n`, in index order (by number, then entry): one
 /// walk along its key index's leaves. A key that is not a number's fails.
 pub fn number_rows<'t>(graph: Graph<'t>, n: u32) -> Result<impl Iterator<Item = Result<(i64, NodeId)>> + 't> {
-    Ok(key_index(graph.schema, graph.txn, n)?.entries(0).map(|e| match decode_number(e.key) {
-        Some((value, len)) if e.key.len() == len + 8 => Ok((value, row_entry(e.key)?)),
+    let ty = entry_type(graph.schema, n)?;
+    Ok(key_index(graph.schema, graph.txn, n)?.entries(0).map(move |e| match decode_number(e.key) {
+        Some((value, len)) if e.key.len() == len + ROW_BYTES => Ok((value, NodeId::new(ty, e.row))),
         _ => Err(DataError::Corrupt(format!("index row {:?} in a number index", e.key))),
     }))
 }
@@ -237,12 +256,28 @@ pub fn probe_each<E: From<DataError>>(
     sink: &mut dyn FnMut(NodeId) -> std::result::Result<bool, E>,
 ) -> std::result::Result<bool, E> {
     let index = key_index(graph.schema, graph.txn, n)?;
+    let ty = entry_type(graph.schema, n)?;
+    let table = graph.txn.table(NodeId::new(ty, 0).table());
     let mut each = |start: &[u8], within: &dyn Fn(&[u8]) -> bool| -> std::result::Result<bool, E> {
+        // The rows an index hands out are scattered over their table, and the sink reads each
+        // one: their loads are started `AHEAD` entries before the sink sees them, so that the
+        // cache misses overlap instead of queueing.
+        let mut ahead = Ahead::default();
         for e in index.entries_from(0, start) {
             if !within(e.key) {
                 break;
             }
-            if !sink(row_entry(e.key)?)? {
+            if let Some(table) = table {
+                table.prefetch(e.row);
+            }
+            if let Some(due) = ahead.push(NodeId::new(ty, e.row)) {
+                if !sink(due)? {
+                    return Ok(false);
+                }
+            }
+        }
+        while let Some(due) = ahead.pop() {
+            if !sink(due)? {
                 return Ok(false);
             }
         }
@@ -279,6 +314,46 @@ pub fn probe_each<E: From<DataError>>(
             let end = high.and_then(|v| after_prefix(&value_prefix(v)));
             each(&start, &|k| end.as_deref().is_none_or(|end| k < end))
         }
+    }
+}
+
+/// Rows an index read prefetches before handing the first of them on.
+const AHEAD: usize = 8;
+
+/// The last [`AHEAD`] ids read from an index and not yet handed on, oldest first.
+#[derive(Default)]
+struct Ahead {
+    ids: [NodeId; AHEAD],
+    /// Where the oldest is.
+    head: usize,
+    len: usize,
+}
+
+impl Ahead {
+    /// Adds `id`; when [`AHEAD`] are waiting, returns the oldest.
+    #[inline]
+    fn push(&mut self, id: NodeId) -> Option<NodeId> {
+        debug_assert!(self.len <= AHEAD);
+        if self.len < AHEAD {
+            self.ids[(self.head + self.len) % AHEAD] = id;
+            self.len += 1;
+            return None;
+        }
+        let due = std::mem::replace(&mut self.ids[self.head], id);
+        self.head = (self.head + 1) % AHEAD;
+        Some(due)
+    }
+
+    /// The oldest waiting id.
+    #[inline]
+    fn pop(&mut self) -> Option<NodeId> {
+        if self.len == 0 {
+            return None;
+        }
+        let due = self.ids[self.head];
+        self.head = (self.head + 1) % AHEAD;
+        self.len -= 1;
+        Some(due)
     }
 }
 
@@ -362,8 +437,11 @@ mod tests {
     fn row_entry_reads_the_id_back() {
         let id = NodeId::from_u64(0x0102_0304_0506_0708);
         let r = row(IndexValue::Text("héllo"), id);
-        assert_eq!(row_entry(&r).unwrap(), id);
+        assert_eq!(row_entry(&r).unwrap(), 0x0506_0708);
+        assert_eq!(r.len(), value_prefix(IndexValue::Text("héllo")).len() + ROW_BYTES);
         assert!(row_entry(&[1, 2, 3]).is_err());
+        // A date and its row fit in one search word (no key bytes compared between them).
+        assert_eq!(row(IndexValue::Number(1999), NodeId::from_u64(7 << 32 | 100_000)).len(), 7);
     }
 
     #[test]

@@ -95,8 +95,9 @@ pub mod meta {
     /// matrix and link keys are four-byte rows; 6: a row's header is its parent's row alone;
     /// 7: a matrix entry's key slot is its target's row, 4 bytes; 8: a dictionary key of at
     /// most 7 bytes is inline in its key slot; 9: a number in a schema index is a tag and its
-    /// significant bytes).
-    pub const FORMAT_VERSION: u64 = 9;
+    /// significant bytes; 10: a schema index key ends in its entry's four-byte row, not its
+    /// eight-byte id).
+    pub const FORMAT_VERSION: u64 = 10;
     /// The name the format version is kept under.
     pub const FORMAT: &[u8] = b"format";
 }

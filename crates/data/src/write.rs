@@ -949,7 +949,7 @@ impl<'a, 's> WriteGraph<'a, 's> {
         let mut group: Vec<u8> = Vec::new();
         let mut ids = Vec::new();
         for (k, id) in index::all_rows(self.schema, &*self.txn, n)? {
-            let value = &k[..k.len().saturating_sub(8)];
+            let value = &k[..k.len().saturating_sub(index::ROW_BYTES)];
             if value != group.as_slice() {
                 self.check_unique_group(n, &group, &ids)?;
                 group = value.to_vec();
