@@ -1143,6 +1143,19 @@ impl KeyIndex {
         range
     }
 
+    /// `owner`'s entries with a key from `from` (inclusive) to `below` (exclusive; `None`:
+    /// to the owner's last), in key order. The bound is found once in each leaf, not compared
+    /// with every key (a schema index's range read).
+    pub fn between<'a>(&'a self, owner: u32, from: &[u8], below: Option<&'a [u8]>) -> Range<'a> {
+        let mut range = self.seek(owner, from);
+        range.bound = match below {
+            Some(end) => Bound::Below(owner, end),
+            None => Bound::Owner(owner),
+        };
+        range.stop = range.stop_in(range.leaf_buf);
+        range
+    }
+
     /// Every entry, in order.
     pub fn iter(&self) -> Range<'_> {
         let mut range = self.seek(0, &[]);
@@ -1154,7 +1167,14 @@ impl KeyIndex {
     fn seek<'a>(&'a self, owner: u32, key: &[u8]) -> Range<'a> {
         let root = self.root_run();
         let found = root.and_then(|r| leaf_at(r, owner, key, true));
-        Range { root, leaf: found.map(|(l, _)| LeafView::of(l)), i: found.map_or(0, |(_, i)| i), bound: Bound::None }
+        Range {
+            root,
+            leaf: found.map(|(l, _)| LeafView::of(l)),
+            leaf_buf: found.map(|(l, _)| l),
+            i: found.map_or(0, |(_, i)| i),
+            stop: usize::MAX,
+            bound: Bound::None,
+        }
     }
 
     /// Bytes the index would take on disk: every node's entries and a small header each.
@@ -1177,10 +1197,13 @@ impl KeyIndex {
     }
 }
 
+#[derive(Clone, Copy)]
 enum Bound<'a> {
     None,
     Owner(u32),
     Prefix(u32, &'a [u8]),
+    /// The owner's keys below this one; `Range::stop` holds where they end in the leaf.
+    Below(u32, &'a [u8]),
 }
 
 /// A leaf of a key index as a checkpoint writes it: its buffer, and where it already lies in a
@@ -1380,8 +1403,24 @@ fn build_inner_level(level: Vec<Built>) -> Vec<Built> {
 pub struct Range<'a> {
     root: Option<&'a KeysBuf>,
     leaf: Option<LeafView<'a>>,
+    /// The leaf's buffer (for a search of a [`Bound::Below`] in it).
+    leaf_buf: Option<&'a KeysBuf>,
     i: usize,
+    /// Entries of the leaf before this place are within a [`Bound::Below`]; the range ends
+    /// here (`usize::MAX` for the other bounds, which are checked at each entry).
+    stop: usize,
     bound: Bound<'a>,
+}
+
+impl<'a> Range<'a> {
+    /// Where a [`Bound::Below`] ends in `leaf`.
+    #[inline]
+    fn stop_in(&self, leaf: Option<&'a KeysBuf>) -> usize {
+        match (self.bound, leaf) {
+            (Bound::Below(owner, end), Some(leaf)) => leaf.search(owner, end, false),
+            _ => usize::MAX,
+        }
+    }
 }
 
 /// A leaf's arrays, located once: a range reads entry after entry from them instead of
@@ -1473,10 +1512,14 @@ impl<'a> Iterator for Range<'a> {
         loop {
             let leaf = self.leaf?;
             if self.i < leaf.len() {
+                if self.i >= self.stop {
+                    self.leaf = None;
+                    return None;
+                }
                 let (owner, key, row) = leaf.entry(self.i);
                 self.i += 1;
                 let within = match self.bound {
-                    Bound::None => true,
+                    Bound::None | Bound::Below(..) => true,
                     Bound::Owner(o) => owner == o,
                     Bound::Prefix(o, p) => owner == o && key.starts_with(p),
                 };
@@ -1490,7 +1533,9 @@ impl<'a> Iterator for Range<'a> {
             match self.root.and_then(|root| leaf_at(root, owner, key, false)) {
                 Some((next, i)) => {
                     self.leaf = Some(LeafView::of(next));
+                    self.leaf_buf = Some(next);
                     self.i = i;
+                    self.stop = self.stop_in(Some(next));
                 }
                 None => self.leaf = None,
             }
@@ -1783,6 +1828,43 @@ mod tests {
     }
 
     #[test]
+    fn a_range_between_two_keys_stops_in_whichever_leaf_its_end_falls() {
+        let mut w = KeyIndexWriter::new();
+        // Owner 3's keys span many leaves; owners 2 and 4 sit on either side.
+        for n in (0..20_000u32).map(|n| n * 3) {
+            w.insert(3, &n.to_be_bytes(), n).unwrap();
+        }
+        for o in [2, 4] {
+            for n in 0..500u32 {
+                w.insert(o, &n.to_be_bytes(), n).unwrap();
+            }
+        }
+        assert!(w.current().depth() > 1, "the test needs several leaves");
+        let rows = |lo: u32, hi: Option<u32>| -> Vec<u32> {
+            let hi = hi.map(u32::to_be_bytes);
+            w.current().between(3, &lo.to_be_bytes(), hi.as_ref().map(|h| &h[..])).map(|e| e.row).collect()
+        };
+        let want = |lo: u32, hi: Option<u32>| -> Vec<u32> {
+            (0..20_000u32).map(|n| n * 3).filter(|&n| n >= lo && hi.is_none_or(|h| n < h)).collect()
+        };
+        for (lo, hi) in [
+            (0, Some(1)),
+            (0, Some(0)),
+            (4, Some(4)),
+            (1_000, Some(31_000)),
+            (30_000, None),
+            (0, None),
+            (59_997, Some(u32::MAX)),
+            (7, Some(8)),
+        ] {
+            assert_eq!(rows(lo, hi), want(lo, hi), "between {lo} and {hi:?}");
+        }
+        // A bound past the owner's keys stops at them: the next owner's are not in the range.
+        assert_eq!(w.current().between(2, &[], Some(&[0xFF; 8])).count(), 500);
+        assert_eq!(w.current().between(3, &[], None).count(), 20_000);
+    }
+
+    #[test]
     fn a_key_moved_a_little_stays_in_its_leaf_and_one_moved_far_goes_to_its_own() {
         let mut w = KeyIndexWriter::new();
         let mut model = Model::new();
@@ -1964,6 +2046,16 @@ mod tests {
                 let from: Vec<_> = w.current().entries_from(o, b"b").map(|e| e.key.to_vec()).collect();
                 let want_from: Vec<_> = want.iter().filter(|(k, _)| k.as_slice() >= &b"b"[..]).map(|(k, _)| k.clone()).collect();
                 prop_assert_eq!(from, want_from);
+                // Ranges whose ends fall inside leaves, on leaf edges and outside every key.
+                for (lo, hi) in [(&b"a"[..], Some(&b"b"[..])), (b"", Some(b"ab")), (b"b", None), (b"\xff", Some(b"\xff\x01"))] {
+                    let got: Vec<_> = w.current().between(o, lo, hi).map(|e| (e.key.to_vec(), e.row)).collect();
+                    let want: Vec<_> = want
+                        .iter()
+                        .filter(|(k, _)| k.as_slice() >= lo && hi.is_none_or(|hi| k.as_slice() < hi))
+                        .cloned()
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
             }
             for (s, m) in &snaps {
                 prop_assert_eq!(content(s), model_content(m));

@@ -31,6 +31,7 @@
 //! 8.5–9.1 µs, many_references 2.62 → 2.1 µs).
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -50,6 +51,51 @@ const FANOUT_SHIFT: u32 = 6;
 /// Highest row id a table hands out: rows are `1..=MAX_ROW` (`u32::MAX` stays unused, so a
 /// row count always fits a `u32`).
 pub const MAX_ROW: u32 = u32::MAX - 1;
+
+/// A row's place in its page ([`TableVersion::locate`]), valid as long as the version it was
+/// found in.
+#[derive(Clone, Copy)]
+pub struct RowAt<'a> {
+    data: NonNull<u8>,
+    slot: usize,
+    layout: Layout,
+    version: PhantomData<&'a TableVersion>,
+}
+
+impl<'a> RowAt<'a> {
+    /// The row's bytes, or `None` if it is not live.
+    #[inline]
+    pub fn get(self) -> Option<&'a [u8]> {
+        // SAFETY: the page has `page_bytes()` bytes: the bitmap (`bitmap_bytes()` ≥
+        // rows_per_page / 8) and `rows_per_page` rows of `width`; `slot < rows_per_page`.
+        // The page lives as long as the version (its Arc is in the version's directory), and
+        // pages reachable from a version are never written.
+        unsafe {
+            let bits = *self.data.as_ptr().add(self.slot >> 3);
+            if bits & (1 << (self.slot & 7)) == 0 {
+                return None;
+            }
+            Some(std::slice::from_raw_parts(self.start(), self.layout.width()))
+        }
+    }
+
+    /// Asks the CPU to start loading the row's first cache line.
+    #[inline]
+    pub fn prefetch(self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint with no effect on memory or faults; the address is a
+        // row's start within its page.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(self.start() as *const i8, std::arch::x86_64::_MM_HINT_T0);
+        }
+    }
+
+    #[inline]
+    fn start(self) -> *const u8 {
+        // SAFETY: `slot < rows_per_page`, so the row's start is within the page.
+        unsafe { self.data.as_ptr().add(self.layout.bitmap_bytes() + self.slot * self.layout.width()) }
+    }
+}
 
 /// The geometry of a table's pages, from its row width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -512,23 +558,20 @@ impl TableVersion {
     /// Row `row`'s bytes, or `None` if it is not live (row 0, freed, or never handed out).
     #[inline]
     pub fn row(&self, row: u32) -> Option<&[u8]> {
+        self.locate(row)?.get()
+    }
+
+    /// Where row `row` is, found without reading its page: a reader following many scattered
+    /// rows locates one, starts its load ([`RowAt::prefetch`]) and reads it ([`RowAt::get`])
+    /// a few rows later, so that the cache misses overlap instead of queueing. `None` if its
+    /// page does not exist.
+    #[inline]
+    pub fn locate(&self, row: u32) -> Option<RowAt<'_>> {
         if row >= self.end {
             return None;
         }
         let data = self.page_data(row >> self.layout.shift)?;
-        let slot = (row & self.layout.mask()) as usize;
-        // SAFETY: the page has `page_bytes()` bytes: the bitmap (`bitmap_bytes()` ≥
-        // rows_per_page / 8) and `rows_per_page` rows of `width`; `slot < rows_per_page`.
-        // The page lives as long as `self` (its Arc is in this version's directory), and
-        // pages reachable from a version are never written.
-        unsafe {
-            let bits = *data.as_ptr().add(slot >> 3);
-            if bits & (1 << (slot & 7)) == 0 {
-                return None;
-            }
-            let start = self.layout.bitmap_bytes() + slot * self.layout.width();
-            Some(std::slice::from_raw_parts(data.as_ptr().add(start), self.layout.width()))
-        }
+        Some(RowAt { data, slot: (row & self.layout.mask()) as usize, layout: self.layout, version: PhantomData })
     }
 
     /// Asks the CPU to start loading row `row` (no effect if there is no such page): a reader
@@ -536,20 +579,8 @@ impl TableVersion {
     /// ahead, so that their cache misses overlap instead of queueing.
     #[inline]
     pub fn prefetch(&self, row: u32) {
-        if row >= self.end {
-            return;
-        }
-        if let Some(data) = self.page_data(row >> self.layout.shift) {
-            let slot = (row & self.layout.mask()) as usize;
-            let at = self.layout.bitmap_bytes() + slot * self.layout.width();
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch is a hint with no effect on memory or faults; the address is
-            // within the page anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(data.as_ptr().add(at) as *const i8, std::arch::x86_64::_MM_HINT_T0);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = at;
+        if let Some(at) = self.locate(row) {
+            at.prefetch();
         }
     }
 

@@ -602,9 +602,9 @@ impl<'g> Exec<'g, '_> {
             }
             MatchOp::Index { var, index, probe } => {
                 let ty = self.plan.vars[*var].ty;
-                let flow = self.index_probes(*index, probe, run.joined.as_ref(), env, &mut |id| {
+                let flow = self.index_probes(*index, probe, run.joined.as_ref(), env, &mut |id, view| {
                     self.tick()?;
-                    env[*var].set(Some(Slot { node: NodeRef { id, ty }, view: None }));
+                    env[*var].set(Some(Slot { node: NodeRef { id, ty }, view }));
                     produced.set(produced.get() + 1);
                     self.block(rest, env, emit)
                 })?;
@@ -722,15 +722,16 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
-    /// Sends every entry record id index `index` holds for `probe` to `sink`; `joined`: the
-    /// probe's joined number compiled to its slot.
+    /// Sends every entry record id index `index` holds for `probe` to `sink`, with a view of
+    /// its record where the index read found it; `joined`: the probe's joined number compiled
+    /// to its slot.
     fn index_probes(
         &self,
         index: u32,
         probe: &IndexProbe,
         joined: Option<&SlotRead>,
         env: &Env<'g>,
-        sink: &mut dyn FnMut(NodeId) -> Result<Flow>,
+        sink: &mut dyn FnMut(NodeId, Option<NodeView<'g>>) -> Result<Flow>,
     ) -> Result<Flow> {
         // A join's value, read from the variables bound before; none matches nothing (the
         // condition's filter, which follows, would refuse every row).
@@ -750,8 +751,8 @@ impl<'g> Exec<'g, '_> {
         // The rows go to `sink` as the index is read: no list per probe.
         let mut run = |p: Probe<'_>| -> Result<Flow> {
             let mut flow = Flow::Go;
-            index::probe_each::<InstructionError>(self.graph, index, p, &mut |id| {
-                flow = sink(id)?;
+            index::probe_each::<InstructionError>(self.graph, index, p, &mut |view| {
+                flow = sink(view.node.id, Some(view))?;
                 Ok(flow == Flow::Go)
             })?;
             Ok(flow)
@@ -766,7 +767,7 @@ impl<'g> Exec<'g, '_> {
                     };
                     for i in 0..rows.1 as usize {
                         let id = self.index_sets.borrow().row(rows, i);
-                        if sink(id)? == Flow::Stop {
+                        if sink(id, None)? == Flow::Stop {
                             return Ok(Flow::Stop);
                         }
                     }
