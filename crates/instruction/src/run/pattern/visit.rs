@@ -37,21 +37,31 @@ pub(crate) fn visit_match(
     // value, as `RowValue::owns` says).
     let mut row: smallvec::SmallVec<[RowValue<'_>; 8]> = smallvec::smallvec![RowValue::Null; plan.columns.len()];
     let (mut total, mut sent) = (0u64, 0u64);
+    // Every column a number of a variable's own record (OO7's Q2 and Q7, say): each row is
+    // those reads and nothing else, and no value in the row ever owns memory.
+    let numbers = exec.column_slots.iter().all(|s| s.as_ref().is_some_and(|r| r.kind == LeafKind::Number));
     exec.block(&plan.block.ops, &env, &mut |_, env| {
-        // A variable's own number or text is read at its byte position (`Exec::column_slots`).
-        for ((value, col), slot) in row.iter_mut().zip(&plan.columns).zip(&exec.column_slots) {
-            let v = match slot {
-                Some(r) => exec.slot_value(r, env)?,
-                None => match exec.row_value(col, env)? {
-                    Some(v) => v,
-                    None => return Ok(Flow::Go), // an undefined column leaves the match out
-                },
-            };
-            let old = std::mem::replace(value, v);
-            if old.owns() {
-                drop(old);
-            } else {
-                std::mem::forget(old);
+        if numbers {
+            for (value, slot) in row.iter_mut().zip(exec.column_slots.iter().flatten()) {
+                // The value replaced is a number or the first row's `Null`: nothing to drop.
+                std::mem::forget(std::mem::replace(value, RowValue::Int(exec.slot_word(slot, env)? as i64)));
+            }
+        } else {
+            // A variable's own number or text is read at its byte position (`Exec::column_slots`).
+            for ((value, col), slot) in row.iter_mut().zip(&plan.columns).zip(&exec.column_slots) {
+                let v = match slot {
+                    Some(r) => exec.slot_value(r, env)?,
+                    None => match exec.row_value(col, env)? {
+                        Some(v) => v,
+                        None => return Ok(Flow::Go), // an undefined column leaves the match out
+                    },
+                };
+                let old = std::mem::replace(value, v);
+                if old.owns() {
+                    drop(old);
+                } else {
+                    std::mem::forget(old);
+                }
             }
         }
         total += 1;
