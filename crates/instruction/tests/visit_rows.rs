@@ -27,6 +27,7 @@ root (
         'Pets' -> dictionary ( 'Kind' -> text )
     )
 )
+index 'By Age' ( . 'People' ) 'Age' range
 command 'Adults' ( 'min' -> number ) (
     collection match p in . 'People' where p number : 'Age' >= $min select 'p' -> p 'age' -> p number : 'Age'
 )
@@ -103,6 +104,13 @@ const QUERIES: &[&str] = &[
     "collection match p in . 'People' : $who select 'since' -> p ? 'Status' * 'Married' number : 'Since'",
     "collection match p in . 'People' where p number : 'Age' > 200 select 'p' -> p",
     "collection match x in . 'People' : $who y in . 'People' : $other select 'path' -> shortest x ( > 'Friends' ) to y max 6",
+    // Only numbers of the variables' own records; through the range index on 'Age' (its
+    // probes hand on each row's record), with its ends, limit and offset.
+    "collection match p in . 'People' select 'age' -> p number : 'Age' limit 5 offset 2",
+    "collection match p in . 'People' where p number : 'Age' >= 30 and p number : 'Age' <= 40 select 'age' -> p number : 'Age'",
+    "collection match p in . 'People' where p number : 'Age' >= 30 and p number : 'Age' <= 40 select 'a' -> p number : 'Age' limit 3 offset 2",
+    "collection match p in . 'People' where p number : 'Age' <= 25 select 'a' -> p number : 'Age'",
+    "collection match p in . 'People' f in p % 'Friends' where p number : 'Age' >= 60 select 'since' -> f number : 'Since' 'age' -> p number : 'Age'",
     // Collected first: ordered, distinct, grouped; a command.
     "collection match p in . 'People' select 'p' -> p 'age' -> p number : 'Age' order by 'age' desc 'p' limit 9",
     "collection match p in . 'People' f in p > 'Friends' select distinct 'city' -> f reference : 'Lives In'",
