@@ -126,6 +126,8 @@ const QUERIES: &[&str] = &[
     "collection select . 'People' 's' -> stategroup : 'Status' == 'Married' 'since' -> ? 'Status' * 'Married' number : 'Since'",
     "collection select . 'People' 'c' -> > 'Lives In' text : 'Name' 'n' -> text : 'Name' offset 50",
     "collection select . 'People' from $who 'a' -> number : 'Age' limit 6",
+    "collection select . 'People' 'a' -> number : 'Age' 's' -> ? 'Status' * 'Married' number : 'Since' limit 9 offset 4",
+    "collection select . 'People' 'a' -> number : 'Age' 'a2' -> number : 'Age' limit 3 offset 4",
     "collection select . 'People' after $who 'a' -> number : 'Age' >= 30 limit 4 offset 1",
     "collection . 'People' : $who select . 'Pets' 'kind' -> text : 'Kind'",
 ];
