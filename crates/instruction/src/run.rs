@@ -553,7 +553,7 @@ fn row(
     out: &mut impl Rows,
 ) -> Result<(), InstructionError> {
     debug_assert!(filters.is_empty() || filters.len() == q.projections.len(), "one filter slot per projection");
-    let wanted = out.total() >= q.offset && q.limit.is_none_or(|l| (out.kept() as u64) < l);
+    let wanted = in_page(q, out);
     let mut view = view;
     for (i, proj) in q.projections.iter().enumerate() {
         let filter = filters.get(i).and_then(Option::as_ref);
@@ -602,6 +602,19 @@ fn row(
             }
         }
     }
+    end_row(nav, key, wanted, out)
+}
+
+/// Whether the row about to be read is in the page: past the offset, within the limit.
+#[inline]
+fn in_page(q: &QueryPlan, out: &impl Rows) -> bool {
+    out.total() >= q.offset && q.limit.is_none_or(|l| (out.kept() as u64) < l)
+}
+
+/// Ends a row whose values are given: its key spelt and the row kept when it is `wanted` (in
+/// the page), and counted either way.
+#[inline]
+fn end_row(nav: &Nav<'_>, key: &[KeyPart<'_>], wanted: bool, out: &mut impl Rows) -> Result<(), InstructionError> {
     if wanted {
         if let Err(e) = spell_key(&nav.graph, key, out) {
             out.drop_row();
@@ -626,7 +639,8 @@ fn number_row(
     out: &mut impl Rows,
 ) -> Result<(), InstructionError> {
     debug_assert_eq!(slots.len(), q.projections.len(), "one slot per projection");
-    if out.total() >= q.offset && q.limit.is_none_or(|l| (out.kept() as u64) < l) {
+    let wanted = in_page(q, out);
+    if wanted {
         let record = match view {
             Some(v) => v.record(),
             None => nav.graph.view(node)?.record(),
@@ -638,14 +652,8 @@ fn number_row(
                 return Err(e);
             }
         }
-        if let Err(e) = spell_key(&nav.graph, key, out) {
-            out.drop_row();
-            return Err(e);
-        }
-        out.keep_row();
     }
-    out.count();
-    Ok(())
+    end_row(nav, key, wanted, out)
 }
 
 /// Applies update items to `node`. `init`: the node was just created by this instruction.
