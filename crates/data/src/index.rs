@@ -258,12 +258,14 @@ pub fn probe_each<'g, E: From<DataError>>(
 ) -> std::result::Result<bool, E> {
     let index = key_index(graph.schema, graph.txn, n)?;
     let ty = entry_type(graph.schema, n)?;
+    // `entry_type` found the declaration.
+    let name = graph.schema.indexes.get(n as usize).map_or("", |d| d.name.as_str());
     let table = graph
         .txn
         .table(NodeId::new(ty, 0).table())
-        .ok_or_else(|| DataError::Corrupt(format!("no table for the entries of index {n}")))?;
+        .ok_or_else(|| DataError::Corrupt(format!("no table for the entries of index '{name}'")))?;
     let view = |row: u32, record| NodeView::new(graph.schema, NodeRef { id: NodeId::new(ty, row), ty }, record);
-    let not_live = |row: u32| DataError::Corrupt(format!("index {n} holds row {row}, which is not live"));
+    let not_live = |row: u32| DataError::Corrupt(format!("index '{name}' holds row {row}, which is not live"));
     let mut each = |start: &[u8], within: Within<'_>| -> std::result::Result<bool, E> {
         // The rows an index hands out are scattered over their table, and the sink reads each
         // one: each is found (one descent, its view handed on) and its load started `AHEAD`

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{check_ok, engine, exec, query_rows, run};
+use espalier_data::NodeId;
 use espalier_instruction::{Engine, Reply};
 use proptest::prelude::*;
 
@@ -438,4 +439,32 @@ fn index_rows_survive_a_reopen_from_the_log_and_from_a_checkpoint() {
     let e = Engine::open(&path, opts()).unwrap();
     assert_eq!((rows(&e, range), rows(&e, one)), want);
     check_ok(&e);
+}
+
+#[test]
+fn an_index_row_whose_entry_is_gone_is_reported_not_followed() {
+    let (_dir, e) = indexed();
+    exec(&e, &client("c1", "Ann", "a@x", 30));
+    exec(&e, &client("c2", "Bob", "b@x", 35));
+    let schema = e.database().schema().clone();
+    let n = schema.indexes.iter().position(|d| d.name == "Client Age").unwrap() as u32;
+    let ty = espalier_data::index::entry_type(&schema, n).unwrap();
+    // A row of the 'Client Age' index that names a row of no client (a corrupt index).
+    e.database()
+        .write(|g| -> Result<(), espalier_transaction::TxError> {
+            let key = espalier_data::index::row(espalier_data::index::IndexValue::Number(33), NodeId::new(ty, 999));
+            g.txn().index_put(espalier_data::keys::schema_index(&schema, n), 0, &key, 999).unwrap();
+            Ok(())
+        })
+        .unwrap();
+    let through =
+        "collection match c in . 'Clients' where c number : 'Age' >= 31 and c number : 'Age' <= 40 select 'c' -> c";
+    // (The error names the index: the query is read through it.)
+    let err = run(&e, through).expect_err("a row of no entry is not followed").to_string();
+    assert!(err.contains("index 'Client Age' holds row 999, which is not live"), "{err}");
+    // Everything else keeps working, and `check` names the stray row.
+    assert_eq!(rows(&e, "collection match c in . 'Clients' select 'c' -> c").len(), 2);
+    let snap = e.database().snapshot().unwrap();
+    let report = espalier_data::check(&snap.graph(), &mut |_| {}).unwrap();
+    assert!(!report.is_ok(), "check finds the stray index row");
 }
