@@ -1507,29 +1507,47 @@ fn leaf_at<'a>(root: &'a KeysBuf, owner: u32, key: &[u8], or_equal: bool) -> Opt
 impl<'a> Iterator for Range<'a> {
     type Item = Entry<'a>;
 
+    /// The next entry of the leaf, inline; the move to the next leaf (once per few hundred
+    /// entries) is out of line, so that the entry's path stays small where it is inlined.
     #[inline]
     fn next(&mut self) -> Option<Entry<'a>> {
+        let leaf = self.leaf.as_ref()?;
+        if self.i >= leaf.len() {
+            return self.next_leaf();
+        }
+        if self.i >= self.stop {
+            self.leaf = None;
+            return None;
+        }
+        let (owner, key, row) = leaf.entry(self.i);
+        self.i += 1;
+        let within = match self.bound {
+            Bound::None | Bound::Below(..) => true,
+            Bound::Owner(o) => owner == o,
+            Bound::Prefix(o, p) => owner == o && key.starts_with(p),
+        };
+        if !within {
+            self.leaf = None;
+            return None;
+        }
+        Some(Entry { owner, key, row })
+    }
+}
+
+impl<'a> Range<'a> {
+    /// Moves to the leaf after the current one (a descent from the root) and reads its first
+    /// entry; `None` past the last leaf.
+    #[cold]
+    #[inline(never)]
+    fn next_leaf(&mut self) -> Option<Entry<'a>> {
         loop {
             let leaf = self.leaf?;
             if self.i < leaf.len() {
-                if self.i >= self.stop {
-                    self.leaf = None;
-                    return None;
-                }
-                let (owner, key, row) = leaf.entry(self.i);
-                self.i += 1;
-                let within = match self.bound {
-                    Bound::None | Bound::Below(..) => true,
-                    Bound::Owner(o) => owner == o,
-                    Bound::Prefix(o, p) => owner == o && key.starts_with(p),
-                };
-                if !within {
-                    self.leaf = None;
-                    return None;
-                }
-                return Some(Entry { owner, key, row });
+                // `next` reads this entry without coming back here.
+                return self.next();
             }
-            let (owner, key, _) = leaf.entry(leaf.len() - 1);
+            // The next leaf starts after the done one's last entry (a leaf is never empty).
+            let (owner, key, _) = leaf.entry(leaf.len().checked_sub(1)?);
             match self.root.and_then(|root| leaf_at(root, owner, key, false)) {
                 Some((next, i)) => {
                     self.leaf = Some(LeafView::of(next));
@@ -1537,7 +1555,10 @@ impl<'a> Iterator for Range<'a> {
                     self.i = i;
                     self.stop = self.stop_in(Some(next));
                 }
-                None => self.leaf = None,
+                None => {
+                    self.leaf = None;
+                    return None;
+                }
             }
         }
     }
