@@ -1123,57 +1123,46 @@ impl KeyIndex {
 
     /// `owner`'s entries in key order.
     pub fn entries(&self, owner: u32) -> Range<'_> {
-        let mut range = self.seek(owner, &[]);
-        range.bound = Bound::Owner(owner);
-        range
+        self.seek(owner, &[], Bound::Owner(owner))
     }
 
     /// `owner`'s entries whose key starts with `prefix`, in key order.
     pub fn prefix<'a>(&'a self, owner: u32, prefix: &'a [u8]) -> Range<'a> {
-        let mut range = self.seek(owner, prefix);
-        range.bound = Bound::Prefix(owner, prefix);
-        range
+        self.seek(owner, prefix, Bound::Prefix(owner, prefix))
     }
 
     /// `owner`'s entries from the first key ≥ `from` on, in key order (the next page of a
     /// collection after the key `from`, say).
     pub fn entries_from(&self, owner: u32, from: &[u8]) -> Range<'_> {
-        let mut range = self.seek(owner, from);
-        range.bound = Bound::Owner(owner);
-        range
+        self.seek(owner, from, Bound::Owner(owner))
     }
 
     /// `owner`'s entries with a key from `from` (inclusive) to `below` (exclusive; `None`:
     /// to the owner's last), in key order. The bound is found once in each leaf, not compared
     /// with every key (a schema index's range read).
     pub fn between<'a>(&'a self, owner: u32, from: &[u8], below: Option<&'a [u8]>) -> Range<'a> {
-        let mut range = self.seek(owner, from);
-        range.bound = match below {
+        let bound = match below {
             Some(end) => Bound::Below(owner, end),
             None => Bound::Owner(owner),
         };
-        range.stop = range.stop_in(range.leaf_buf);
-        range
+        self.seek(owner, from, bound)
     }
 
     /// Every entry, in order.
     pub fn iter(&self) -> Range<'_> {
-        let mut range = self.seek(0, &[]);
-        range.bound = Bound::None;
-        range
+        self.seek(0, &[], Bound::None)
     }
 
-    /// A cursor at the first entry ≥ (owner, key).
-    fn seek<'a>(&'a self, owner: u32, key: &[u8]) -> Range<'a> {
+    /// A cursor at the first entry ≥ (owner, key), reading while `bound` holds.
+    fn seek<'a>(&'a self, owner: u32, key: &[u8], bound: Bound<'a>) -> Range<'a> {
         let root = self.root_run();
         let found = root.and_then(|r| leaf_at(r, owner, key, true));
         Range {
             root,
             leaf: found.map(|(l, _)| LeafView::of(l)),
-            leaf_buf: found.map(|(l, _)| l),
             i: found.map_or(0, |(_, i)| i),
-            stop: usize::MAX,
-            bound: Bound::None,
+            stop: stop_in(bound, found.map(|(l, _)| l)),
+            bound,
         }
     }
 
@@ -1403,8 +1392,6 @@ fn build_inner_level(level: Vec<Built>) -> Vec<Built> {
 pub struct Range<'a> {
     root: Option<&'a KeysBuf>,
     leaf: Option<LeafView<'a>>,
-    /// The leaf's buffer (for a search of a [`Bound::Below`] in it).
-    leaf_buf: Option<&'a KeysBuf>,
     i: usize,
     /// Entries of the leaf before this place are within a [`Bound::Below`]; the range ends
     /// here (`usize::MAX` for the other bounds, which are checked at each entry).
@@ -1412,14 +1399,12 @@ pub struct Range<'a> {
     bound: Bound<'a>,
 }
 
-impl<'a> Range<'a> {
-    /// Where a [`Bound::Below`] ends in `leaf`.
-    #[inline]
-    fn stop_in(&self, leaf: Option<&'a KeysBuf>) -> usize {
-        match (self.bound, leaf) {
-            (Bound::Below(owner, end), Some(leaf)) => leaf.search(owner, end, false),
-            _ => usize::MAX,
-        }
+/// Where a [`Bound::Below`] ends in `leaf` (`usize::MAX` for the other bounds).
+#[inline]
+fn stop_in(bound: Bound<'_>, leaf: Option<&KeysBuf>) -> usize {
+    match (bound, leaf) {
+        (Bound::Below(owner, end), Some(leaf)) => leaf.search(owner, end, false),
+        _ => usize::MAX,
     }
 }
 
@@ -1551,9 +1536,8 @@ impl<'a> Range<'a> {
             match self.root.and_then(|root| leaf_at(root, owner, key, false)) {
                 Some((next, i)) => {
                     self.leaf = Some(LeafView::of(next));
-                    self.leaf_buf = Some(next);
                     self.i = i;
-                    self.stop = self.stop_in(Some(next));
+                    self.stop = stop_in(self.bound, Some(next));
                 }
                 None => {
                     self.leaf = None;
