@@ -606,7 +606,13 @@ impl<'g> Exec<'g, '_> {
                     self.tick()?;
                     env[*var].set(Some(Slot { node: NodeRef { id, ty }, view }));
                     produced.set(produced.get() + 1);
-                    self.block(rest, env, emit)
+                    // A probe is often the block's last operation (OO7's Q2 and Q3): each match
+                    // straight to `emit`, as `table_scan` does.
+                    if rest.is_empty() {
+                        emit(self, env)
+                    } else {
+                        self.block(rest, env, emit)
+                    }
                 })?;
                 env[*var].set(None);
                 Ok(flow)
