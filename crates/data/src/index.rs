@@ -269,30 +269,39 @@ pub fn probe_each<'g, E: From<DataError>>(
     let mut each = |start: &[u8], within: Within<'_>| -> std::result::Result<bool, E> {
         // The rows an index hands out are scattered over their table, and the sink reads each
         // one: each is found (one descent, its view handed on) and its load started `AHEAD`
-        // entries before the sink sees it, so that the cache misses overlap, not queue.
-        let mut ahead = Ahead::new();
-        let (entries, prefix) = match within {
-            Within::Prefix(p) => (index.entries_from(0, start), Some(p)),
-            Within::Below(end) => (index.between(0, start, end), None),
+        // entries before the sink sees it, so that the cache misses overlap, not queue. The
+        // index hands over its rows a batch at a time, without their keys.
+        let mut entries = match within {
+            Within::Prefix(p) => index.prefix(0, p),
+            Within::Below(end) => index.between(0, start, end),
         };
-        for e in entries {
-            if prefix.is_some_and(|p| !e.key.starts_with(p)) {
-                break;
-            }
-            let at = table.locate(e.row).ok_or_else(|| not_live(e.row))?;
+        let mut rows = [0u32; BATCH];
+        // The rows located ahead, by their place in the batch modulo `AHEAD`.
+        let mut ats = [None; AHEAD];
+        let locate = |row: u32| {
+            let at = table.locate(row).ok_or_else(|| not_live(row))?;
             at.prefetch();
-            if let Some((row, at)) = ahead.push((e.row, at)) {
-                if !sink(view(row, at.get().ok_or_else(|| not_live(row))?))? {
+            Ok(at)
+        };
+        loop {
+            let n = entries.next_rows(&mut rows);
+            for i in 0..n.min(AHEAD) {
+                ats[i] = Some(locate(rows[i])?);
+            }
+            for i in 0..n {
+                let (row, at) = (rows[i], ats[i % AHEAD].take());
+                if i + AHEAD < n {
+                    ats[i % AHEAD] = Some(locate(rows[i + AHEAD])?);
+                }
+                let record = at.and_then(|at| at.get()).ok_or_else(|| not_live(row))?;
+                if !sink(view(row, record))? {
                     return Ok(false);
                 }
             }
-        }
-        while let Some((row, at)) = ahead.pop() {
-            if !sink(view(row, at.get().ok_or_else(|| not_live(row))?))? {
-                return Ok(false);
+            if n < BATCH {
+                return Ok(true);
             }
         }
-        Ok(true)
     };
     match probe {
         Probe::Equal(v @ (IndexValue::Number(_) | IndexValue::State(_))) => {
@@ -339,47 +348,10 @@ enum Within<'p> {
 }
 
 /// Rows an index read prefetches before handing the first of them on.
+/// How far ahead of the sink an index read starts loading rows.
 const AHEAD: usize = 8;
-
-/// The last [`AHEAD`] entries read from an index and not yet handed on, oldest first.
-struct Ahead<T> {
-    ids: [Option<T>; AHEAD],
-    /// Where the oldest is.
-    head: usize,
-    len: usize,
-}
-
-impl<T: Copy> Ahead<T> {
-    fn new() -> Ahead<T> {
-        Ahead { ids: [None; AHEAD], head: 0, len: 0 }
-    }
-
-    /// Adds `id`; when [`AHEAD`] are waiting, returns the oldest.
-    #[inline]
-    fn push(&mut self, id: T) -> Option<T> {
-        debug_assert!(self.len <= AHEAD);
-        if self.len < AHEAD {
-            self.ids[(self.head + self.len) % AHEAD] = Some(id);
-            self.len += 1;
-            return None;
-        }
-        let due = self.ids[self.head].replace(id);
-        self.head = (self.head + 1) % AHEAD;
-        due
-    }
-
-    /// The oldest waiting id.
-    #[inline]
-    fn pop(&mut self) -> Option<T> {
-        if self.len == 0 {
-            return None;
-        }
-        let due = self.ids[self.head].take();
-        self.head = (self.head + 1) % AHEAD;
-        self.len -= 1;
-        due
-    }
-}
+/// How many rows an index read takes from the index at once.
+const BATCH: usize = 64;
 
 /// The smallest key greater than every key starting with `prefix` (`None`: no such key).
 fn after_prefix(prefix: &[u8]) -> Option<Vec<u8>> {

@@ -1520,6 +1520,39 @@ impl<'a> Iterator for Range<'a> {
 }
 
 impl<'a> Range<'a> {
+    /// Fills `out` with the rows of the next entries, in order; returns how many (fewer than
+    /// `out.len()` only at the range's end). Where the bound is known to hold for a leaf's
+    /// entries (no bound, [`KeyIndex::between`]'s end found in the leaf, one owner's leaf),
+    /// they are copied as one slice, without an entry's key; else entry by entry.
+    pub fn next_rows(&mut self, out: &mut [u32]) -> usize {
+        let mut n = 0;
+        // Bounded: each turn fills at least one row or ends the range.
+        while n < out.len() {
+            let Some(leaf) = self.leaf.as_ref() else { break };
+            let whole = match self.bound {
+                Bound::None | Bound::Below(..) => true,
+                Bound::Owner(o) => leaf.shared == Some(o),
+                Bound::Prefix(..) => false,
+            };
+            let end = leaf.len().min(self.stop);
+            if whole && self.i < end {
+                let k = (end - self.i).min(out.len() - n);
+                out[n..n + k].copy_from_slice(&leaf.values[self.i..self.i + k]);
+                self.i += k;
+                n += k;
+                continue;
+            }
+            match self.next() {
+                Some(e) => {
+                    out[n] = e.row;
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
     /// Moves to the leaf after the current one (a descent from the root) and reads its first
     /// entry; `None` past the last leaf.
     #[cold]
@@ -1832,6 +1865,18 @@ mod tests {
         assert_eq!(content(&snap).len() as u64, snap.len());
     }
 
+    /// The rows of `range` read by [`Range::next_rows`] in batches of `batch`.
+    fn rows_in_batches(mut range: Range<'_>, batch: usize) -> Vec<u32> {
+        let (mut all, mut buf) = (Vec::new(), vec![0; batch]);
+        loop {
+            let n = range.next_rows(&mut buf);
+            all.extend_from_slice(&buf[..n]);
+            if n < batch {
+                return all;
+            }
+        }
+    }
+
     #[test]
     fn a_range_between_two_keys_stops_in_whichever_leaf_its_end_falls() {
         let mut w = KeyIndexWriter::new();
@@ -1863,7 +1908,15 @@ mod tests {
             (7, Some(8)),
         ] {
             assert_eq!(rows(lo, hi), want(lo, hi), "between {lo} and {hi:?}");
+            // The same rows a batch at a time, batches ending inside leaves and on their edges.
+            let hi_bytes = hi.map(u32::to_be_bytes);
+            for batch in [1, 7, 64, 1_000] {
+                let range = w.current().between(3, &lo.to_be_bytes(), hi_bytes.as_ref().map(|h| &h[..]));
+                assert_eq!(rows_in_batches(range, batch), want(lo, hi), "between {lo} and {hi:?} by {batch}");
+            }
         }
+        assert_eq!(rows_in_batches(w.current().entries(3), 64).len(), 20_000);
+        assert_eq!(rows_in_batches(w.current().iter(), 64).len(), 21_000);
         // A bound past the owner's keys stops at them: the next owner's are not in the range.
         assert_eq!(w.current().between(2, &[], Some(&[0xFF; 8])).count(), 500);
         assert_eq!(w.current().between(3, &[], None).count(), 20_000);
@@ -2059,9 +2112,20 @@ mod tests {
                         .filter(|(k, _)| k.as_slice() >= lo && hi.is_none_or(|hi| k.as_slice() < hi))
                         .cloned()
                         .collect();
+                    let rows: Vec<u32> = want.iter().map(|(_, r)| *r).collect();
                     prop_assert_eq!(got, want);
+                    for batch in [1, 3, 64] {
+                        prop_assert_eq!(&rows_in_batches(w.current().between(o, lo, hi), batch), &rows);
+                    }
                 }
+                // `next_rows` on the other bounds, whose leaves may hold several owners.
+                let rows: Vec<u32> = want.iter().map(|(_, r)| *r).collect();
+                prop_assert_eq!(&rows_in_batches(w.current().entries(o), 5), &rows);
+                let ab: Vec<u32> = want.iter().filter(|(k, _)| k.starts_with(b"a")).map(|(_, r)| *r).collect();
+                prop_assert_eq!(rows_in_batches(w.current().prefix(o, b"a"), 2), ab);
             }
+            let all: Vec<u32> = model.values().copied().collect();
+            prop_assert_eq!(rows_in_batches(w.current().iter(), 9), all);
             for (s, m) in &snaps {
                 prop_assert_eq!(content(s), model_content(m));
                 prop_assert_eq!(s.len(), m.len() as u64);
