@@ -159,7 +159,7 @@ pub fn write_reporting(
     g.set_record_changes(false);
     let total = writes(model);
     let root = NodeRef::ROOT;
-    let mut nodes: HashMap<u64, NodeRef> = HashMap::new();
+    let mut nodes = Nodes::for_model(model);
     let mut writes = 0usize;
     let mut tick = || {
         writes += 1;
@@ -167,22 +167,23 @@ pub fn write_reporting(
             progress(writes, total);
         }
     };
-    let key = |id: u64| id.to_string();
+    // Keys are the ids in decimal, spelt on the stack: a load writes one per entry.
+    let mut digits = itoa::Buffer::new();
     for region in &model.regions {
-        let rn = g.add_entry(root, r.regions, EntryKey::Text(&key(region.id)))?;
+        let rn = g.add_entry(root, r.regions, EntryKey::Text(digits.format(region.id)))?;
         for s in &region.sensors {
-            nodes.insert(*s, g.add_entry(rn, r.sensors, EntryKey::Text(&key(*s)))?);
+            nodes.insert(*s, g.add_entry(rn, r.sensors, EntryKey::Text(digits.format(*s)))?);
             tick();
         }
         for e in &region.elements {
-            let en = g.add_entry(rn, r.elements, EntryKey::Text(&key(e.id)))?;
+            let en = g.add_entry(rn, r.elements, EntryKey::Text(digits.format(e.id)))?;
             nodes.insert(e.id, en);
             match &e.kind {
                 ElementKind::Segment { length, semaphores } => {
                     let sn = choose(g, en, r.kind, "Segment")?;
                     g.set_number(sn, r.length, *length)?;
                     for s in semaphores {
-                        let node = g.add_entry(sn, r.semaphores, EntryKey::Text(&key(s.id)))?;
+                        let node = g.add_entry(sn, r.semaphores, EntryKey::Text(digits.format(s.id)))?;
                         choose(g, node, r.signal, s.signal.name())?;
                         nodes.insert(s.id, node);
                     }
@@ -195,7 +196,7 @@ pub fn write_reporting(
             tick();
         }
     }
-    let node = |id: u64| nodes.get(&id).copied().ok_or(LoadError::Dangling(id));
+    let node = |id: u64| nodes.get(id).ok_or(LoadError::Dangling(id));
     for region in &model.regions {
         for e in &region.elements {
             let en = node(e.id)?;
@@ -210,7 +211,7 @@ pub fn write_reporting(
         }
     }
     for route in &model.routes {
-        let rn = g.add_entry(root, r.routes, EntryKey::Text(&key(route.id)))?;
+        let rn = g.add_entry(root, r.routes, EntryKey::Text(digits.format(route.id)))?;
         choose(g, rn, r.active, if route.active { "Yes" } else { "No" })?;
         for (sg, reference, semaphore) in
             [(r.entry, r.entry_semaphore, route.entry), (r.exit, r.exit_semaphore, route.exit)]
@@ -225,7 +226,7 @@ pub fn write_reporting(
             tick();
         }
         for p in &route.follows {
-            let pn = g.add_entry(rn, r.follows, EntryKey::Text(&key(p.id)))?;
+            let pn = g.add_entry(rn, r.follows, EntryKey::Text(digits.format(p.id)))?;
             choose(g, pn, r.position, p.position.name())?;
             g.set_reference(pn, r.target, node(p.target)?.id)?;
             tick();
@@ -234,4 +235,60 @@ pub fn write_reporting(
     g.set_record_changes(true);
     progress(total, total);
     Ok(())
+}
+
+/// The nodes written so far, by model id. The generator's ids and the official models' are
+/// dense (counted from 1): a vector indexed by id, read in the link pass without hashing and
+/// mostly in order. Ids spread wider than a few times their count go into a map.
+enum Nodes {
+    Dense(Vec<Option<NodeRef>>),
+    Sparse(HashMap<u64, NodeRef>),
+}
+
+impl Nodes {
+    /// Room for the ids of `model`'s sensors, track elements and semaphores.
+    fn for_model(model: &Model) -> Nodes {
+        let ids = model.regions.iter().flat_map(|r| {
+            let elements = r.elements.iter().flat_map(|e| {
+                let semaphores = match &e.kind {
+                    ElementKind::Segment { semaphores, .. } => &semaphores[..],
+                    ElementKind::Switch { .. } => &[],
+                };
+                std::iter::once(e.id).chain(semaphores.iter().map(|s| s.id))
+            });
+            r.sensors.iter().copied().chain(elements)
+        });
+        let (count, max) = ids.fold((0u64, 0u64), |(n, m), id| (n + 1, m.max(id)));
+        if max <= count.saturating_mul(4).max(1 << 16) {
+            // Bounded by the test: at most four slots an id, or 64 Ki.
+            Nodes::Dense(vec![None; max as usize + 1])
+        } else {
+            Nodes::Sparse(HashMap::with_capacity(count as usize))
+        }
+    }
+
+    fn insert(&mut self, id: u64, node: NodeRef) {
+        match self {
+            // `for_model` sized it for every id the loader inserts.
+            Nodes::Dense(v) => match v.get_mut(id as usize) {
+                Some(slot) => *slot = Some(node),
+                None => {
+                    let mut map: HashMap<u64, NodeRef> =
+                        v.iter().enumerate().filter_map(|(i, n)| Some((i as u64, (*n)?))).collect();
+                    map.insert(id, node);
+                    *self = Nodes::Sparse(map);
+                }
+            },
+            Nodes::Sparse(m) => {
+                m.insert(id, node);
+            }
+        }
+    }
+
+    fn get(&self, id: u64) -> Option<NodeRef> {
+        match self {
+            Nodes::Dense(v) => v.get(usize::try_from(id).ok()?).copied().flatten(),
+            Nodes::Sparse(m) => m.get(&id).copied(),
+        }
+    }
 }
