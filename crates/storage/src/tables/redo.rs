@@ -6,15 +6,23 @@
 //!
 //! | tag | operation | fields |
 //! |---|---|---|
-//! | 1 | put row | table u32, row u32, length u32, bytes |
+//! | 10 | put row | table, row, length (each a varint), bytes |
+//! | 11 | key index put | index, owner, row, key length (each a varint), key |
+//! | 1 | put row, as builds before the varints wrote it | table u32, row u32, length u32, bytes |
 //! | 2 | free row | table u32, row u32 |
-//! | 3 | key index put | index u32, owner u32, row u32, key length u32, key |
+//! | 3 | key index put, as builds before the varints wrote it | index u32, owner u32, row u32, key length u32, key |
 //! | 4 | key index remove | index u32, owner u32, key length u32, key |
 //! | 5 | string stored (count 1) | id u32, length u32, bytes |
 //! | 6 | string count | id u32, count u64 |
 //! | 7 | string freed | id u32 |
 //! | 8 | meta | name length u32, name, value length u32, value |
 //! | 9 | version | u64 (the data layer's commit version) |
+//!
+//! A varint is LEB128: seven bits a byte, low first, the high bit set on all but the last; at
+//! most five bytes for a u32. Puts of rows and keys are nearly every operation of a commit (a
+//! bulk load's are millions), and their numbers are small: as varints a put's header is about
+//! six bytes instead of thirteen, and the log a third smaller. Tags 1 and 3 still decode, so a
+//! log written before them replays.
 //!
 //! A commit larger than one log record is split over several: each record's payload starts
 //! with a flags byte, [`FIRST`] on the commit's first record and [`LAST`] on its last; replay
@@ -103,14 +111,15 @@ pub enum Op<'a> {
 const RECENT_PUTS: usize = 4;
 
 /// A `recent` slot that matches no put: row `u32::MAX` is never handed out.
-const NO_PUT: (u32, u32, usize) = (u32::MAX, u32::MAX, 0);
+const NO_PUT: (u32, u32, usize, usize) = (u32::MAX, u32::MAX, 0, 0);
 
 /// Appends operations to a payload.
 #[derive(Debug)]
 pub struct RedoBuf {
     bytes: Vec<u8>,
-    /// (table, row, where its image starts) of the last few row puts, replaced in turn.
-    recent: [(u32, u32, usize); RECENT_PUTS],
+    /// (table, row, where its image starts, its length) of the last few row puts, replaced
+    /// in turn.
+    recent: [(u32, u32, usize, usize); RECENT_PUTS],
     next: usize,
     /// Images before this offset never change: a savepoint was marked after them, and a
     /// rollback to it must find them as they were.
@@ -171,11 +180,10 @@ impl RedoBuf {
     /// overwritten. Replay applies a commit whole and a row's image is independent of every
     /// other operation, so the row's last image is what counts, wherever it stands.
     pub fn put_row(&mut self, table: u32, row: u32, bytes: &[u8]) {
-        for &(t, r, at) in &self.recent {
-            if t == table && r == row && at >= self.floor {
-                // A table's rows are all one width; the length before the image says so.
-                let len = at.checked_sub(4).and_then(|l| self.bytes.get(l..at));
-                debug_assert_eq!(len, Some(&(bytes.len() as u32).to_le_bytes()[..]), "a row image is one row wide");
+        for &(t, r, at, len) in &self.recent {
+            // A table's rows are all one width: an image of another length is never the case,
+            // and would be logged anew.
+            if t == table && r == row && at >= self.floor && len == bytes.len() {
                 if let Some(image) = self.bytes.get_mut(at..at + bytes.len()) {
                     image.copy_from_slice(bytes);
                     return;
@@ -183,7 +191,7 @@ impl RedoBuf {
             }
         }
         self.push(Op::Put { table, row, bytes });
-        self.recent[self.next % RECENT_PUTS] = (table, row, self.bytes.len() - bytes.len());
+        self.recent[self.next % RECENT_PUTS] = (table, row, self.bytes.len() - bytes.len(), bytes.len());
         self.next = self.next.wrapping_add(1);
     }
 
@@ -201,6 +209,16 @@ impl RedoBuf {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
 
+    /// `v` as a varint (LEB128).
+    #[inline]
+    fn var(&mut self, mut v: u32) {
+        while v >= 0x80 {
+            self.bytes.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        self.bytes.push(v as u8);
+    }
+
     fn bytes_with_len(&mut self, b: &[u8]) {
         // Bounded by the callers: rows ≤ 4 KiB, keys ≤ MAX_KEY_LEN, strings and meta values by
         // the data layer's limits (far below 4 GiB).
@@ -212,10 +230,12 @@ impl RedoBuf {
     pub fn push(&mut self, op: Op<'_>) {
         match op {
             Op::Put { table, row, bytes } => {
-                self.bytes.push(1);
-                self.u32(table);
-                self.u32(row);
-                self.bytes_with_len(bytes);
+                self.bytes.push(10);
+                self.var(table);
+                self.var(row);
+                // A row is at most 4 KiB wide (the table layer's bound).
+                self.var(bytes.len() as u32);
+                self.bytes.extend_from_slice(bytes);
             }
             Op::Free { table, row } => {
                 self.bytes.push(2);
@@ -223,11 +243,13 @@ impl RedoBuf {
                 self.u32(row);
             }
             Op::KeyPut { index, owner, row, key } => {
-                self.bytes.push(3);
-                self.u32(index);
-                self.u32(owner);
-                self.u32(row);
-                self.bytes_with_len(key);
+                self.bytes.push(11);
+                self.var(index);
+                self.var(owner);
+                self.var(row);
+                // A key is at most MAX_KEY_LEN bytes.
+                self.var(key.len() as u32);
+                self.bytes.extend_from_slice(key);
             }
             Op::KeyRemove { index, owner, key } => {
                 self.bytes.push(4);
@@ -310,6 +332,29 @@ impl<'a> Ops<'a> {
         self.take(n)
     }
 
+    /// A varint (LEB128) of at most five bytes that fits a u32.
+    #[inline]
+    fn var(&mut self) -> Result<u32, DecodeError> {
+        let mut v = 0u32;
+        // Bounded: five bytes hold 35 bits, and the fifth may only carry the top four.
+        for i in 0..5 {
+            let b = self.take(1)?[0];
+            if i == 4 && b > 0x0F {
+                return Err(DecodeError { at: self.at - 1, why: "a varint over 32 bits" });
+            }
+            v |= u32::from(b & 0x7F) << (7 * i);
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError { at: self.at - 1, why: "a varint over 32 bits" })
+    }
+
+    fn var_len(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.var()? as usize;
+        self.take(n)
+    }
+
     /// The next operation, `None` at the end.
     pub fn next_op(&mut self) -> Result<Option<Op<'a>>, DecodeError> {
         if self.at == self.bytes.len() {
@@ -327,6 +372,8 @@ impl<'a> Ops<'a> {
             7 => Op::StringFreed { id: self.u32()? },
             8 => Op::Meta { name: self.with_len()?, value: self.with_len()? },
             9 => Op::Version(self.u64()?),
+            10 => Op::Put { table: self.var()?, row: self.var()?, bytes: self.var_len()? },
+            11 => Op::KeyPut { index: self.var()?, owner: self.var()?, row: self.var()?, key: self.var_len()? },
             _ => return Err(DecodeError { at: start, why: "unknown tag" }),
         };
         Ok(Some(op))
@@ -360,6 +407,55 @@ mod tests {
             assert_eq!(read.next_op().unwrap(), Some(op));
         }
         assert_eq!(read.next_op().unwrap(), None);
+    }
+
+    #[test]
+    fn puts_have_varint_numbers_and_decode_at_every_width() {
+        for v in [0, 1, 127, 128, 300, 16_383, 16_384, 1 << 21, (1 << 28) - 1, 1 << 28, u32::MAX] {
+            let key = vec![7u8; (v % 300) as usize];
+            let mut buf = RedoBuf::default();
+            buf.push(Op::Put { table: v, row: v, bytes: &key });
+            buf.push(Op::KeyPut { index: v, owner: v, row: v, key: &key });
+            let mut read = Ops::new(buf.bytes());
+            assert_eq!(read.next_op().unwrap(), Some(Op::Put { table: v, row: v, bytes: &key }));
+            assert_eq!(read.next_op().unwrap(), Some(Op::KeyPut { index: v, owner: v, row: v, key: &key }));
+            assert_eq!(read.next_op().unwrap(), None);
+        }
+        // A load's put of a 24-byte row in table 3 at row 100,000: six header bytes, not 13.
+        let mut buf = RedoBuf::default();
+        buf.push(Op::Put { table: 3, row: 100_000, bytes: &[0; 24] });
+        assert_eq!(buf.len(), 6 + 24);
+    }
+
+    #[test]
+    fn puts_as_earlier_builds_wrote_them_still_decode() {
+        // Tag 1 and tag 3, with fixed-width u32 fields: a log left by a build before varints.
+        let mut bytes = vec![1];
+        for v in [3u32, 7, 2] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(b"ab");
+        bytes.push(3);
+        for v in [1u32, 2, 9, 3] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(b"key");
+        let mut read = Ops::new(&bytes);
+        assert_eq!(read.next_op().unwrap(), Some(Op::Put { table: 3, row: 7, bytes: b"ab" }));
+        assert_eq!(read.next_op().unwrap(), Some(Op::KeyPut { index: 1, owner: 2, row: 9, key: b"key" }));
+        assert_eq!(read.next_op().unwrap(), None);
+    }
+
+    #[test]
+    fn a_varint_too_long_or_cut_short_is_an_error() {
+        // Five bytes whose fifth carries more than the top four bits of a u32.
+        let too_long = [10, 0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0, 0];
+        assert_eq!(Ops::new(&too_long).next_op().unwrap_err().why, "a varint over 32 bits");
+        // Six continuation bytes.
+        let six = [11, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00];
+        assert!(Ops::new(&six).next_op().is_err());
+        // A put whose row's varint is cut off.
+        assert_eq!(Ops::new(&[10, 3, 0x80]).next_op().unwrap_err().why, "truncated");
     }
 
     fn decoded(buf: &RedoBuf) -> Vec<Op<'_>> {

@@ -421,7 +421,9 @@ fn a_checkpoint_replaces_the_log_it_covers_and_recovery_starts_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let opts = TablesOptions { segment_size: 4096, ..options() };
     let db = Tables::create(dir.path(), shape(), b"catalog", opts.clone()).unwrap();
-    for v in 1..=200u64 {
+    // Enough commits for several 4 KiB segments (a commit's redo is about 70 bytes).
+    const COMMITS: u64 = 400;
+    for v in 1..=COMMITS {
         let mut w = db.writer();
         let row = w.insert(1, &[v as u8; 40]).unwrap();
         w.index_put(0, 1, &v.to_be_bytes(), row).unwrap();
@@ -447,12 +449,12 @@ fn a_checkpoint_replaces_the_log_it_covers_and_recovery_starts_from_it() {
     assert_eq!(log_segments(dir.path()), 0);
     drop(db);
     let db = Tables::open(dir.path(), shape(), opts.clone()).unwrap();
-    assert_eq!((db.recovered().commits, db.snapshot().version()), (0, 200));
+    assert_eq!((db.recovered().commits, db.snapshot().version()), (0, COMMITS));
     // Commits after it come from the log.
     {
         let mut w = db.writer();
         w.insert(1, &[9; 40]).unwrap();
-        w.commit(201).unwrap();
+        w.commit(COMMITS + 1).unwrap();
     }
     let expected = {
         let snap = db.snapshot();
