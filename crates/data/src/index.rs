@@ -236,18 +236,9 @@ impl OwnedValue {
 }
 
 /// The entries index `n` holds for `probe`, in index order: a superset of the entries whose
-/// value satisfies it (exact except for long texts, see the module documentation).
-pub fn probe(graph: Graph<'_>, n: u32, probe: Probe<'_>) -> Result<std::vec::IntoIter<Result<NodeId>>> {
-    let mut ids = Vec::new();
-    probe_each::<DataError>(graph, n, probe, &mut |view| {
-        ids.push(Ok(view.node.id));
-        Ok(true)
-    })?;
-    Ok(ids.into_iter())
-}
-
-/// [`probe`]'s entries, each as a view of its record, handed to `sink` as the index is read,
-/// until it answers `false`; no list is collected, and an equal probe of a number or a state
+/// value satisfies it (exact except for long texts, see the module documentation). Each is
+/// handed to `sink` as a view of its record as the index is read, until it answers `false`;
+/// no list is collected, and an equal probe of a number or a state
 /// allocates nothing (a join probes once per row it extends). Returns whether `sink` never
 /// stopped it. An entry whose row is not live is corruption.
 pub fn probe_each<'g, E: From<DataError>>(

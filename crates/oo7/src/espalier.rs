@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use espalier_data::index::{probe, IndexValue, Probe};
+use espalier_data::index::{probe_each, IndexValue, Probe};
 use espalier_data::{DataError, Graph, NodeId, NodeRef, WriteGraph};
 use espalier_instruction::parse::ParseOptions;
 use espalier_instruction::plan::Plan;
@@ -384,14 +384,14 @@ fn q8_coded(g: &Graph<'_>, p: &Props) -> Result<Answer> {
         for ap in g.entry_views(cp, p.atomic_parts)? {
             let (_, ap) = ap?;
             let doc = ap.number(p.doc_id)?;
-            let found = probe(*g, p.document_id_index, Probe::Equal(IndexValue::Number(doc)))?;
-            for d in found {
-                let d = NodeRef { id: d?, ty: g.entry_type(p.documents) };
+            // Each document found is handed over with its record: its id is read from it.
+            probe_each::<DataError>(*g, p.document_id_index, Probe::Equal(IndexValue::Number(doc)), &mut |d| {
                 // The probe is exact for numbers; the check keeps it honest if that changes.
-                if g.number(d, p.doc_id_of_doc)? == doc {
+                if d.number(p.doc_id_of_doc)? == doc {
                     a.add(ap.number(p.ap_id)?);
                 }
-            }
+                Ok(true)
+            })?;
         }
     }
     Ok(a)
