@@ -470,3 +470,37 @@ fn hand_checked_answers() {
     assert_eq!(actual, [1, 3, 9, 6, 4, 3]);
     assert!(got[..5].iter().all(|r| r[1].as_f64().is_some()), "every operation has an estimate: {got:?}");
 }
+
+/// A filter whether one matrix step from a variable arrives at another variable
+/// (`x > 'Groups' == g`, backwards `g < 'Groups' == x`, and their negations) gives the
+/// memberships computed in plain Rust. Every person meets every group: each person's and each
+/// group's links are asked about many times in a row, as RouteSensor asks a route's.
+#[test]
+fn a_reach_filter_between_two_variables_answers_both_ways_and_negated() {
+    let n = generate(40, 11);
+    let (_dir, e) = engine(SCHEMA);
+    load(&e, &n);
+    let members: BTreeSet<(String, String)> =
+        n.groups.iter().flat_map(|(p, gs)| gs.iter().map(move |g| (p.clone(), g.clone()))).collect();
+    let all: BTreeSet<(String, String)> =
+        n.people.iter().flat_map(|p| (0..6).map(move |g| (p.clone(), format!("g{g}")))).collect();
+    let outside: BTreeSet<(String, String)> = all.difference(&members).cloned().collect();
+    assert!(!members.is_empty() && !outside.is_empty(), "the network has both");
+    let pairs = |cond: &str| -> BTreeSet<(String, String)> {
+        let text = format!("collection match x in . 'People' g in . 'Groups' where {cond} select 'x' -> x 'g' -> g");
+        rows(&e, &text, &[])
+            .iter()
+            .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_str().unwrap().to_string()))
+            .collect()
+    };
+    for cond in ["x > 'Groups' == g", "g < 'Groups' == x"] {
+        assert_eq!(pairs(cond), members, "{cond}");
+        assert_eq!(pairs(&format!("not {cond}")), outside, "not {cond}");
+    }
+    // Both negations are filters of the two bound variables (the reach test), not walks.
+    for cond in ["not x > 'Groups' == g", "not g < 'Groups' == x"] {
+        let text = format!("explain collection match x in . 'People' g in . 'Groups' where {cond} select 'x' -> x");
+        let plan = texts(&rows(&e, &text, &[]));
+        assert!(plan.iter().any(|op| op.starts_with("filter not") && op.contains("reaches")), "{cond}: {plan:?}");
+    }
+}

@@ -223,6 +223,41 @@ struct OpRun {
     /// An index probe's joined number compiled to its slot, if it is one (OO7 Q8 probes the
     /// documents' `'Id'` with every atomic part's `'Doc Id'`).
     joined: Option<SlotRead>,
+    /// The filter compiled to one variable's links asked for another, if it is one (and no
+    /// [`RowTest`] or [`SlotCompare`]).
+    reach: Option<ReachTest>,
+}
+
+/// A filter whether one matrix step from a variable arrives at another variable, or not
+/// (RouteSensor's `not route > 'Requires' reaches sensor`, asked for every sensor bound inside
+/// one route): answered by [`Exec::reach_one`] without going through the condition's tree.
+#[derive(Clone, Copy)]
+struct ReachTest {
+    from: usize,
+    property: espalier_schema::PropertyId,
+    /// The side of the links `from` is on.
+    side: Side,
+    to: usize,
+    /// A `not` around it.
+    negated: bool,
+}
+
+impl ReachTest {
+    fn compile(c: &MatchCondition) -> Option<ReachTest> {
+        match c {
+            MatchCondition::Not(inner) => ReachTest::compile(inner).map(|r| ReachTest { negated: !r.negated, ..r }),
+            MatchCondition::Reach { from: Anchor::Var(from), steps, to: Some(Anchor::Var(to)) } => {
+                let [step] = &steps[..] else { return None };
+                let (property, side) = match step.kind {
+                    MatchStepKind::Targets(p) => (p, Side::Owner),
+                    MatchStepKind::Owners(p) => (p, Side::Target),
+                    _ => return None,
+                };
+                Some(ReachTest { from: *from, property, side, to: *to, negated: false })
+            }
+            _ => None,
+        }
+    }
 }
 
 pub(crate) fn run_match(
@@ -441,6 +476,9 @@ fn compile_tests(block: &Block, lits: &[Lit], schema: &espalier_schema::Schema, 
                 if run.test.is_none() {
                     run.compare = SlotCompare::compile(c, schema);
                 }
+                if run.test.is_none() && run.compare.is_none() {
+                    run.reach = ReachTest::compile(c);
+                }
             }
             compile_inner(c, lits, schema, ops);
         }
@@ -582,12 +620,16 @@ impl<'g> Exec<'g, '_> {
         let produced = &run.produced;
         match &op.kind {
             MatchOp::Filter(c) => {
-                let fast = match (&run.test, &run.compare) {
-                    (Some(t), _) => t.holds(self.var_view(env, t.var)?.record()),
-                    (None, Some(c)) => {
+                let fast = match (&run.test, &run.compare, &run.reach) {
+                    (Some(t), _, _) => t.holds(self.var_view(env, t.var)?.record()),
+                    (None, Some(c), _) => {
                         c.holds(self.var_view(env, c.left.var)?.record(), self.var_view(env, c.right.var)?.record())
                     }
-                    (None, None) => None,
+                    (None, None, Some(r)) => {
+                        let (start, goal) = (self.slot(env, r.from).node, self.slot(env, r.to).node);
+                        Some(self.reach_one(r.property, r.side, start, goal)? != r.negated)
+                    }
+                    (None, None, None) => None,
                 };
                 let holds = match fast {
                     Some(h) => h,
@@ -1035,6 +1077,19 @@ impl<'g> Exec<'g, '_> {
         }
     }
 
+    /// Whether one step of matrix `p` from `start` (on `side` of its links) arrives at `goal`:
+    /// a search in the start's links, or one lookup when they are not kept.
+    fn reach_one(&self, p: espalier_schema::PropertyId, side: Side, start: NodeRef, goal: NodeRef) -> Result<bool> {
+        if let Some(list) = self.links(p, side, start)? {
+            return Ok(self.link_sets.borrow().contains(list, goal.id));
+        }
+        let g = &self.graph;
+        Ok(match side {
+            Side::Owner => g.find_entry(start, p, EntryKey::Target(goal.id))?.is_some(),
+            Side::Target => g.find_entry(goal, p, EntryKey::Target(start.id))?.is_some(),
+        })
+    }
+
     /// Whether the steps from `start` reach `goal` (anywhere, when `None`). When the last
     /// step is a link or an entry step, it is checked from the goal's side with one lookup.
     fn reaches(&self, start: Cur<'g>, steps: &[MatchStep], env: &Env<'g>, goal: Option<NodeRef>) -> Result<bool> {
@@ -1068,15 +1123,10 @@ impl<'g> Exec<'g, '_> {
                     })
                 };
                 if prefix.is_empty() {
-                    // A search in the start's links, or one lookup when they are not kept.
-                    let side = match kind {
-                        Some(MatchStepKind::Targets(_)) => Side::Owner,
-                        Some(MatchStepKind::Owners(_)) => Side::Target,
-                        _ => return hit(start),
-                    };
-                    return match self.links(p, side, start.node)? {
-                        Some(list) => Ok(self.link_sets.borrow().contains(list, goal.id)),
-                        None => hit(start),
+                    return match kind {
+                        Some(MatchStepKind::Targets(_)) => self.reach_one(p, Side::Owner, start.node, goal),
+                        Some(MatchStepKind::Owners(_)) => self.reach_one(p, Side::Target, start.node, goal),
+                        _ => hit(start),
                     };
                 }
                 self.walk(start, prefix, env, &mut |c| {

@@ -101,6 +101,10 @@ struct Map {
 pub(super) struct LinkSets {
     maps: Vec<Map>,
     links: Vec<NodeId>,
+    /// The list handed out last, and whose it is: a run asks about one start many times in a
+    /// row (a route's required sensors, for every sensor bound inside the route). A list never
+    /// changes once made, so this answer stays true.
+    last: Option<(PropertyId, Side, NodeId, List)>,
 }
 
 type Result<T> = std::result::Result<T, InstructionError>;
@@ -165,6 +169,20 @@ impl LinkSets {
         start: NodeId,
         source: &dyn Links,
     ) -> Result<Option<List>> {
+        if let Some((p, s, id, list)) = self.last {
+            if p == property && s == side && id == start {
+                return Ok(Some(list));
+            }
+        }
+        let list = self.find(property, side, start, source)?;
+        if let Some(list) = list {
+            self.last = Some((property, side, start, list));
+        }
+        Ok(list)
+    }
+
+    /// [`LinkSets::list`] without the last answer.
+    fn find(&mut self, property: PropertyId, side: Side, start: NodeId, source: &dyn Links) -> Result<Option<List>> {
         let m = match self.maps.iter().position(|m| m.property == property && m.side == side) {
             Some(m) => m,
             None if self.maps.len() < MAX_MAPS => {
@@ -196,7 +214,7 @@ impl LinkSets {
             let count = source.count()?;
             if map.descents >= count / 16 {
                 if self.read_whole(m, count, source)? {
-                    return self.list(property, side, start, source);
+                    return self.find(property, side, start, source);
                 }
                 self.maps[m].no_whole = true;
             }
@@ -382,6 +400,25 @@ mod tests {
         let empty = sets.list(p, Side::Owner, id(7), &fake).unwrap().unwrap();
         assert_eq!(empty.len(), 0, "a start with no links has an empty list");
         assert_eq!(fake.whole_reads.get(), 1);
+    }
+
+    #[test]
+    fn the_last_list_answers_again_without_the_maps_and_only_for_its_own_start() {
+        let fake = Fake::new(1000);
+        let mut sets = LinkSets::default();
+        let (p, q) = (PropertyId::new(2), PropertyId::new(3));
+        sets.list(p, Side::Owner, id(3), &fake).unwrap();
+        let a = sets.list(p, Side::Owner, id(3), &fake).unwrap().unwrap();
+        assert_eq!(sets.list(p, Side::Owner, id(3), &fake).unwrap(), Some(a));
+        // Another start, side or property is not the last one's.
+        assert_eq!(sets.list(p, Side::Owner, id(4), &fake).unwrap(), None, "asked once");
+        assert_eq!(sets.list(p, Side::Target, id(3), &fake).unwrap(), None);
+        assert_eq!(sets.list(q, Side::Owner, id(3), &fake).unwrap(), None);
+        let b = sets.list(p, Side::Owner, id(4), &fake).unwrap().unwrap();
+        assert_eq!(all(&sets, b), fake.links(4));
+        let again = sets.list(p, Side::Owner, id(3), &fake).unwrap().unwrap();
+        assert_eq!(all(&sets, again), fake.links(3));
+        assert_eq!(fake.reads.get(), 2);
     }
 
     #[test]
