@@ -1080,7 +1080,10 @@ impl<'g> Exec<'g, '_> {
     /// Whether one step of matrix `p` from `start` (on `side` of its links) arrives at `goal`:
     /// a search in the start's links, or one lookup when they are not kept.
     fn reach_one(&self, p: espalier_schema::PropertyId, side: Side, start: NodeRef, goal: NodeRef) -> Result<bool> {
-        if let Some(list) = self.links(p, side, start)? {
+        let source = MatrixLinks { graph: self.graph, property: p, side };
+        // The borrow ends here: the search below borrows again.
+        let list = self.link_sets.borrow_mut().list_repeated(p, side, start.id, &source)?;
+        if let Some(list) = list {
             return Ok(self.link_sets.borrow().contains(list, goal.id));
         }
         let g = &self.graph;
