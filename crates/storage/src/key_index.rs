@@ -1494,7 +1494,7 @@ impl<'a> Iterator for Range<'a> {
 
     /// The next entry of the leaf, inline; the move to the next leaf (once per few hundred
     /// entries) is out of line, so that the entry's path stays small where it is inlined.
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Entry<'a>> {
         let leaf = self.leaf.as_ref()?;
         if self.i >= leaf.len() {
