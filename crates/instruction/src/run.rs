@@ -626,6 +626,10 @@ fn end_row(nav: &Nav<'_>, key: &[KeyPart<'_>], wanted: bool, out: &mut impl Rows
     Ok(())
 }
 
+/// Columns of numbers [`number_row`] reads onto the stack; a query with more hands them over
+/// one by one.
+const STACK_NUMBERS: usize = 8;
+
 /// [`row`] for a query whose projections are all unfiltered numbers of the row's own record,
 /// at byte positions `slots` of it: no projection path, leaf or filter to look at per row.
 /// (Inlined into `visit`: kept out, as `row` is, it was 5% slower.)
@@ -645,6 +649,20 @@ fn number_row(
             Some(v) => v.record(),
             None => nav.graph.view(node)?.record(),
         };
+        if slots.len() <= STACK_NUMBERS {
+            // Read onto the stack and kept as one row of numbers (`Rows::keep_numbers`).
+            let mut numbers = [0i64; STACK_NUMBERS];
+            for (n, &at) in numbers.iter_mut().zip(slots) {
+                *n = espalier_data::record::read_u64(record, at)? as i64;
+            }
+            if let Err(e) = spell_key(&nav.graph, key, out) {
+                out.drop_row();
+                return Err(e);
+            }
+            out.keep_numbers(&numbers[..slots.len()])?;
+            out.count();
+            return Ok(());
+        }
         for &at in slots {
             let cell = espalier_data::record::read_u64(record, at).map_err(InstructionError::from);
             if let Err(e) = cell.and_then(|n| out.value(Cell::Number(n as i64))) {

@@ -59,6 +59,19 @@ pub(crate) trait Rows {
     fn drop_row(&mut self);
     /// Keeps the values and key parts given since the last row ended as a row.
     fn keep_row(&mut self);
+    /// Keeps a row of `numbers` alone, with the key parts given since the last row ended (no
+    /// value given): what a [`Rows::value`] for each and [`Rows::keep_row`] do, unless a kind
+    /// of rows has a shorter way (a collection query of numbers, `run::number_row`).
+    fn keep_numbers(&mut self, numbers: &[i64]) -> Result<(), InstructionError> {
+        for &n in numbers {
+            if let Err(e) = self.value(Cell::Number(n)) {
+                self.drop_row();
+                return Err(e);
+            }
+        }
+        self.keep_row();
+        Ok(())
+    }
     /// Counts a matching row (kept or not).
     fn count(&mut self);
     /// Whoever takes the rows wants no more: the walk ends.
@@ -256,6 +269,28 @@ impl Rows for VisitedRows<'_> {
         }
         .is_break();
         self.drop_row();
+    }
+
+    /// The numbers handed to the visitor from the stack as they are: no cell kept for each
+    /// and turned into a value after.
+    fn keep_numbers(&mut self, numbers: &[i64]) -> Result<(), InstructionError> {
+        debug_assert!(self.cells.is_empty() && self.text.is_empty(), "no value given before");
+        if numbers.len() > ON_STACK {
+            for &n in numbers {
+                self.cells.push(Visited::Number(n));
+            }
+            self.keep_row();
+            return Ok(());
+        }
+        self.kept += 1;
+        // Numbers own nothing: the array is forgotten, not dropped.
+        let mut values = std::mem::ManuallyDrop::new([const { RowValue::Null }; ON_STACK]);
+        for (slot, &n) in values.iter_mut().zip(numbers) {
+            std::mem::forget(std::mem::replace(slot, RowValue::Int(n)));
+        }
+        self.stopped = (self.visit)(&self.key[..self.key_len], &values[..numbers.len()]).is_break();
+        self.key_len = 0;
+        Ok(())
     }
 
     #[inline(always)]
