@@ -157,20 +157,6 @@ fn list_of(links: &[NodeId], first: usize) -> List {
 }
 
 impl LinkSets {
-    /// `start`'s links through `property` on `side` from `source`, once it is asked about a
-    /// second time or the whole matrix is read; `None` the first time (a node walked from
-    /// once costs nothing more than the walk), and when the list is too long or a bound is
-    /// reached: walk the key index instead.
-    pub(super) fn list(
-        &mut self,
-        property: PropertyId,
-        side: Side,
-        start: NodeId,
-        source: &dyn Links,
-    ) -> Result<Option<List>> {
-        self.find(property, side, start, source)
-    }
-
     /// [`LinkSets::list`], answering the start it was asked about last again without the
     /// maps: a reach filter asks about one start many times in a row (a route's required
     /// sensors, for every sensor bound inside the route). Walks do not: they go from one node
@@ -187,14 +173,24 @@ impl LinkSets {
                 return Ok(Some(list));
             }
         }
-        let list = self.find(property, side, start, source)?;
+        let list = self.list(property, side, start, source)?;
         if let Some(list) = list {
             self.last = Some((property, side, start, list));
         }
         Ok(list)
     }
 
-    fn find(&mut self, property: PropertyId, side: Side, start: NodeId, source: &dyn Links) -> Result<Option<List>> {
+    /// `start`'s links through `property` on `side` from `source`, once it is asked about a
+    /// second time or the whole matrix is read; `None` the first time (a node walked from
+    /// once costs nothing more than the walk), and when the list is too long or a bound is
+    /// reached: walk the key index instead.
+    pub(super) fn list(
+        &mut self,
+        property: PropertyId,
+        side: Side,
+        start: NodeId,
+        source: &dyn Links,
+    ) -> Result<Option<List>> {
         let m = match self.maps.iter().position(|m| m.property == property && m.side == side) {
             Some(m) => m,
             None if self.maps.len() < MAX_MAPS => {
@@ -226,7 +222,7 @@ impl LinkSets {
             let count = source.count()?;
             if map.descents >= count / 16 {
                 if self.read_whole(m, count, source)? {
-                    return self.find(property, side, start, source);
+                    return self.list(property, side, start, source);
                 }
                 self.maps[m].no_whole = true;
             }
