@@ -238,9 +238,9 @@ impl OwnedValue {
 /// The entries index `n` holds for `probe`, in index order: a superset of the entries whose
 /// value satisfies it (exact except for long texts, see the module documentation). Each is
 /// handed to `sink` as a view of its record as the index is read, until it answers `false`;
-/// no list is collected, and an equal probe of a number or a state
-/// allocates nothing (a join probes once per row it extends). Returns whether `sink` never
-/// stopped it. An entry whose row is not live is corruption.
+/// no list is collected, and an equal probe of a number or a state allocates nothing (a join
+/// probes once per row it extends). Returns whether `sink` never stopped it. An entry whose
+/// row is not live is corruption.
 pub fn probe_each<'g, E: From<DataError>>(
     graph: Graph<'g>,
     n: u32,
@@ -338,7 +338,6 @@ enum Within<'p> {
     Below(Option<&'p [u8]>),
 }
 
-/// Rows an index read prefetches before handing the first of them on.
 /// How far ahead of the sink an index read starts loading rows.
 const AHEAD: usize = 8;
 /// How many rows an index read takes from the index at once.
