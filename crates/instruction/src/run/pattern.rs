@@ -1083,9 +1083,15 @@ impl<'g> Exec<'g, '_> {
         let source = MatrixLinks { graph: self.graph, property: p, side };
         // The borrow ends here: the search below borrows again.
         let list = self.link_sets.borrow_mut().list_repeated(p, side, start.id, &source)?;
-        if let Some(list) = list {
-            return Ok(self.link_sets.borrow().contains(list, goal.id));
+        match list {
+            Some(list) => Ok(self.link_sets.borrow().contains(list, goal.id)),
+            None => self.link_lookup(p, side, start, goal),
         }
+    }
+
+    /// Whether `start` (on `side` of matrix `p`'s links) is linked to `goal`: one lookup of
+    /// the matrix entry, under the owner and keyed by the target.
+    fn link_lookup(&self, p: espalier_schema::PropertyId, side: Side, start: NodeRef, goal: NodeRef) -> Result<bool> {
         let g = &self.graph;
         Ok(match side {
             Side::Owner => g.find_entry(start, p, EntryKey::Target(goal.id))?.is_some(),
@@ -1096,7 +1102,6 @@ impl<'g> Exec<'g, '_> {
     /// Whether the steps from `start` reach `goal` (anywhere, when `None`). When the last
     /// step is a link or an entry step, it is checked from the goal's side with one lookup.
     fn reaches(&self, start: Cur<'g>, steps: &[MatchStep], env: &Env<'g>, goal: Option<NodeRef>) -> Result<bool> {
-        let g = &self.graph;
         let mut found = false;
         let last = steps.last().map(|s| &s.kind);
         match (goal, last) {
@@ -1114,10 +1119,8 @@ impl<'g> Exec<'g, '_> {
                 let prefix = &steps[..steps.len() - 1];
                 let hit = |c: Cur<'g>| -> Result<bool> {
                     Ok(match kind {
-                        Some(MatchStepKind::Targets(_)) => {
-                            g.find_entry(c.node, p, EntryKey::Target(goal.id))?.is_some()
-                        }
-                        Some(MatchStepKind::Owners(_)) => g.find_entry(goal, p, EntryKey::Target(c.node.id))?.is_some(),
+                        Some(MatchStepKind::Targets(_)) => self.link_lookup(p, Side::Owner, c.node, goal)?,
+                        Some(MatchStepKind::Owners(_)) => self.link_lookup(p, Side::Target, c.node, goal)?,
                         Some(MatchStepKind::Referrers(_)) => self.view(goal)?.reference(p)? == c.node.id,
                         // The goal's type is the collection's entry type (checked), so
                         // its parent is reached through `p`.
