@@ -22,7 +22,7 @@
 //!   on the entry itself (the query executor always re-checks the condition an index served).
 
 use espalier_schema::{IndexDecl, NodeTypeId, PropertyKind, Schema, StateIndex};
-use espalier_storage::key_index::KeyIndex;
+use espalier_storage::key_index::{KeyIndex, Range};
 use espalier_storage::tables::Read;
 
 use crate::record::{self, NodeId, NodeRef};
@@ -257,15 +257,11 @@ pub fn probe_each<'g, E: From<DataError>>(
         .ok_or_else(|| DataError::Corrupt(format!("no table for the entries of index '{name}'")))?;
     let view = |row: u32, record| NodeView::new(graph.schema, NodeRef { id: NodeId::new(ty, row), ty }, record);
     let not_live = |row: u32| DataError::Corrupt(format!("index '{name}' holds row {row}, which is not live"));
-    let mut each = |start: &[u8], within: Within<'_>| -> std::result::Result<bool, E> {
+    let mut each = |mut entries: Range<'_>| -> std::result::Result<bool, E> {
         // The rows an index hands out are scattered over their table, and the sink reads each
         // one: each is found (one descent, its view handed on) and its load started `AHEAD`
         // entries before the sink sees it, so that the cache misses overlap, not queue. The
         // index hands over its rows a batch at a time, without their keys.
-        let mut entries = match within {
-            Within::Prefix(p) => index.prefix(0, p),
-            Within::Below(end) => index.between(0, start, end),
-        };
         let mut rows = [0u32; BATCH];
         // The rows located ahead, by their place in the batch modulo `AHEAD`.
         let mut ats = [None; AHEAD];
@@ -307,35 +303,23 @@ pub fn probe_each<'g, E: From<DataError>>(
                 IndexValue::Text(_) => unreachable!("matched above"),
             };
             debug_assert_eq!(buf[..len], value_prefix(v)[..], "the one encoding of a value");
-            let p = &buf[..len];
-            each(p, Within::Prefix(p))
+            each(index.prefix(0, &buf[..len]))
         }
-        Probe::Equal(v) => {
-            let p = value_prefix(v);
-            each(&p, Within::Prefix(&p))
-        }
+        Probe::Equal(v) => each(index.prefix(0, &value_prefix(v))),
         Probe::Prefix(text) => {
             let cut = &text.as_bytes()[..text.len().min(MAX_TEXT_BYTES)];
             let mut p = Vec::new();
             escape_into(cut, &mut p);
-            each(&p, Within::Prefix(&p))
+            each(index.prefix(0, &p))
         }
         Probe::Range { low, high } => {
             let start = low.map(value_prefix).unwrap_or_default();
             let end = high.and_then(|v| after_prefix(&value_prefix(v)));
-            each(&start, Within::Below(end.as_deref()))
+            // The key index stops the read itself, with one search in each leaf: a comparison
+            // per key was a fifth of a range read's work.
+            each(index.between(0, &start, end.as_deref()))
         }
     }
-}
-
-/// Where an index read stops: at the first key it does not hold.
-#[derive(Clone, Copy)]
-enum Within<'p> {
-    /// Keys starting with these bytes.
-    Prefix(&'p [u8]),
-    /// Keys below this one (`None`: every key). The key index stops the read itself, with
-    /// one search in each leaf: a comparison per key was a fifth of a range read's work.
-    Below(Option<&'p [u8]>),
 }
 
 /// How far ahead of the sink an index read starts loading rows.
