@@ -219,6 +219,13 @@ impl RedoBuf {
         self.bytes.push(v as u8);
     }
 
+    /// `b`'s length as a varint, then `b` (the bounds are the callers', as for
+    /// `bytes_with_len`).
+    fn var_with_len(&mut self, b: &[u8]) {
+        self.var(b.len() as u32);
+        self.bytes.extend_from_slice(b);
+    }
+
     fn bytes_with_len(&mut self, b: &[u8]) {
         // Bounded by the callers: rows ≤ 4 KiB, keys ≤ MAX_KEY_LEN, strings and meta values by
         // the data layer's limits (far below 4 GiB).
@@ -234,8 +241,7 @@ impl RedoBuf {
                 self.var(table);
                 self.var(row);
                 // A row is at most 4 KiB wide (the table layer's bound).
-                self.var(bytes.len() as u32);
-                self.bytes.extend_from_slice(bytes);
+                self.var_with_len(bytes);
             }
             Op::Free { table, row } => {
                 self.bytes.push(2);
@@ -248,8 +254,7 @@ impl RedoBuf {
                 self.var(owner);
                 self.var(row);
                 // A key is at most MAX_KEY_LEN bytes.
-                self.var(key.len() as u32);
-                self.bytes.extend_from_slice(key);
+                self.var_with_len(key);
             }
             Op::KeyRemove { index, owner, key } => {
                 self.bytes.push(4);
