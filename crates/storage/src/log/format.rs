@@ -147,8 +147,15 @@ impl LogBatch {
     /// ≥ 1 for the first) with `payload`. Refuses payloads over [`MAX_PAYLOAD`] and batches that
     /// would grow over [`MAX_BATCH_BYTES`]; the batch is unchanged then.
     pub fn push(&mut self, version: u64, payload: &[u8]) -> Result<(), LogError> {
-        if payload.len() > MAX_PAYLOAD {
-            return Err(LogError::PayloadTooLarge { len: payload.len(), max: MAX_PAYLOAD });
+        self.push_parts(version, &[payload])
+    }
+
+    /// [`LogBatch::push`] of the payload that `parts` make one after the other (written into
+    /// the batch from where they lie, without first joining them).
+    pub fn push_parts(&mut self, version: u64, parts: &[&[u8]]) -> Result<(), LogError> {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        if payload_len > MAX_PAYLOAD {
+            return Err(LogError::PayloadTooLarge { len: payload_len, max: MAX_PAYLOAD });
         }
         if self.records == 0 {
             if version == 0 {
@@ -157,23 +164,27 @@ impl LogBatch {
         } else if Some(version) != self.next_version() {
             return Err(LogError::VersionOrder { expected: self.next_version().unwrap_or(u64::MAX), got: version });
         }
-        let len = record_len(payload.len());
+        let len = record_len(payload_len);
         if self.encoded_len() + len > MAX_BATCH_BYTES {
             return Err(LogError::BatchTooLarge { len: self.encoded_len() + len, max: MAX_BATCH_BYTES });
         }
-        let mut word = payload.len() as u32;
+        let mut word = payload_len as u32;
         if self.records == 0 {
             word |= BATCH_START;
             self.first = version;
         }
         let word = word.to_le_bytes();
-        let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&word), &version.to_le_bytes()), payload);
+        let crc = parts.iter().fold(crc32c::crc32c_append(crc32c::crc32c(&word), &version.to_le_bytes()), |crc, p| {
+            crc32c::crc32c_append(crc, p)
+        });
         self.buf.reserve(len);
         self.buf.extend_from_slice(&word);
         self.buf.extend_from_slice(&crc.to_le_bytes());
         self.buf.extend_from_slice(&version.to_le_bytes());
-        self.buf.extend_from_slice(payload);
-        self.buf.resize(self.buf.len() + len - RECORD_HEADER_LEN - payload.len(), 0);
+        for p in parts {
+            self.buf.extend_from_slice(p);
+        }
+        self.buf.resize(self.buf.len() + len - RECORD_HEADER_LEN - payload_len, 0);
         self.records += 1;
         Ok(())
     }

@@ -178,16 +178,17 @@ impl Out {
         Ok(self.at)
     }
 
-    /// Writes the operations in `buf` as a chunk (length, crc32c, bytes) if it holds at least
-    /// [`CHUNK_BYTES`] or `force`.
+    /// Writes the operations in `buf` as chunks (length, crc32c, bytes; one per part of
+    /// `buf`, each whole operations) if it holds at least [`CHUNK_BYTES`] or `force`.
     fn chunk(&mut self, buf: &mut RedoBuf, force: bool) -> Result<(), TablesError> {
         if buf.is_empty() || (!force && buf.len() < CHUNK_BYTES) {
             return Ok(());
         }
-        let bytes = buf.bytes();
-        self.write(&(bytes.len() as u32).to_le_bytes())?;
-        self.write(&crc32c::crc32c(bytes).to_le_bytes())?;
-        self.write(bytes)?;
+        for bytes in buf.parts() {
+            self.write(&(bytes.len() as u32).to_le_bytes())?;
+            self.write(&crc32c::crc32c(bytes).to_le_bytes())?;
+            self.write(bytes)?;
+        }
         buf.clear();
         Ok(())
     }

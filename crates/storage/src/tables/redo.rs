@@ -113,12 +113,23 @@ const RECENT_PUTS: usize = 4;
 /// A `recent` slot that matches no put: row `u32::MAX` is never handed out.
 const NO_PUT: (u32, u32, usize, usize) = (u32::MAX, u32::MAX, 0, 0);
 
-/// Appends operations to a payload.
+/// Bytes of operations a part of a [`RedoBuf`] holds before the next operation starts a new
+/// part. A bulk load's redo is tens of MiB: in one growing buffer every doubling copied all of
+/// it into fresh memory (half the page faults of loading the Train Benchmark at size 64).
+pub const PART_BYTES: usize = 4 << 20;
+
+/// Appends operations to a payload, kept in parts of about [`PART_BYTES`], each holding whole
+/// operations.
 #[derive(Debug)]
 pub struct RedoBuf {
+    /// The part being written.
     bytes: Vec<u8>,
+    /// The parts before it, full.
+    sealed: Vec<Vec<u8>>,
+    /// Bytes in `sealed`: where `bytes` starts in the operations.
+    sealed_len: usize,
     /// (table, row, where its image starts, its length) of the last few row puts, replaced
-    /// in turn.
+    /// in turn; offsets count from the first operation.
     recent: [(u32, u32, usize, usize); RECENT_PUTS],
     next: usize,
     /// Images before this offset never change: a savepoint was marked after them, and a
@@ -128,46 +139,91 @@ pub struct RedoBuf {
 
 impl Default for RedoBuf {
     fn default() -> Self {
-        RedoBuf { bytes: Vec::new(), recent: [NO_PUT; RECENT_PUTS], next: 0, floor: 0 }
+        RedoBuf {
+            bytes: Vec::new(),
+            sealed: Vec::new(),
+            sealed_len: 0,
+            recent: [NO_PUT; RECENT_PUTS],
+            next: 0,
+            floor: 0,
+        }
     }
 }
 
 impl RedoBuf {
-    /// The encoded operations so far.
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
+    /// The encoded operations so far, in parts: each holds whole operations, and together in
+    /// order they are the operations.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> {
+        self.sealed.iter().map(Vec::as_slice).chain(std::iter::once(self.bytes.as_slice())).filter(|p| !p.is_empty())
     }
 
     /// Bytes written so far.
     pub fn len(&self) -> usize {
-        self.bytes.len()
+        self.sealed_len + self.bytes.len()
     }
 
     /// Whether nothing was written.
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.len() == 0
     }
 
     /// A savepoint's mark: the bytes written so far, which stay as they are until a rollback
     /// to this mark or before it.
     pub fn mark(&mut self) -> usize {
-        self.floor = self.bytes.len();
+        self.floor = self.len();
         self.floor
     }
 
     /// Forgets everything after `len` (a rollback to a mark).
     pub fn truncate(&mut self, len: usize) {
-        self.bytes.truncate(len);
+        // Bounded by the sealed parts: each turn takes one back.
+        while len < self.sealed_len {
+            let Some(part) = self.sealed.pop() else { break };
+            self.sealed_len -= part.len();
+            self.bytes = part;
+        }
+        self.bytes.truncate(len - self.sealed_len.min(len));
         self.forget_recent(len);
     }
 
-    /// Forgets everything (after a commit), keeping the buffer unless it grew large.
+    /// Forgets everything (after a commit), keeping the part being written unless it grew
+    /// large.
     pub fn clear(&mut self) {
+        self.sealed.clear();
+        self.sealed_len = 0;
         self.bytes.clear();
-        if self.bytes.capacity() > 64 << 20 {
+        if self.bytes.capacity() > PART_BYTES {
             self.bytes.shrink_to(1 << 20);
         }
         self.forget_recent(0);
+    }
+
+    /// Starts a new part if the one being written is full (before an operation, so that no
+    /// operation spans two parts).
+    #[inline]
+    fn seal_if_full(&mut self) {
+        if self.bytes.len() >= PART_BYTES {
+            let full = std::mem::replace(&mut self.bytes, Vec::with_capacity(PART_BYTES + (PART_BYTES >> 3)));
+            self.sealed_len += full.len();
+            self.sealed.push(full);
+        }
+    }
+
+    /// The `len` bytes at offset `at` of the operations, if they lie in one part.
+    fn image_mut(&mut self, at: usize, len: usize) -> Option<&mut [u8]> {
+        if at >= self.sealed_len {
+            let at = at - self.sealed_len;
+            return self.bytes.get_mut(at..at + len);
+        }
+        // An older part: the images looked for are recent, so walk back from the newest.
+        let mut start = self.sealed_len;
+        for part in self.sealed.iter_mut().rev() {
+            start -= part.len();
+            if at >= start {
+                return part.get_mut(at - start..at - start + len);
+            }
+        }
+        None
     }
 
     fn forget_recent(&mut self, floor: usize) {
@@ -180,18 +236,18 @@ impl RedoBuf {
     /// overwritten. Replay applies a commit whole and a row's image is independent of every
     /// other operation, so the row's last image is what counts, wherever it stands.
     pub fn put_row(&mut self, table: u32, row: u32, bytes: &[u8]) {
-        for &(t, r, at, len) in &self.recent {
+        for (t, r, at, len) in self.recent {
             // A table's rows are all one width: an image of another length is never the case,
             // and would be logged anew.
             if t == table && r == row && at >= self.floor && len == bytes.len() {
-                if let Some(image) = self.bytes.get_mut(at..at + bytes.len()) {
+                if let Some(image) = self.image_mut(at, bytes.len()) {
                     image.copy_from_slice(bytes);
                     return;
                 }
             }
         }
         self.push(Op::Put { table, row, bytes });
-        self.recent[self.next % RECENT_PUTS] = (table, row, self.bytes.len() - bytes.len(), bytes.len());
+        self.recent[self.next % RECENT_PUTS] = (table, row, self.len() - bytes.len(), bytes.len());
         self.next = self.next.wrapping_add(1);
     }
 
@@ -235,6 +291,7 @@ impl RedoBuf {
 
     /// Appends `op`.
     pub fn push(&mut self, op: Op<'_>) {
+        self.seal_if_full();
         match op {
             Op::Put { table, row, bytes } => {
                 self.bytes.push(10);
@@ -407,11 +464,7 @@ mod tests {
         for op in ops {
             buf.push(op);
         }
-        let mut read = Ops::new(buf.bytes());
-        for op in ops {
-            assert_eq!(read.next_op().unwrap(), Some(op));
-        }
-        assert_eq!(read.next_op().unwrap(), None);
+        assert_eq!(decoded(&buf), ops);
     }
 
     #[test]
@@ -421,10 +474,10 @@ mod tests {
             let mut buf = RedoBuf::default();
             buf.push(Op::Put { table: v, row: v, bytes: &key });
             buf.push(Op::KeyPut { index: v, owner: v, row: v, key: &key });
-            let mut read = Ops::new(buf.bytes());
-            assert_eq!(read.next_op().unwrap(), Some(Op::Put { table: v, row: v, bytes: &key }));
-            assert_eq!(read.next_op().unwrap(), Some(Op::KeyPut { index: v, owner: v, row: v, key: &key }));
-            assert_eq!(read.next_op().unwrap(), None);
+            assert_eq!(
+                decoded(&buf),
+                [Op::Put { table: v, row: v, bytes: &key }, Op::KeyPut { index: v, owner: v, row: v, key: &key }]
+            );
         }
         // A load's put of a 24-byte row in table 3 at row 100,000: six header bytes, not 13.
         let mut buf = RedoBuf::default();
@@ -463,9 +516,64 @@ mod tests {
         assert_eq!(Ops::new(&[10, 3, 0x80]).next_op().unwrap_err().why, "truncated");
     }
 
+    /// The operations of `buf`, each part decoded on its own (a part holds whole operations).
     fn decoded(buf: &RedoBuf) -> Vec<Op<'_>> {
-        let mut read = Ops::new(buf.bytes());
-        std::iter::from_fn(|| read.next_op().unwrap()).collect()
+        buf.parts()
+            .flat_map(|part| {
+                let mut read = Ops::new(part);
+                std::iter::from_fn(move || read.next_op().unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_redo_is_kept_in_parts_of_whole_operations() {
+        let mut buf = RedoBuf::default();
+        let image = |row: u32| [row as u8; 24];
+        // Enough puts for three parts; each put's image is overwritten once right after it.
+        let mut row = 0u32;
+        let mut mark = None;
+        while buf.len() < 2 * PART_BYTES + PART_BYTES / 2 {
+            buf.put_row(1, row, &[0; 24]);
+            buf.put_row(1, row, &image(row));
+            if mark.is_none() && buf.len() > PART_BYTES + PART_BYTES / 4 {
+                mark = Some((buf.mark(), row + 1));
+            }
+            row += 1;
+        }
+        assert_eq!(buf.parts().count(), 3);
+        assert_eq!(buf.parts().map(<[u8]>::len).sum::<usize>(), buf.len());
+        let ops = decoded(&buf);
+        assert_eq!(ops.len(), row as usize);
+        for (r, op) in ops.iter().enumerate() {
+            assert_eq!(*op, Op::Put { table: 1, row: r as u32, bytes: &image(r as u32) });
+        }
+        // A put of the last row before a part ended, again: its image in the sealed part is
+        // overwritten, not logged anew.
+        let mut buf2 = RedoBuf::default();
+        let mut r = 0;
+        while buf2.len() < PART_BYTES {
+            buf2.put_row(2, r, &image(r));
+            r += 1;
+        }
+        buf2.put_row(2, r, &image(r)); // starts the second part
+        buf2.put_row(2, r - 1, &image(99));
+        assert_eq!(buf2.parts().count(), 2);
+        let ops2 = decoded(&buf2);
+        assert_eq!(ops2.len(), r as usize + 1);
+        assert_eq!(ops2[r as usize - 1], Op::Put { table: 2, row: r - 1, bytes: &image(99) });
+        // A rollback to a mark in the second part drops the third and the end of the second.
+        let (mark, rows) = mark.unwrap();
+        buf.truncate(mark);
+        assert_eq!(buf.len(), mark);
+        assert_eq!(buf.parts().count(), 2);
+        let ops = decoded(&buf);
+        assert_eq!(ops.len(), rows as usize);
+        assert_eq!(ops.last(), Some(&Op::Put { table: 1, row: rows - 1, bytes: &image(rows - 1) }));
+        buf.put_row(1, 7, &image(7));
+        assert_eq!(decoded(&buf).len(), rows as usize + 1);
+        buf.clear();
+        assert!(buf.is_empty() && buf.parts().next().is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::key_index::{KeyIndex, KeyIndexWriter, LeafCopy};
-use crate::log::{LogBatch, LogWriter, MAX_BATCH_BYTES, MAX_PAYLOAD};
+use crate::log::{LogBatch, LogWriter};
 use crate::mapping::MappedFile;
 use crate::table::{Page, StableBytes, TableSavepoint, TableVersion, TableWriter, MAX_ROW};
 
@@ -16,8 +16,14 @@ use super::redo::{self, Op, RedoBuf};
 use super::strings::{StringChange, StringsSavepoint, StringsWriter};
 use super::{Read, Snapshot, TablesError};
 
-/// Bytes of operations per log record (the first payload byte says whether the commit ends).
-const CHUNK: usize = MAX_PAYLOAD - 1;
+/// Most bytes of operations per log record (the first payload byte says whether the commit
+/// ends); a record never spans two of the redo's parts.
+const CHUNK: usize = (1 << 20) - 1;
+
+/// Bytes of records after which a large commit's batch is appended and the next one started:
+/// a bulk load's tens of MiB go to the log in appends of this size from a buffer of this size,
+/// instead of one buffer grown (and copied) to the whole.
+const APPEND_BYTES: usize = 4 << 20;
 
 /// Where [`Writer::rollback_to`] returns to: every structure's version then (constant time per
 /// structure: roots are shared) and the length of the redo operations.
@@ -52,10 +58,9 @@ pub struct Writer {
     poisoned: Option<String>,
     /// Bytes appended to the log since open.
     log_bytes: u64,
-    /// The last commit's log batch and record payload, kept so that a commit allocates
-    /// neither; given up past [`KEPT_BUFFER_BYTES`] (a bulk load's must not stay).
+    /// The last commit's log batch, kept so that a commit does not allocate one; given up
+    /// past [`KEPT_BUFFER_BYTES`] (a bulk load's must not stay).
     batch: LogBatch,
-    payload: Vec<u8>,
 }
 
 /// Largest log batch buffer a writer keeps between commits.
@@ -131,7 +136,6 @@ impl Writer {
             poisoned: None,
             log_bytes: 0,
             batch: LogBatch::new(),
-            payload: Vec::new(),
         }
     }
 
@@ -370,33 +374,33 @@ impl Writer {
         Ok(self.publish(version))
     }
 
-    /// Writes the redo operations as log records: chunks of at most [`CHUNK`] bytes, each
-    /// after a byte saying whether the commit ends there; one append per [`MAX_BATCH_BYTES`].
+    /// Writes the redo operations as log records: pieces of at most [`CHUNK`] bytes of one
+    /// redo part each, after a byte saying whether the commit ends there; one append per
+    /// [`APPEND_BYTES`].
     fn append(&mut self) -> Result<(), TablesError> {
-        let ops = self.redo.bytes();
-        let chunks = ops.len().div_ceil(CHUNK);
-        let (batch, payload) = (&mut self.batch, &mut self.payload);
+        let batch = &mut self.batch;
         batch.clear();
         // The most the batch held: what its buffer grew to.
         let mut largest = 0;
-        for (next, (i, chunk)) in (self.log.next_version()..).zip(ops.chunks(CHUNK).enumerate()) {
-            payload.clear();
-            let first = if i == 0 { redo::FIRST } else { 0 };
-            payload.push(first | if i + 1 == chunks { redo::LAST } else { 0 });
-            payload.extend_from_slice(chunk);
-            if !batch.is_empty() && batch.encoded_len() + payload.len() + 64 > MAX_BATCH_BYTES {
+        let mut pieces = self.redo.parts().flat_map(|part| part.chunks(CHUNK)).peekable();
+        let mut first = redo::FIRST;
+        // Bounded by the redo's length: every turn takes a non-empty piece.
+        for next in self.log.next_version().. {
+            let Some(piece) = pieces.next() else { break };
+            let flags = first | if pieces.peek().is_none() { redo::LAST } else { 0 };
+            first = 0;
+            if !batch.is_empty() && batch.encoded_len() + piece.len() + 64 > APPEND_BYTES {
                 self.log.append(batch)?;
                 self.log_bytes += batch.encoded_len() as u64;
                 largest = largest.max(batch.encoded_len());
                 batch.clear();
             }
-            batch.push(next, payload)?;
+            batch.push_parts(next, &[&[flags], piece])?;
         }
         self.log.append(batch)?;
         self.log_bytes += batch.encoded_len() as u64;
-        if largest.max(batch.encoded_len()) > KEPT_BUFFER_BYTES || payload.capacity() > KEPT_BUFFER_BYTES {
+        if largest.max(batch.encoded_len()) > KEPT_BUFFER_BYTES {
             self.batch = LogBatch::new();
-            self.payload = Vec::new();
         }
         Ok(())
     }
