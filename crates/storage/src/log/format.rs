@@ -174,9 +174,19 @@ impl LogBatch {
             self.first = version;
         }
         let word = word.to_le_bytes();
-        let crc = parts.iter().fold(crc32c::crc32c_append(crc32c::crc32c(&word), &version.to_le_bytes()), |crc, p| {
-            crc32c::crc32c_append(crc, p)
-        });
+        // The version and a short first part (the tables' flags byte) in one checksum call: a
+        // call costs more than its few bytes, and most commits are one small record.
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&version.to_le_bytes());
+        let (head_len, rest) = match parts.split_first() {
+            Some((first, rest)) if first.len() <= 8 => {
+                head[8..8 + first.len()].copy_from_slice(first);
+                (8 + first.len(), rest)
+            }
+            _ => (8, parts),
+        };
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&word), &head[..head_len]);
+        let crc = rest.iter().fold(crc, |crc, p| crc32c::crc32c_append(crc, p));
         self.buf.reserve(len);
         self.buf.extend_from_slice(&word);
         self.buf.extend_from_slice(&crc.to_le_bytes());

@@ -606,3 +606,20 @@ proptest! {
         read_garbage(&bytes, true)?;
     }
 }
+
+proptest! {
+    /// A record pushed from parts is the record of the parts joined, whatever their lengths
+    /// (a short first part shares the version's checksum call).
+    #[test]
+    fn a_record_from_parts_is_the_record_of_them_joined(
+        parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..5),
+        version in 1u64..1_000_000,
+    ) {
+        let slices: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let mut from_parts = LogBatch::new();
+        from_parts.push_parts(version, &slices).expect("push_parts");
+        let mut joined = LogBatch::new();
+        joined.push(version, &parts.concat()).expect("push");
+        prop_assert_eq!(from_parts.records_bytes(), joined.records_bytes());
+    }
+}

@@ -236,14 +236,15 @@ impl RedoBuf {
     /// overwritten. Replay applies a commit whole and a row's image is independent of every
     /// other operation, so the row's last image is what counts, wherever it stands.
     pub fn put_row(&mut self, table: u32, row: u32, bytes: &[u8]) {
-        for (t, r, at, len) in self.recent {
-            // A table's rows are all one width: an image of another length is never the case,
-            // and would be logged anew.
-            if t == table && r == row && at >= self.floor && len == bytes.len() {
-                if let Some(image) = self.image_mut(at, bytes.len()) {
-                    image.copy_from_slice(bytes);
-                    return;
-                }
+        // A table's rows are all one width: an image of another length is never the case, and
+        // would be logged anew.
+        let floor = self.floor;
+        let found =
+            self.recent.iter().find(|&&(t, r, at, len)| t == table && r == row && at >= floor && len == bytes.len());
+        if let Some(&(_, _, at, _)) = found {
+            if let Some(image) = self.image_mut(at, bytes.len()) {
+                image.copy_from_slice(bytes);
+                return;
             }
         }
         self.push(Op::Put { table, row, bytes });

@@ -382,13 +382,13 @@ impl Writer {
         batch.clear();
         // The most the batch held: what its buffer grew to.
         let mut largest = 0;
-        let mut pieces = self.redo.parts().flat_map(|part| part.chunks(CHUNK)).peekable();
-        let mut first = redo::FIRST;
-        // Bounded by the redo's length: every turn takes a non-empty piece.
-        for next in self.log.next_version().. {
-            let Some(piece) = pieces.next() else { break };
-            let flags = first | if pieces.peek().is_none() { redo::LAST } else { 0 };
-            first = 0;
+        let (total, mut done) = (self.redo.len(), 0);
+        let pieces = self.redo.parts().flat_map(|part| part.chunks(CHUNK));
+        // One turn per record: the pieces are non-empty and together are the redo.
+        for (next, piece) in (self.log.next_version()..).zip(pieces) {
+            let first = if done == 0 { redo::FIRST } else { 0 };
+            done += piece.len();
+            let flags = first | if done == total { redo::LAST } else { 0 };
             if !batch.is_empty() && batch.encoded_len() + piece.len() + 64 > APPEND_BYTES {
                 self.log.append(batch)?;
                 self.log_bytes += batch.encoded_len() as u64;
