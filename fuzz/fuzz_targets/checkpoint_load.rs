@@ -115,7 +115,9 @@ fuzz_target!(|data: &[u8]| {
     let redo_offset = file.bytes.len() as u64;
     let mut ops = RedoBuf::default();
     ops.push(Op::Version(1));
-    push_chunk(&mut file.bytes, ops.bytes());
+    for part in ops.parts() {
+        push_chunk(&mut file.bytes, part);
+    }
     file.bytes.extend_from_slice(&[0; 8]);
     let mut catalog = Vec::new();
     u32s(&mut catalog, 2);
