@@ -12,6 +12,7 @@
 use espalier_data::NodeId;
 use espalier_schema::PropertyId;
 
+use super::fast_hash::FastMap;
 use crate::InstructionError;
 
 /// The most links all lists of one run hold together (8 bytes each); nodes read after are
@@ -29,6 +30,16 @@ const MAX_MAPS: usize = 16;
 /// to the largest row asked about: with [`MAX_LINKS`], a run keeps at most 16 × 12 MiB of
 /// maps and 8 MiB of links, and far less when its tables are smaller.
 const MAX_ROWS: usize = 1 << 20;
+
+/// Starts a map keeps in a hash map before it becomes an array by row. A registered query's
+/// refresh asks about a few starts scattered over a large table (ConnectedSegments' seeds,
+/// rows up to 100,000): an array grown to the largest of them was megabytes allocated,
+/// filled and copied as it doubled, for a handful of entries.
+const SPARSE_ROWS: usize = 1024;
+
+/// Rows an array by row may cover however few starts it holds (48 KiB): a small table's
+/// starts (RouteSensor's 320 routes) stay in an array, whose lookup is an index.
+const DENSE_ROWS: usize = 4096;
 
 /// Descents of one matrix after which the whole of it is read, at the least (a matrix's
 /// links are read whole after a sixteenth of their number of descents).
@@ -82,12 +93,71 @@ enum Known {
     TooLong,
 }
 
-/// The lists of one (property, side), by the start's row: rows are dense, so an array is
-/// both smaller and faster than a hash map.
+/// Starts by row: an array while it is small or holds many starts (rows are dense, so then
+/// it is both smaller and faster than a hash map), a hash map while a few starts are
+/// scattered over many rows.
+enum Rows {
+    /// The array and how many times a start was set in it.
+    Dense(Vec<Known>, usize),
+    Sparse(FastMap<u32, Known>),
+}
+
+impl Rows {
+    /// What is known of the start at `row` (below [`MAX_ROWS`]).
+    #[inline]
+    fn get(&self, row: usize) -> Known {
+        match self {
+            Rows::Dense(rows, _) => rows.get(row).copied().unwrap_or(Known::Never),
+            Rows::Sparse(rows) => rows.get(&(row as u32)).copied().unwrap_or(Known::Never),
+        }
+    }
+
+    /// Records `known` for the start at `row` (below [`MAX_ROWS`]).
+    fn set(&mut self, row: usize, known: Known) {
+        debug_assert!(row < MAX_ROWS, "rows at or past MAX_ROWS are never kept");
+        match self {
+            Rows::Dense(rows, sets) => {
+                if rows.len() <= row {
+                    let len = (row + 1).next_power_of_two().min(MAX_ROWS);
+                    if len > DENSE_ROWS && *sets < SPARSE_ROWS {
+                        // Few starts so far, and a row far out: into a hash map (the array
+                        // covers at most DENSE_ROWS rows here).
+                        let mut map = FastMap::with_capacity_and_hasher(2 * *sets + 1, Default::default());
+                        for (r, &k) in rows.iter().enumerate().filter(|(_, k)| !matches!(k, Known::Never)) {
+                            map.insert(r as u32, k);
+                        }
+                        map.insert(row as u32, known);
+                        *self = Rows::Sparse(map);
+                        return;
+                    }
+                    rows.resize(len, Known::Never);
+                }
+                rows[row] = known;
+                *sets += 1;
+            }
+            Rows::Sparse(map) => {
+                if map.len() < SPARSE_ROWS || map.contains_key(&(row as u32)) {
+                    map.insert(row as u32, known);
+                    return;
+                }
+                // Many starts: an array from here on (it never goes back).
+                let largest = map.keys().copied().max().unwrap_or(0) as usize;
+                let mut dense = vec![Known::Never; (largest.max(row) + 1).next_power_of_two().min(MAX_ROWS)];
+                for (&r, &k) in map.iter() {
+                    dense[r as usize] = k;
+                }
+                dense[row] = known;
+                *self = Rows::Dense(dense, SPARSE_ROWS + 1);
+            }
+        }
+    }
+}
+
+/// The lists of one (property, side), by the start's row.
 struct Map {
     property: PropertyId,
     side: Side,
-    by_row: Vec<Known>,
+    by_row: Rows,
     /// Descents made for this map's starts.
     descents: u64,
     /// Whether the whole matrix is read (every start not listed has no links), and whether
@@ -194,7 +264,14 @@ impl LinkSets {
         let m = match self.maps.iter().position(|m| m.property == property && m.side == side) {
             Some(m) => m,
             None if self.maps.len() < MAX_MAPS => {
-                let map = Map { property, side, by_row: Vec::new(), descents: 0, whole: false, no_whole: false };
+                let map = Map {
+                    property,
+                    side,
+                    by_row: Rows::Dense(Vec::new(), 0),
+                    descents: 0,
+                    whole: false,
+                    no_whole: false,
+                };
                 self.maps.push(map);
                 self.maps.len() - 1
             }
@@ -207,13 +284,13 @@ impl LinkSets {
         let map = &mut self.maps[m];
         if map.whole {
             return Ok(match map.by_row.get(row) {
-                Some(Known::Listed(list)) => Some(*list),
+                Known::Listed(list) => Some(list),
                 _ => Some(List::EMPTY),
             });
         }
         match map.by_row.get(row) {
-            Some(Known::Listed(list)) => return Ok(Some(*list)),
-            Some(Known::TooLong) => return Ok(None),
+            Known::Listed(list) => return Ok(Some(list)),
+            Known::TooLong => return Ok(None),
             _ => {}
         }
         // A descent follows, to walk or to read the list.
@@ -228,11 +305,8 @@ impl LinkSets {
             }
         }
         let by_row = &mut self.maps[m].by_row;
-        if by_row.len() <= row {
-            by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
-        }
-        if let Known::Never = by_row[row] {
-            by_row[row] = Known::Once;
+        if let Known::Never = by_row.get(row) {
+            by_row.set(row, Known::Once);
             return Ok(None);
         }
         if self.links.len() > MAX_LINKS - MAX_LIST {
@@ -254,7 +328,7 @@ impl LinkSets {
             self.links.truncate(first);
             Known::TooLong
         };
-        self.maps[m].by_row[row] = known;
+        self.maps[m].by_row.set(row, known);
         Ok(match known {
             Known::Listed(list) => Some(list),
             _ => None,
@@ -267,6 +341,8 @@ impl LinkSets {
         if count > (MAX_LINKS - self.links.len()) as u64 {
             return Ok(false);
         }
+        // Bounded just above by MAX_LINKS: the links are read in one go, never grown by doubling.
+        self.links.reserve(count as usize);
         let mut by_row: Vec<Known> = Vec::new();
         let fits = read_runs(
             &mut self.links,
@@ -283,7 +359,7 @@ impl LinkSets {
         )?;
         if fits {
             let map = &mut self.maps[m];
-            map.by_row = by_row;
+            map.by_row = Rows::Dense(by_row, SPARSE_ROWS + 1);
             map.whole = true;
         }
         Ok(fits)
@@ -340,7 +416,11 @@ mod tests {
 
     impl Links for Fake {
         fn count(&self) -> Result<u64> {
-            Ok((0..self.starts).map(|s| self.links(s).len() as u64).sum())
+            // Start `s` has `s % 7` links: 21 in every seven starts, then the rest's.
+            Ok(match self.long {
+                Some(n) => u64::from(self.starts) * u64::from(n),
+                None => u64::from(self.starts / 7) * 21 + (0..self.starts % 7).map(u64::from).sum::<u64>(),
+            })
         }
 
         fn read(&self, start: NodeId, sink: &mut dyn FnMut(NodeId) -> Result<bool>) -> Result<()> {
@@ -386,6 +466,47 @@ mod tests {
         assert_eq!(all(&sets, a), fake.links(3));
         assert!(sets.contains(b, id(52)) && !sets.contains(b, id(55)) && !sets.contains(b, id(32)));
         assert_eq!(fake.whole_reads.get(), 0, "four descents read no whole matrix");
+    }
+
+    #[test]
+    fn starts_kept_in_a_hash_map_then_an_array_keep_their_lists() {
+        // 200,000 starts: the whole matrix (about 600,000 links) would be read only after
+        // 37,500 descents, so these 3,000 scattered starts go through the map of rows, past
+        // SPARSE_ROWS into the array.
+        let fake = Fake::new(200_000);
+        let mut sets = LinkSets::default();
+        let p = PropertyId::new(2);
+        let starts: Vec<u32> = (0..3000).map(|i| (i * 61 + 7) % 200_000).collect();
+        for &s in &starts {
+            assert_eq!(sets.list(p, Side::Owner, id(s), &fake).unwrap(), None, "start {s} asked once");
+        }
+        assert!(matches!(sets.maps[0].by_row, Rows::Dense(..)), "past SPARSE_ROWS starts the rows are an array");
+        for &s in &starts {
+            let list = sets.list(p, Side::Owner, id(s), &fake).unwrap().expect("asked twice: listed");
+            assert_eq!(all(&sets, list), fake.links(s), "start {s}");
+        }
+        for &s in &starts {
+            let list = sets.list(p, Side::Owner, id(s), &fake).unwrap().expect("listed");
+            assert_eq!(all(&sets, list), fake.links(s), "start {s}");
+        }
+        assert_eq!(fake.reads.get(), 3000, "each start read once");
+        assert_eq!(fake.whole_reads.get(), 0);
+        // A few starts stay in the hash map.
+        let mut few = LinkSets::default();
+        for s in [99_999, 5, 150_000] {
+            few.list(p, Side::Owner, id(s), &fake).unwrap();
+            let list = few.list(p, Side::Owner, id(s), &fake).unwrap().expect("listed");
+            assert_eq!(all(&few, list), fake.links(s));
+        }
+        assert!(matches!(few.maps[0].by_row, Rows::Sparse(_)));
+        // A small table's starts stay in an array.
+        let mut small = LinkSets::default();
+        for s in [3, 4000, 17] {
+            small.list(p, Side::Owner, id(s), &fake).unwrap();
+            let list = small.list(p, Side::Owner, id(s), &fake).unwrap().expect("listed");
+            assert_eq!(all(&small, list), fake.links(s));
+        }
+        assert!(matches!(small.maps[0].by_row, Rows::Dense(..)));
     }
 
     #[test]
