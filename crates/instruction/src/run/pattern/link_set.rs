@@ -102,6 +102,12 @@ enum Rows {
     Sparse(FastMap<u32, Known>),
 }
 
+/// The length an array by row grows to so that it holds `row` (below [`MAX_ROWS`]): the next
+/// power of two, so that growing row by row copies it a few times only.
+fn array_rows(row: usize) -> usize {
+    (row + 1).next_power_of_two().min(MAX_ROWS)
+}
+
 impl Rows {
     /// What is known of the start at `row` (below [`MAX_ROWS`]).
     #[inline]
@@ -118,7 +124,7 @@ impl Rows {
         match self {
             Rows::Dense(rows, sets) => {
                 if rows.len() <= row {
-                    let len = (row + 1).next_power_of_two().min(MAX_ROWS);
+                    let len = array_rows(row);
                     if len > DENSE_ROWS && *sets < SPARSE_ROWS {
                         // Few starts so far, and a row far out: into a hash map (the array
                         // covers at most DENSE_ROWS rows here).
@@ -142,7 +148,7 @@ impl Rows {
                 }
                 // Many starts: an array from here on (it never goes back).
                 let largest = map.keys().copied().max().unwrap_or(0) as usize;
-                let mut dense = vec![Known::Never; (largest.max(row) + 1).next_power_of_two().min(MAX_ROWS)];
+                let mut dense = vec![Known::Never; array_rows(largest.max(row))];
                 for (&r, &k) in map.iter() {
                     dense[r as usize] = k;
                 }
@@ -343,23 +349,18 @@ impl LinkSets {
         }
         // Bounded just above by MAX_LINKS: the links are read in one go, never grown by doubling.
         self.links.reserve(count as usize);
-        let mut by_row: Vec<Known> = Vec::new();
+        // Many starts: an array from the first (it never becomes a hash map).
+        let mut by_row = Rows::Dense(Vec::new(), SPARSE_ROWS + 1);
         let fits = read_runs(
             &mut self.links,
             MAX_LINKS,
             |sink| source.read_all(sink),
             |row: u32| (row as usize) < MAX_ROWS,
-            |row, first, links| {
-                let row = row as usize;
-                if by_row.len() <= row {
-                    by_row.resize((row + 1).next_power_of_two().min(MAX_ROWS), Known::Never);
-                }
-                by_row[row] = Known::Listed(list_of(links, first));
-            },
+            |row, first, links| by_row.set(row as usize, Known::Listed(list_of(links, first))),
         )?;
         if fits {
             let map = &mut self.maps[m];
-            map.by_row = Rows::Dense(by_row, SPARSE_ROWS + 1);
+            map.by_row = by_row;
             map.whole = true;
         }
         Ok(fits)
